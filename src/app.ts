@@ -1,0 +1,123 @@
+// The whole service as one Fastify instance built from a Config: open the database, apply the
+// migrations, bootstrap the operator, then register the HTTP layers and resources. Testable with
+// app.inject() or on an ephemeral port; main.ts only listens and shuts down.
+import crypto from 'node:crypto';
+import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import swagger from '@fastify/swagger';
+import type { Config } from './config.js';
+import { createPglite, createPostgres, type Db } from './db/db.js';
+import { migrate } from './db/migrate.js';
+import { loadSecretsKey } from './auth/crypto.js';
+import { TokenService } from './auth/tokens.js';
+import { authRoutes } from './auth/routes.js';
+import { credentialRoutes } from './auth/credentials.js';
+import { bootstrap, type BootstrapResult } from './bootstrap.js';
+import { installErrorEnvelope, installValidation } from './http/envelope.js';
+import { installGuard } from './http/guard.js';
+import { MemoryLimiter, RedisLimiter, type Limiter } from './http/limits.js';
+import { ErrorSchema } from './http/schemas.js';
+import { ownerRoutes } from './owners/owners.js';
+import { assetRoutes } from './assets/assets.js';
+import { opsRoutes } from './ops/ops.js';
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    publicUrl: string;
+    services: Services;
+  }
+}
+
+export interface Services {
+  cfg: Config;
+  db: Db;
+  tokens: TokenService;
+  limiter: Limiter;
+  bootstrap: BootstrapResult | null;
+}
+
+export const MiB = 1024 * 1024;
+
+/** In-memory embedded database, for tests: DATA_DIR=memory:// */
+const inMemory = (cfg: Config) => cfg.DATA_DIR === 'memory://';
+
+export async function openDatabase(cfg: Config): Promise<Db> {
+  return cfg.DATABASE_URL ? createPostgres(cfg.DATABASE_URL, cfg.DB_POOL_SIZE) : createPglite(inMemory(cfg) ? undefined : cfg.dataDir);
+}
+
+export async function buildApp(cfg: Config, opts: { logger?: FastifyServerOptions['logger']; db?: Db } = {}): Promise<FastifyInstance> {
+  const app = Fastify({
+    logger: opts.logger ?? { level: cfg.LOG_LEVEL },
+    bodyLimit: MiB,
+    requestIdHeader: 'x-request-id',
+    genReqId: () => crypto.randomUUID(),
+    return503OnClosing: true,
+    forceCloseConnections: false,
+    ajv: { customOptions: { strict: false } },
+  });
+
+  const db = opts.db ?? (await openDatabase(cfg));
+  let limiter: Limiter | undefined;
+  try {
+    await migrate(db);
+    const tokens = new TokenService(db, cfg, loadSecretsKey(cfg, inMemory(cfg)));
+    await tokens.init();
+    const boot = await bootstrap(db, cfg);
+    const settings = { max: cfg.RATE_LIMIT_MAX, windowMs: cfg.RATE_LIMIT_WINDOW_SECONDS * 1000, concurrent: cfg.RATE_LIMIT_CONCURRENT };
+    limiter = cfg.REDIS_URL
+      ? new RedisLimiter(cfg.REDIS_URL, settings, (e) => app.log.warn({ err: e }, 'rate limit store unavailable; request admitted'))
+      : new MemoryLimiter(settings);
+    app.decorate('publicUrl', cfg.publicUrl);
+    app.decorate('services', { cfg, db, tokens, limiter, bootstrap: boot });
+  } catch (e) {
+    await limiter?.close();
+    if (!opts.db) await db.close();
+    throw e;
+  }
+  const { tokens } = app.services;
+  app.addHook('onClose', async () => {
+    await app.services.limiter.close();
+    if (!opts.db) await db.close();
+  });
+
+  // Only JSON bodies (415 otherwise); the token endpoint adds form bodies in its own scope.
+  app.removeContentTypeParser('text/plain');
+  installValidation(app);
+  installErrorEnvelope(app);
+  // Every documented route answers errors in the one envelope: say so in the OpenAPI document.
+  app.addHook('onRoute', (r) => {
+    if (!r.schema || r.schema.hide) return;
+    r.schema.response = { ...(r.schema.response as object), '4xx': ErrorSchema, '5xx': ErrorSchema };
+  });
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'Asset tracking service',
+        version: '1',
+        description: 'Assets, owners and their data; push to webhooks, MQTT and Kafka. Errors: {error, message, code, requestId, field}.',
+      },
+      servers: [{ url: cfg.publicUrl }],
+      components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'JWT from the token endpoint, or an API key' } } },
+      security: [{ bearer: [] }],
+    },
+  });
+  installGuard(app, {
+    db,
+    tokens,
+    limiter: app.services.limiter,
+    rateLimitMax: cfg.RATE_LIMIT_MAX,
+    idempotencyWindowSeconds: cfg.IDEMPOTENCY_WINDOW_SECONDS,
+  });
+
+  await app.register(authRoutes, { db, cfg, tokens });
+  await app.register(opsRoutes, { db });
+  await app.register(
+    async (api) => {
+      await api.register(ownerRoutes, { db });
+      await api.register(assetRoutes, { db });
+      await api.register(credentialRoutes, { db });
+    },
+    { prefix: '/api/v1' },
+  );
+  return app;
+}

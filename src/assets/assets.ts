@@ -1,0 +1,182 @@
+// Assets (spec 2.1, API.md sections 3-4): names unique within their owner; `assetTags` accepted as
+// an alias of `tags` (the spec's sample uses it); deletion refused while data records refer to it.
+import crypto from 'node:crypto';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { Type, type Static } from '@sinclair/typebox';
+import type { Db, Queryable } from '../db/db.js';
+import { ApiError, notFound } from '../http/errors.js';
+import { cursorColumn, keyset, page, PageQuery } from '../http/paging.js';
+import { DateTime, IdParam, isUuid, iso, Nullable, Str, Uuid } from '../http/schemas.js';
+import type { Tenancy } from '../tenancy/tenancy.js';
+
+export const Asset = Type.Object(
+  {
+    id: Uuid,
+    name: Str(255),
+    disabled: Type.Boolean(),
+    note: Nullable(Str(255)),
+    tags: Nullable(Str(255, { description: 'Comma separated words' })),
+    boxId: Nullable(Str(36)),
+    ownerId: Uuid,
+    whenCreated: DateTime,
+    whenUpdated: DateTime,
+  },
+  { title: 'Asset' },
+);
+
+const writable = {
+  name: Str(255, { minLength: 1 }),
+  disabled: Type.Optional(Type.Boolean()),
+  note: Type.Optional(Nullable(Str(255))),
+  tags: Type.Optional(Nullable(Str(255, { description: 'Comma separated words' }))),
+  assetTags: Type.Optional(Nullable(Str(255, { description: 'Alias of tags' }))),
+  boxId: Type.Optional(Nullable(Str(36))),
+  ownerId: Type.Optional(Type.String({ format: 'uuid', description: "Defaults to the caller's owner" })),
+};
+const AssetWrite = Type.Object(writable);
+const AssetPatch = Type.Partial(AssetWrite);
+type AssetWrite = Static<typeof AssetWrite>;
+
+const AssetList = Type.Intersect([
+  PageQuery,
+  Type.Object({ name: Type.Optional(Str(255)), ownerId: Type.Optional(Uuid), assetId: Type.Optional(Type.Array(Uuid)) }),
+]);
+
+interface Row {
+  id: string;
+  name: string;
+  disabled: boolean;
+  note: string | null;
+  tags: string | null;
+  box_id: string | null;
+  owner_id: string;
+  when_created: Date;
+  when_updated: Date;
+}
+
+const SELECT = 'id, name, disabled, note, tags, box_id, owner_id, when_created, when_updated';
+const toApi = (r: Row) => ({
+  id: r.id,
+  name: r.name,
+  disabled: r.disabled,
+  note: r.note,
+  tags: r.tags,
+  boxId: r.box_id,
+  ownerId: r.owner_id,
+  whenCreated: iso(r.when_created)!,
+  whenUpdated: iso(r.when_updated)!,
+});
+
+export async function getAsset(q: Queryable, t: Tenancy, id: string, forUpdate = false): Promise<Row> {
+  if (!isUuid(id)) throw notFound('asset');
+  return t.one<Row>(q, { select: SELECT, from: 'assets', ownerColumn: 'owner_id' }, id, 'asset', forUpdate);
+}
+
+const nameTaken = (e: unknown) => (e as { code?: string; constraint?: string }).code === '23505';
+const takenError = () => new ApiError('NAME_TAKEN', 'An asset with this name already exists for this owner.', { field: '/name' });
+
+function tagsOf(body: Partial<AssetWrite>): string | null | undefined {
+  if (body.tags !== undefined) return body.tags;
+  return body.assetTags;
+}
+
+export async function assetRoutes(app: FastifyInstance, { db }: { db: Db }): Promise<void> {
+  const tags = ['assets'];
+
+  app.get('/assets', {
+    schema: { tags, summary: 'List visible assets', querystring: AssetList, response: { 200: Type.Array(Asset) } },
+    handler: async (req, reply) => {
+      const query = req.query as Static<typeof AssetList>;
+      const params: unknown[] = [];
+      const where = [await req.tenancy.where('owner_id', params)];
+      if (query.name !== undefined) where.push(`name = $${params.push(query.name)}`);
+      if (query.ownerId !== undefined) where.push(`owner_id = $${params.push(query.ownerId)}::uuid`);
+      if (query.assetId?.length) where.push(`id = ANY($${params.push(query.assetId)}::uuid[])`);
+      const ks = keyset(query, params, { defaultOrder: 'asc', idType: 'uuid' });
+      const { rows } = await db.query<Row & { _cursor_ts: string }>(
+        `SELECT ${SELECT}, ${cursorColumn()} FROM assets WHERE ${[...where, ...ks.where].join(' AND ')}
+          ORDER BY ${ks.orderBy} LIMIT ${ks.fetch}`,
+        params,
+      );
+      return page(req, reply, ks, rows, req.server.publicUrl).map(toApi);
+    },
+  });
+
+  app.post('/assets', {
+    bodyLimit: 1024 * 1024,
+    schema: { tags, summary: 'Create an asset', body: AssetWrite, response: { 201: Asset } },
+    handler: async (req, reply) => {
+      const body = req.body as AssetWrite;
+      const ownerId = body.ownerId ?? req.tenancy.principal.ownerId;
+      await req.tenancy.assertOwner(ownerId);
+      const id = crypto.randomUUID();
+      try {
+        const { rows } = await db.query<Row>(
+          `INSERT INTO assets (id, owner_id, name, disabled, note, tags, box_id)
+           VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING ${SELECT}`,
+          [id, ownerId, body.name, body.disabled ?? false, body.note ?? null, tagsOf(body) ?? null, body.boxId ?? null],
+        );
+        reply.code(201).header('Location', `${req.server.publicUrl}/api/v1/assets/${id}`);
+        return toApi(rows[0]!);
+      } catch (e) {
+        throw nameTaken(e) ? takenError() : e;
+      }
+    },
+  });
+
+  app.get('/assets/:id', {
+    schema: { tags, summary: 'Get an asset', params: IdParam, response: { 200: Asset } },
+    handler: async (req) => toApi(await getAsset(db, req.tenancy, (req.params as { id: string }).id)),
+  });
+
+  const update = (mode: 'put' | 'patch') => async (req: FastifyRequest) => {
+    const id = (req.params as { id: string }).id;
+    const body = req.body as Partial<AssetWrite>;
+    try {
+      return await db.tx(async (q) => {
+        const cur = await getAsset(q, req.tenancy, id, true);
+        const keep = <T>(v: T | undefined, old: T, dflt: T) => (mode === 'put' ? (v === undefined ? dflt : v) : v === undefined ? old : v);
+        const ownerId = body.ownerId ?? cur.owner_id;
+        if (ownerId !== cur.owner_id) await req.tenancy.assertOwner(ownerId);
+        const { rows } = await q.query<Row>(
+          `UPDATE assets SET name = $2, disabled = $3, note = $4, tags = $5, box_id = $6, owner_id = $7, when_updated = now()
+            WHERE id = $1 RETURNING ${SELECT}`,
+          [
+            id,
+            body.name ?? cur.name,
+            keep(body.disabled, cur.disabled, false),
+            keep(body.note, cur.note, null),
+            keep(tagsOf(body), cur.tags, null),
+            keep(body.boxId, cur.box_id, null),
+            ownerId,
+          ],
+        );
+        return toApi(rows[0]!);
+      });
+    } catch (e) {
+      throw nameTaken(e) ? takenError() : e;
+    }
+  };
+
+  app.put('/assets/:id', {
+    schema: { tags, summary: 'Replace an asset', params: IdParam, body: AssetWrite, response: { 200: Asset } },
+    handler: update('put'),
+  });
+  app.patch('/assets/:id', {
+    schema: { tags, summary: 'Update an asset (JSON merge patch)', params: IdParam, body: AssetPatch, response: { 200: Asset } },
+    handler: update('patch'),
+  });
+
+  app.delete('/assets/:id', {
+    schema: { tags, summary: 'Delete an asset; 409 while it has data records', params: IdParam },
+    handler: async (req, reply) => {
+      const id = (req.params as { id: string }).id;
+      await db.tx(async (q) => {
+        await getAsset(q, req.tenancy, id, true);
+        // Data record tables reference assets: the foreign key answers 409 while any exist.
+        await q.query('DELETE FROM assets WHERE id = $1', [id]);
+      });
+      return reply.code(204).send();
+    },
+  });
+}

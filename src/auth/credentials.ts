@@ -1,0 +1,313 @@
+// Users, OAuth clients and API keys (API.md section 2). Secrets are shown once, in the create
+// response, and kept only as digests (API keys, client secrets) or scrypt hashes (passwords).
+// A non-admin creates API keys only for owners it sees, with scopes no wider than its own.
+import crypto from 'node:crypto';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { Type, type Static } from '@sinclair/typebox';
+import type { Db, Queryable } from '../db/db.js';
+import { ApiError, forbidden, notFound } from '../http/errors.js';
+import { API_KEY_PREFIX } from '../http/guard.js';
+import { cursorColumn, keyset, page, PageQuery } from '../http/paging.js';
+import { DateTime, IdParam, isUuid, iso, Nullable, ScopeSchema, Str, Uuid } from '../http/schemas.js';
+import { digest, hashPassword, randomSecret } from './crypto.js';
+import type { Scope } from './tokens.js';
+
+const Scopes = Type.Array(ScopeSchema, { minItems: 1, maxItems: 3, uniqueItems: true });
+const Grant = Type.Union([Type.Literal('password'), Type.Literal('refresh_token'), Type.Literal('client_credentials')]);
+
+// ---- shared list helper for the three credential tables -------------------------------------
+
+async function listOwned<R>(
+  db: Db,
+  req: FastifyRequest,
+  reply: Parameters<typeof page>[1],
+  table: string,
+  select: string,
+  query: PageQuery & { ownerId?: string },
+): Promise<R[]> {
+  const params: unknown[] = [];
+  const where = [await req.tenancy.where('owner_id', params)];
+  if (query.ownerId !== undefined) where.push(`owner_id = $${params.push(query.ownerId)}::uuid`);
+  const ks = keyset(query, params, { defaultOrder: 'asc', idType: 'uuid' });
+  const { rows } = await db.query<R & { id: string; _cursor_ts: string }>(
+    `SELECT ${select}, ${cursorColumn()} FROM ${table} WHERE ${[...where, ...ks.where].join(' AND ')}
+      ORDER BY ${ks.orderBy} LIMIT ${ks.fetch}`,
+    params,
+  );
+  return page(req, reply, ks, rows, req.server.publicUrl);
+}
+
+const OwnedList = Type.Intersect([PageQuery, Type.Object({ ownerId: Type.Optional(Uuid) })]);
+
+// ---- users ---------------------------------------------------------------------------------
+
+const User = Type.Object(
+  { id: Uuid, username: Str(255), ownerId: Uuid, scopes: Scopes, disabled: Type.Boolean(), whenCreated: DateTime, whenUpdated: DateTime },
+  { title: 'User' },
+);
+const UserCreate = Type.Object({
+  username: Type.String({ minLength: 1, maxLength: 255, pattern: '^[^\\s:]+$', description: 'No spaces or colons' }),
+  password: Type.String({ minLength: 8, maxLength: 1024 }),
+  ownerId: Uuid,
+  scopes: Scopes,
+  disabled: Type.Optional(Type.Boolean()),
+});
+const UserPatch = Type.Partial(Type.Omit(UserCreate, ['username']));
+interface UserRow {
+  id: string;
+  username: string;
+  owner_id: string;
+  scopes: Scope[];
+  disabled: boolean;
+  when_created: Date;
+  when_updated: Date;
+}
+const USER_SELECT = 'id, username, owner_id, scopes, disabled, when_created, when_updated';
+const userApi = (r: UserRow) => ({
+  id: r.id,
+  username: r.username,
+  ownerId: r.owner_id,
+  scopes: r.scopes,
+  disabled: r.disabled,
+  whenCreated: iso(r.when_created)!,
+  whenUpdated: iso(r.when_updated)!,
+});
+
+export async function createUser(q: Queryable, u: { username: string; password: string; ownerId: string; scopes: Scope[] }) {
+  const id = crypto.randomUUID();
+  await q.query('INSERT INTO users (id, username, password_hash, owner_id, scopes) VALUES ($1, $2, $3, $4, $5)', [
+    id,
+    u.username,
+    await hashPassword(u.password),
+    u.ownerId,
+    u.scopes,
+  ]);
+  return id;
+}
+
+// ---- clients -------------------------------------------------------------------------------
+
+const Client = Type.Object(
+  {
+    id: Uuid,
+    clientId: Str(255),
+    name: Nullable(Str(255)),
+    grants: Type.Array(Grant),
+    ownerId: Uuid,
+    scopes: Scopes,
+    whenCreated: DateTime,
+  },
+  { title: 'Client' },
+);
+const ClientCreate = Type.Object({
+  clientId: Type.String({ minLength: 1, maxLength: 255, pattern: '^[A-Za-z0-9._~-]+$' }),
+  name: Type.Optional(Nullable(Str(255))),
+  grants: Type.Array(Grant, { minItems: 1, maxItems: 3, uniqueItems: true }),
+  ownerId: Type.Optional(Type.String({ format: 'uuid', description: 'Owner of client_credentials tokens (default: the caller\'s)' })),
+  scopes: Type.Optional(Scopes),
+});
+const ClientCreated = Type.Intersect([Client, Type.Object({ clientSecret: Type.String({ description: 'Shown once' }) })]);
+interface ClientRow {
+  id: string;
+  client_id: string;
+  name: string | null;
+  grants: string[];
+  owner_id: string;
+  scopes: Scope[];
+  when_created: Date;
+}
+const CLIENT_SELECT = 'id, client_id, name, grants, owner_id, scopes, when_created';
+const clientApi = (r: ClientRow) => ({
+  id: r.id,
+  clientId: r.client_id,
+  name: r.name,
+  grants: r.grants as Static<typeof Grant>[],
+  ownerId: r.owner_id,
+  scopes: r.scopes,
+  whenCreated: iso(r.when_created)!,
+});
+
+export async function createClient(
+  q: Queryable,
+  c: { clientId: string; secret: string; name: string | null; grants: string[]; ownerId: string; scopes: Scope[] },
+) {
+  const id = crypto.randomUUID();
+  await q.query(
+    'INSERT INTO clients (id, client_id, name, secret_digest, grants, owner_id, scopes) VALUES ($1, $2, $3, $4, $5, $6, $7)',
+    [id, c.clientId, c.name, digest(c.secret), c.grants, c.ownerId, c.scopes],
+  );
+  return id;
+}
+
+// ---- API keys ------------------------------------------------------------------------------
+
+const ApiKey = Type.Object(
+  { id: Uuid, name: Str(255), ownerId: Uuid, scopes: Scopes, prefix: Type.String(), whenCreated: DateTime },
+  { title: 'ApiKey' },
+);
+const ApiKeyCreate = Type.Object({
+  name: Str(255, { minLength: 1 }),
+  ownerId: Type.Optional(Type.String({ format: 'uuid', description: "Defaults to the caller's owner" })),
+  scopes: Scopes,
+});
+const ApiKeyCreated = Type.Intersect([ApiKey, Type.Object({ key: Type.String({ description: 'Shown once' }) })]);
+interface ApiKeyRow {
+  id: string;
+  name: string;
+  owner_id: string;
+  scopes: Scope[];
+  prefix: string;
+  when_created: Date;
+}
+const KEY_SELECT = 'id, name, owner_id, scopes, prefix, when_created';
+const keyApi = (r: ApiKeyRow) => ({
+  id: r.id,
+  name: r.name,
+  ownerId: r.owner_id,
+  scopes: r.scopes,
+  prefix: r.prefix,
+  whenCreated: iso(r.when_created)!,
+});
+
+export async function createApiKey(q: Queryable, k: { name: string; ownerId: string; scopes: Scope[]; createdBy: string }) {
+  const id = crypto.randomUUID();
+  const key = randomSecret(API_KEY_PREFIX);
+  const { rows } = await q.query<ApiKeyRow>(
+    `INSERT INTO api_keys (id, name, owner_id, scopes, digest, prefix, created_by) VALUES ($1, $2, $3, $4, $5, $6, $7)
+     RETURNING ${KEY_SELECT}`,
+    [id, k.name, k.ownerId, k.scopes, digest(key), key.slice(0, API_KEY_PREFIX.length + 6), k.createdBy],
+  );
+  return { ...keyApi(rows[0]!), key };
+}
+
+// ---- routes --------------------------------------------------------------------------------
+
+export async function credentialRoutes(app: FastifyInstance, { db }: { db: Db }): Promise<void> {
+  const admin = { scope: 'admin' as const };
+  const taken = (field: string, what: string) => (e: unknown) => {
+    if ((e as { code?: string }).code === '23505') throw new ApiError('NAME_TAKEN', `That ${what} is already in use.`, { field });
+    throw e;
+  };
+  const param = (req: FastifyRequest, what: string) => {
+    const id = (req.params as { id: string }).id;
+    if (!isUuid(id)) throw notFound(what);
+    return id;
+  };
+
+  // users (admin)
+  app.get('/users', {
+    config: admin,
+    schema: { tags: ['users'], summary: 'List users (admin)', querystring: OwnedList, response: { 200: Type.Array(User) } },
+    handler: async (req, reply) => (await listOwned<UserRow>(db, req, reply, 'users', USER_SELECT, req.query as Static<typeof OwnedList>)).map(userApi),
+  });
+  app.post('/users', {
+    config: admin,
+    schema: { tags: ['users'], summary: 'Create a user (admin)', body: UserCreate, response: { 201: User } },
+    handler: async (req, reply) => {
+      const b = req.body as Static<typeof UserCreate>;
+      await req.tenancy.assertOwner(b.ownerId);
+      const id = await createUser(db, b).catch(taken('/username', 'username'));
+      if (b.disabled) await db.query('UPDATE users SET disabled = true WHERE id = $1', [id]);
+      reply.code(201).header('Location', `${req.server.publicUrl}/api/v1/users/${id}`);
+      return userApi(await req.tenancy.one<UserRow>(db, { select: USER_SELECT, from: 'users', ownerColumn: 'owner_id' }, id, 'user'));
+    },
+  });
+  app.get('/users/:id', {
+    config: admin,
+    schema: { tags: ['users'], summary: 'Get a user (admin)', params: IdParam, response: { 200: User } },
+    handler: async (req) =>
+      userApi(await req.tenancy.one<UserRow>(db, { select: USER_SELECT, from: 'users', ownerColumn: 'owner_id' }, param(req, 'user'), 'user')),
+  });
+  app.patch('/users/:id', {
+    config: admin,
+    schema: { tags: ['users'], summary: 'Update a user (admin): password, owner, scopes, disabled', params: IdParam, body: UserPatch, response: { 200: User } },
+    handler: async (req) => {
+      const id = param(req, 'user');
+      const b = req.body as Static<typeof UserPatch>;
+      return db.tx(async (q) => {
+        const cur = await req.tenancy.one<UserRow>(q, { select: USER_SELECT, from: 'users', ownerColumn: 'owner_id' }, id, 'user', true);
+        if (b.ownerId) await req.tenancy.assertOwner(b.ownerId);
+        const hash = b.password === undefined ? null : await hashPassword(b.password);
+        const { rows } = await q.query<UserRow>(
+          `UPDATE users SET owner_id = $2, scopes = $3, disabled = $4, password_hash = COALESCE($5, password_hash), when_updated = now()
+            WHERE id = $1 RETURNING ${USER_SELECT}`,
+          [id, b.ownerId ?? cur.owner_id, b.scopes ?? cur.scopes, b.disabled ?? cur.disabled, hash],
+        );
+        return userApi(rows[0]!);
+      });
+    },
+  });
+  app.delete('/users/:id', {
+    config: admin,
+    schema: { tags: ['users'], summary: 'Delete a user (admin)', params: IdParam },
+    handler: async (req, reply) => {
+      const id = param(req, 'user');
+      await req.tenancy.one(db, { select: 'id', from: 'users', ownerColumn: 'owner_id' }, id, 'user');
+      await db.query('DELETE FROM users WHERE id = $1', [id]);
+      return reply.code(204).send();
+    },
+  });
+
+  // clients (admin)
+  app.get('/clients', {
+    config: admin,
+    schema: { tags: ['clients'], summary: 'List OAuth clients (admin)', querystring: OwnedList, response: { 200: Type.Array(Client) } },
+    handler: async (req, reply) =>
+      (await listOwned<ClientRow>(db, req, reply, 'clients', CLIENT_SELECT, req.query as Static<typeof OwnedList>)).map(clientApi),
+  });
+  app.post('/clients', {
+    config: admin,
+    schema: { tags: ['clients'], summary: 'Create an OAuth client (admin); the secret is shown once', body: ClientCreate, response: { 201: ClientCreated } },
+    handler: async (req, reply) => {
+      const b = req.body as Static<typeof ClientCreate>;
+      const ownerId = b.ownerId ?? req.tenancy.principal.ownerId;
+      await req.tenancy.assertOwner(ownerId);
+      const secret = randomSecret('', 32);
+      const id = await createClient(db, { clientId: b.clientId, secret, name: b.name ?? null, grants: b.grants, ownerId, scopes: b.scopes ?? ['read'] }).catch(
+        taken('/clientId', 'clientId'),
+      );
+      const row = await req.tenancy.one<ClientRow>(db, { select: CLIENT_SELECT, from: 'clients', ownerColumn: 'owner_id' }, id, 'client');
+      reply.code(201).header('Location', `${req.server.publicUrl}/api/v1/clients/${id}`);
+      return { ...clientApi(row), clientSecret: secret };
+    },
+  });
+  app.delete('/clients/:id', {
+    config: admin,
+    schema: { tags: ['clients'], summary: 'Delete an OAuth client (admin)', params: IdParam },
+    handler: async (req, reply) => {
+      const id = param(req, 'client');
+      await req.tenancy.one(db, { select: 'id', from: 'clients', ownerColumn: 'owner_id' }, id, 'client');
+      await db.query('DELETE FROM clients WHERE id = $1', [id]);
+      return reply.code(204).send();
+    },
+  });
+
+  // API keys
+  app.get('/api-keys', {
+    schema: { tags: ['api-keys'], summary: 'List API keys of visible owners (never the secret)', querystring: OwnedList, response: { 200: Type.Array(ApiKey) } },
+    handler: async (req, reply) =>
+      (await listOwned<ApiKeyRow>(db, req, reply, 'api_keys', KEY_SELECT, req.query as Static<typeof OwnedList>)).map(keyApi),
+  });
+  app.post('/api-keys', {
+    schema: { tags: ['api-keys'], summary: 'Create an API key; the key is shown once', body: ApiKeyCreate, response: { 201: ApiKeyCreated } },
+    handler: async (req, reply) => {
+      const b = req.body as Static<typeof ApiKeyCreate>;
+      const ownerId = b.ownerId ?? req.tenancy.principal.ownerId;
+      await req.tenancy.assertOwner(ownerId);
+      const wider = b.scopes.filter((s) => !req.tenancy.has(s));
+      if (wider.length) throw forbidden(`A key cannot have scopes its creator lacks: ${wider.join(', ')}.`);
+      const created = await createApiKey(db, { name: b.name, ownerId, scopes: b.scopes, createdBy: req.tenancy.principal.actor });
+      reply.code(201).header('Location', `${req.server.publicUrl}/api/v1/api-keys/${created.id}`);
+      return created;
+    },
+  });
+  app.delete('/api-keys/:id', {
+    schema: { tags: ['api-keys'], summary: 'Revoke an API key', params: IdParam },
+    handler: async (req, reply) => {
+      const id = param(req, 'API key');
+      await req.tenancy.one(db, { select: 'id', from: 'api_keys', ownerColumn: 'owner_id' }, id, 'API key');
+      await db.query('DELETE FROM api_keys WHERE id = $1', [id]);
+      return reply.code(204).send();
+    },
+  });
+}

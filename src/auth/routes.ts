@@ -1,0 +1,198 @@
+// The built-in OpenID Connect issuer on Keycloak-compatible paths (spec 4.2, API.md section 2):
+// token endpoint (password, refresh_token, client_credentials), discovery document and JWKS.
+// Served under /auth/realms/{realm} and, as newer Keycloak does, /realms/{realm}.
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import formbody from '@fastify/formbody';
+import { Type, type Static } from '@sinclair/typebox';
+import type { Config } from '../config.js';
+import type { Db } from '../db/db.js';
+import { digest, safeEqual, verifyPassword } from './crypto.js';
+import { isScope, type TokenService, type TokenSubject } from './tokens.js';
+
+const TokenBody = Type.Object({
+  grant_type: Type.String({ maxLength: 64 }),
+  username: Type.Optional(Type.String({ maxLength: 255 })),
+  password: Type.Optional(Type.String({ maxLength: 1024 })),
+  refresh_token: Type.Optional(Type.String({ maxLength: 8192 })),
+  scope: Type.Optional(Type.String({ maxLength: 1024 })),
+  client_id: Type.Optional(Type.String({ maxLength: 255 })),
+  client_secret: Type.Optional(Type.String({ maxLength: 1024 })),
+});
+type TokenBody = Static<typeof TokenBody>;
+
+const TokenResponse = Type.Object({
+  access_token: Type.String(),
+  token_type: Type.Literal('Bearer'),
+  expires_in: Type.Integer(),
+  refresh_token: Type.Optional(Type.String()),
+  refresh_expires_in: Type.Optional(Type.Integer()),
+  scope: Type.String(),
+});
+
+const Realm = Type.Object({ realm: Type.String({ maxLength: 64 }) });
+
+class OAuthError extends Error {
+  constructor(
+    readonly status: number,
+    readonly error: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+interface ClientRow {
+  id: string;
+  client_id: string;
+  secret_digest: string;
+  grants: string[];
+  owner_id: string;
+  scopes: string[];
+}
+
+/** Client credentials from HTTP Basic (the spec's user:password in the URL) or the form body. */
+function clientCredentials(req: FastifyRequest<{ Body: TokenBody }>): { id: string; secret: string } {
+  const auth = req.headers.authorization;
+  if (auth && /^Basic\s+/i.test(auth)) {
+    const raw = Buffer.from(auth.replace(/^Basic\s+/i, ''), 'base64').toString('utf8');
+    const i = raw.indexOf(':');
+    if (i < 0) throw new OAuthError(401, 'invalid_client', 'Malformed Basic credentials.');
+    const dec = (s: string) => {
+      try {
+        return decodeURIComponent(s.replace(/\+/g, ' '));
+      } catch {
+        return s;
+      }
+    };
+    return { id: dec(raw.slice(0, i)), secret: dec(raw.slice(i + 1)) };
+  }
+  if (req.body.client_id && req.body.client_secret !== undefined) return { id: req.body.client_id, secret: req.body.client_secret };
+  throw new OAuthError(401, 'invalid_client', 'Client authentication is required (HTTP Basic or client_id/client_secret).');
+}
+
+export async function authRoutes(app: FastifyInstance, opts: { db: Db; cfg: Config; tokens: TokenService }): Promise<void> {
+  const { db, cfg, tokens } = opts;
+  await app.register(formbody);
+
+  const checkRealm = (realm: string, reply: FastifyReply) => {
+    if (realm === cfg.AUTH_REALM) return true;
+    void reply.code(404).send({ error: 'Not Found', message: `Realm "${realm}" does not exist.`, code: 'NOT_FOUND' });
+    return false;
+  };
+
+  const token = async (req: FastifyRequest<{ Body: TokenBody; Params: { realm: string } }>, reply: FastifyReply) => {
+    if (!checkRealm(req.params.realm, reply)) return reply;
+    reply.header('Cache-Control', 'no-store').header('Pragma', 'no-cache');
+    try {
+      const cred = clientCredentials(req);
+      const { rows } = await db.query<ClientRow>(
+        'SELECT id, client_id, secret_digest, grants, owner_id, scopes FROM clients WHERE client_id = $1',
+        [cred.id],
+      );
+      const client = rows[0];
+      if (!client || !safeEqual(client.secret_digest, digest(cred.secret))) {
+        throw new OAuthError(401, 'invalid_client', 'Unknown client or wrong client secret.');
+      }
+      const grant = req.body.grant_type;
+      if (!['password', 'refresh_token', 'client_credentials'].includes(grant)) {
+        throw new OAuthError(400, 'unsupported_grant_type', `Grant type "${grant}" is not supported.`);
+      }
+      if (!client.grants.includes(grant)) throw new OAuthError(400, 'unauthorized_client', `This client may not use the ${grant} grant.`);
+      let subject: TokenSubject;
+      if (grant === 'client_credentials') {
+        subject = { sub: client.id, clientId: client.client_id, ownerId: client.owner_id, scopes: client.scopes.filter(isScope) };
+      } else {
+        let userQuery: { sql: string; value: string };
+        if (grant === 'password') {
+          if (!req.body.username || req.body.password === undefined) {
+            throw new OAuthError(400, 'invalid_request', 'The password grant needs username and password.');
+          }
+          userQuery = { sql: 'username = $1', value: req.body.username };
+        } else {
+          if (!req.body.refresh_token) throw new OAuthError(400, 'invalid_request', 'The refresh_token grant needs refresh_token.');
+          let refreshed;
+          try {
+            refreshed = await tokens.verify(req.body.refresh_token, 'refresh');
+          } catch (e) {
+            throw new OAuthError(400, 'invalid_grant', `Refresh token refused: ${(e as Error).message}`);
+          }
+          if (refreshed.clientId !== client.client_id) throw new OAuthError(400, 'invalid_grant', 'The refresh token was issued to another client.');
+          userQuery = { sql: 'id = $1::uuid', value: refreshed.sub };
+        }
+        const { rows: users } = await db.query<{ id: string; username: string; password_hash: string; owner_id: string; scopes: string[]; disabled: boolean }>(
+          `SELECT id, username, password_hash, owner_id, scopes, disabled FROM users WHERE ${userQuery.sql}`,
+          [userQuery.value],
+        );
+        const user = users[0];
+        const ok = user && !user.disabled && (grant !== 'password' || (await verifyPassword(req.body.password!, user.password_hash)));
+        if (!user || !ok) throw new OAuthError(400, 'invalid_grant', grant === 'password' ? 'Invalid user credentials.' : 'The user no longer exists or is disabled.');
+        subject = { sub: user.id, clientId: client.client_id, ownerId: user.owner_id, scopes: user.scopes.filter(isScope), username: user.username };
+      }
+      const access = await tokens.issue(subject, 'access');
+      const body: Static<typeof TokenResponse> = {
+        access_token: access,
+        token_type: 'Bearer',
+        expires_in: cfg.TOKEN_LIFE_SECONDS,
+        scope: ['openid', 'profile', ...subject.scopes].join(' '),
+      };
+      if (grant !== 'client_credentials') {
+        body.refresh_token = await tokens.issue(subject, 'refresh');
+        body.refresh_expires_in = cfg.REFRESH_TOKEN_LIFE_SECONDS;
+      }
+      return body;
+    } catch (e) {
+      if (!(e instanceof OAuthError)) throw e;
+      if (e.status === 401) reply.header('WWW-Authenticate', `Basic realm="${cfg.AUTH_REALM}"`);
+      // OAuth 2.0 error shape (error, error_description) inside the service's envelope (message).
+      return reply.code(e.status).send({ error: e.error, error_description: e.message, message: e.message, code: 'OAUTH_' + e.error.toUpperCase() });
+    }
+  };
+
+  const discovery = async (req: FastifyRequest<{ Params: { realm: string } }>, reply: FastifyReply) => {
+    if (!checkRealm(req.params.realm, reply)) return reply;
+    const base = tokens.issuer;
+    return {
+      issuer: base,
+      token_endpoint: `${base}/protocol/openid-connect/token`,
+      jwks_uri: `${base}/protocol/openid-connect/certs`,
+      grant_types_supported: ['password', 'refresh_token', 'client_credentials'],
+      token_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post'],
+      id_token_signing_alg_values_supported: ['ES256'],
+      response_types_supported: ['token'],
+      subject_types_supported: ['public'],
+      scopes_supported: ['openid', 'profile', 'read', 'write', 'admin'],
+      claims_supported: ['iss', 'sub', 'aud', 'exp', 'iat', 'jti', 'scope', 'owner_id', 'roles'],
+    };
+  };
+
+  for (const prefix of ['/auth/realms/:realm', '/realms/:realm']) {
+    const hide = prefix.startsWith('/realms');
+    app.post(`${prefix}/protocol/openid-connect/token`, {
+      config: { public: true },
+      schema: {
+        tags: ['auth'],
+        summary: 'Token endpoint (spec 4.2): password, refresh_token and client_credentials grants',
+        hide,
+        security: [],
+        params: Realm,
+        consumes: ['application/x-www-form-urlencoded'],
+        body: TokenBody,
+        response: { 200: TokenResponse },
+      },
+      handler: token,
+    });
+    app.get(`${prefix}/.well-known/openid-configuration`, {
+      config: { public: true },
+      schema: { tags: ['auth'], summary: 'OpenID Connect discovery document', hide, security: [], params: Realm },
+      handler: discovery,
+    });
+    app.get(`${prefix}/protocol/openid-connect/certs`, {
+      config: { public: true },
+      schema: { tags: ['auth'], summary: 'JSON Web Key Set of the token signing keys', hide, security: [], params: Realm },
+      handler: async (req: FastifyRequest<{ Params: { realm: string } }>, reply) => {
+        if (!checkRealm(req.params.realm, reply)) return reply;
+        return tokens.jwksDocument();
+      },
+    });
+  }
+}

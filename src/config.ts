@@ -1,0 +1,128 @@
+// One validated configuration, parsed once at boot (API.md section 11).
+// Every bad variable is listed in a single error so an operator fixes them all at once.
+import path from 'node:path';
+
+type Parser<T> = (raw: string) => T;
+
+const int = (min: number, max: number): Parser<number> => (raw) => {
+  if (!/^-?\d+$/.test(raw.trim())) throw new Error(`must be a whole number`);
+  const n = Number(raw);
+  if (n < min || n > max) throw new Error(`must be between ${min} and ${max}`);
+  return n;
+};
+const bool: Parser<boolean> = (raw) => {
+  const v = raw.trim().toLowerCase();
+  if (['1', 'true', 'yes', 'on'].includes(v)) return true;
+  if (['0', 'false', 'no', 'off', ''].includes(v)) return false;
+  throw new Error('must be true or false');
+};
+const str: Parser<string> = (raw) => raw;
+const url = (protocols: string[]): Parser<string> => (raw) => {
+  let u: URL;
+  try {
+    u = new URL(raw);
+  } catch {
+    throw new Error('must be a URL');
+  }
+  if (!protocols.includes(u.protocol)) throw new Error(`must use ${protocols.join(' or ')}`);
+  return raw;
+};
+const oneOf = <T extends string>(values: readonly T[]): Parser<T> => (raw) => {
+  if (!(values as readonly string[]).includes(raw)) throw new Error(`must be one of ${values.join(', ')}`);
+  return raw as T;
+};
+const cidrList: Parser<string[]> = (raw) =>
+  raw
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)
+    .map((c) => {
+      if (!/^[0-9a-fA-F:.]+\/\d{1,3}$/.test(c)) throw new Error(`"${c}" is not a CIDR`);
+      return c;
+    });
+const secretsKey: Parser<Buffer> = (raw) => {
+  const b = Buffer.from(raw, /^[0-9a-fA-F]{64}$/.test(raw) ? 'hex' : 'base64');
+  if (b.length !== 32) throw new Error('must be 32 bytes, as 64 hex characters or base64');
+  return b;
+};
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+
+// name -> [parser, default (undefined = optional), description for the README table]
+const spec = {
+  PORT: [int(0, 65535), '8080'],
+  HOST: [str, '127.0.0.1'],
+  PUBLIC_URL: [url(['http:', 'https:']), undefined],
+  DATA_DIR: [str, './data'],
+  DATABASE_URL: [url(['postgres:', 'postgresql:']), undefined],
+  DB_POOL_SIZE: [int(1, 200), '10'],
+  REDIS_URL: [url(['redis:', 'rediss:']), undefined],
+  LOG_LEVEL: [oneOf(LOG_LEVELS), 'info'],
+  AUTH_REALM: [(raw: string) => {
+    if (!/^[A-Za-z0-9_-]{1,64}$/.test(raw)) throw new Error('must be 1-64 letters, digits, _ or -');
+    return raw;
+  }, 'tracking'],
+  TOKEN_LIFE_SECONDS: [int(1, 86400), '1200'],
+  REFRESH_TOKEN_LIFE_SECONDS: [int(1, 30 * 86400), '28800'],
+  AUTH_EXTERNAL_ISSUER: [url(['http:', 'https:']), undefined],
+  AUTH_EXTERNAL_AUDIENCE: [str, undefined],
+  AUTH_EXTERNAL_JWKS_URL: [url(['http:', 'https:']), undefined],
+  AUTH_OWNER_CLAIM: [str, 'owner_id'],
+  AUTH_ROLES_CLAIM: [str, 'roles'],
+  BOOTSTRAP_OWNER_NAME: [str, 'operator'],
+  BOOTSTRAP_CLIENT_ID: [str, undefined],
+  BOOTSTRAP_CLIENT_SECRET: [str, undefined],
+  BOOTSTRAP_USERNAME: [str, undefined],
+  BOOTSTRAP_PASSWORD: [str, undefined],
+  SECRETS_KEY: [secretsKey, undefined],
+  RATE_LIMIT_MAX: [int(1, 10_000_000), '1000'],
+  RATE_LIMIT_WINDOW_SECONDS: [int(1, 7 * 86400), '3600'],
+  RATE_LIMIT_CONCURRENT: [int(1, 10_000), '10'],
+  IDEMPOTENCY_WINDOW_SECONDS: [int(1, 30 * 86400), '86400'],
+  FUTURE_TOLERANCE_SECONDS: [int(0, 7 * 86400), '600'],
+  SHUTDOWN_TIMEOUT_MS: [int(0, 600_000), '10000'],
+  PUSH_ALLOW_HTTP: [bool, 'false'],
+  PUSH_ALLOWED_NETWORKS: [cidrList, ''],
+  BOOKING_DATA_TYPE: [(raw: string) => {
+    if (!/^[A-Z][A-Z0-9]*_V1$/.test(raw)) throw new Error('must look like <CARRIER>_V1');
+    return raw;
+  }, 'MAERSK_V1'],
+} as const;
+
+type Spec = typeof spec;
+type Parsed<K extends keyof Spec> = Spec[K][0] extends Parser<infer T> ? T : never;
+export type Config = {
+  [K in keyof Spec]: Spec[K][1] extends string ? Parsed<K> : Parsed<K> | undefined;
+} & { publicUrl: string; dataDir: string };
+
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`Invalid configuration:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+  }
+}
+
+export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
+  const problems: string[] = [];
+  const out: Record<string, unknown> = {};
+  for (const [name, [parse, def]] of Object.entries(spec) as [string, [Parser<unknown>, string | undefined]][]) {
+    const raw = env[name] === undefined || env[name] === '' ? def : env[name];
+    if (raw === undefined) continue;
+    try {
+      out[name] = parse(raw);
+    } catch (e) {
+      problems.push(`${name}=${JSON.stringify(env[name] ?? raw)}: ${(e as Error).message}`);
+    }
+  }
+  if (env.DATABASE_URL && !env.SECRETS_KEY) {
+    problems.push('SECRETS_KEY: required when DATABASE_URL is set (every instance must share it)');
+  }
+  if (env.AUTH_EXTERNAL_AUDIENCE && !env.AUTH_EXTERNAL_ISSUER) {
+    problems.push('AUTH_EXTERNAL_AUDIENCE: set only together with AUTH_EXTERNAL_ISSUER');
+  }
+  if (problems.length) throw new ConfigError(problems);
+  const cfg = out as Config;
+  cfg.dataDir = path.resolve(cfg.DATA_DIR);
+  const host = cfg.HOST === '0.0.0.0' || cfg.HOST === '::' ? '127.0.0.1' : cfg.HOST;
+  cfg.publicUrl = (cfg.PUBLIC_URL ?? `http://${host.includes(':') ? `[${host}]` : host}:${cfg.PORT}`).replace(/\/+$/, '');
+  return cfg;
+}

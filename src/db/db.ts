@@ -1,0 +1,176 @@
+// One database interface over PostgreSQL (pg) and the embedded PGlite, with the same SQL on both
+// (written for PostgreSQL 15; PGlite runs 17). Type parsing is made identical: int8 as decimal
+// strings (ids are 64-bit, API.md section 1), numeric as JS numbers, timestamptz as Date.
+import fs from 'node:fs';
+import path from 'node:path';
+import pg from 'pg';
+import { PGlite, types as pgliteTypes } from '@electric-sql/pglite';
+
+export interface QueryResult<R> {
+  rows: R[];
+  rowCount: number;
+}
+
+export interface Queryable {
+  query<R = Record<string, any>>(text: string, params?: unknown[]): Promise<QueryResult<R>>;
+}
+
+export interface Session extends Queryable {
+  /** Runs several statements at once (migrations). */
+  exec(sql: string): Promise<void>;
+}
+
+export interface Db extends Queryable {
+  readonly kind: 'postgres' | 'pglite';
+  /** Runs fn in one transaction; commits when it resolves, rolls back when it throws. */
+  tx<T>(fn: (q: Queryable) => Promise<T>): Promise<T>;
+  /** Holds one connection for fn (session-level advisory locks, multi-statement SQL). */
+  session<T>(fn: (s: Session) => Promise<T>): Promise<T>;
+  close(): Promise<void>;
+}
+
+const INT8 = 20;
+const NUMERIC = 1700;
+
+export function createPostgres(url: string, poolSize: number): Db {
+  const typeParsers: Record<number, (v: string) => unknown> = {
+    [INT8]: (v) => v,
+    [NUMERIC]: (v) => Number(v),
+  };
+  const pool = new pg.Pool({
+    connectionString: url,
+    max: poolSize,
+    connectionTimeoutMillis: 5000,
+    idleTimeoutMillis: 30_000,
+    types: {
+      getTypeParser: ((oid: number, format?: string) =>
+        typeParsers[oid] ?? pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
+    },
+  });
+  // An idle client losing its server (database restart) must not crash the process.
+  pool.on('error', () => {});
+  const wrap = (c: pg.ClientBase | pg.Pool): Queryable => ({
+    async query(text, params) {
+      const r = await c.query(text, params as unknown[]);
+      return { rows: r.rows, rowCount: r.rowCount ?? 0 };
+    },
+  });
+  return {
+    kind: 'postgres',
+    ...wrap(pool),
+    async tx(fn) {
+      const client = await pool.connect();
+      let broken = false;
+      try {
+        await client.query('BEGIN');
+        const result = await fn(wrap(client));
+        await client.query('COMMIT');
+        return result;
+      } catch (e) {
+        await client.query('ROLLBACK').catch(() => {
+          broken = true;
+        });
+        throw e;
+      } finally {
+        client.release(broken);
+      }
+    },
+    async session(fn) {
+      const client = await pool.connect();
+      try {
+        return await fn({ ...wrap(client), exec: async (sql) => void (await client.query(sql)) });
+      } finally {
+        client.release();
+      }
+    },
+    async close() {
+      await pool.end();
+    },
+  };
+}
+
+export class DataDirLockedError extends Error {
+  readonly code = 'DATA_DIR_LOCKED';
+}
+
+/** Takes DATA_DIR/service.lock for this process; a live holder refuses us (API.md section 10). */
+export function lockDataDir(dir: string): () => void {
+  fs.mkdirSync(dir, { recursive: true });
+  const file = path.join(dir, 'service.lock');
+  for (let i = 0; i < 2; i++) {
+    try {
+      const fd = fs.openSync(file, 'wx');
+      fs.writeSync(fd, `${process.pid}\n`);
+      fs.closeSync(fd);
+      return () => {
+        try {
+          if (fs.readFileSync(file, 'utf8').trim() === String(process.pid)) fs.unlinkSync(file);
+        } catch {
+          /* already gone */
+        }
+      };
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+      const pid = Number.parseInt(fs.readFileSync(file, 'utf8'), 10);
+      if (Number.isInteger(pid) && pid > 0 && isAlive(pid)) {
+        throw new DataDirLockedError(
+          `The data folder ${dir} is in use by another process (pid ${pid}). ` +
+            'The embedded database allows one process; stop it first, or use PostgreSQL (DATABASE_URL) for several instances.',
+        );
+      }
+      fs.unlinkSync(file); // stale: its process is gone
+    }
+  }
+  throw new DataDirLockedError(`Could not take the lock file ${file}`);
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** dataDir undefined = in memory (tests). */
+export async function createPglite(dataDir: string | undefined): Promise<Db> {
+  const unlock = dataDir ? lockDataDir(dataDir) : () => {};
+  let db: PGlite;
+  try {
+    db = await PGlite.create(dataDir ? path.join(dataDir, 'pgdata') : undefined, {
+      parsers: {
+        [INT8]: (v: string) => v,
+        [NUMERIC]: (v: string) => Number(v),
+        [pgliteTypes.TIMESTAMPTZ]: (v: string) => new Date(v),
+      },
+    });
+  } catch (e) {
+    unlock();
+    throw e;
+  }
+  const wrap = (c: Pick<PGlite, 'query'>): Queryable => ({
+    async query(text, params) {
+      const r = await c.query(text, params as unknown[]);
+      return { rows: r.rows as any[], rowCount: r.affectedRows ?? r.rows.length };
+    },
+  });
+  let closed = false;
+  return {
+    kind: 'pglite',
+    ...wrap(db),
+    // PGlite's transaction() holds the single connection exclusively until fn settles.
+    tx: (fn) => db.transaction((t) => fn(wrap(t))),
+    session: (fn) => fn({ ...wrap(db), exec: async (sql) => void (await db.exec(sql)) }),
+    async close() {
+      if (closed) return;
+      closed = true;
+      try {
+        if (dataDir) await db.query('CHECKPOINT');
+        await db.close();
+      } finally {
+        unlock();
+      }
+    },
+  };
+}

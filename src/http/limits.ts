@@ -1,0 +1,131 @@
+// Per-credential limits (spec section 8, API.md section 7): N requests per rolling window (a sliding
+// log, so the N+1st request inside any window is refused) and M requests in flight. In memory for
+// one instance; in Redis (one Lua script, atomic) when REDIS_URL is set, so instances share them.
+import crypto from 'node:crypto';
+import { Redis } from 'ioredis';
+
+export interface LimitSettings {
+  max: number;
+  windowMs: number;
+  concurrent: number;
+}
+
+export type Admission =
+  | { ok: true; remaining: number; resetSeconds: number; release: () => void }
+  | { ok: false; reason: 'rate' | 'concurrency'; remaining: number; resetSeconds: number; retryAfterSeconds: number };
+
+export interface Limiter {
+  admit(credential: string): Promise<Admission>;
+  close(): Promise<void>;
+}
+
+export class MemoryLimiter implements Limiter {
+  private hits = new Map<string, number[]>();
+  private inFlight = new Map<string, number>();
+
+  constructor(private readonly s: LimitSettings) {}
+
+  async admit(credential: string): Promise<Admission> {
+    const now = Date.now();
+    const log = (this.hits.get(credential) ?? []).filter((t) => t > now - this.s.windowMs);
+    this.hits.set(credential, log);
+    const resetFrom = (oldest: number | undefined) => Math.max(1, Math.ceil(((oldest ?? now) + this.s.windowMs - now) / 1000));
+    if (log.length >= this.s.max) {
+      const reset = resetFrom(log[0]);
+      return { ok: false, reason: 'rate', remaining: 0, resetSeconds: reset, retryAfterSeconds: reset };
+    }
+    const busy = this.inFlight.get(credential) ?? 0;
+    if (busy >= this.s.concurrent) {
+      return { ok: false, reason: 'concurrency', remaining: this.s.max - log.length, resetSeconds: resetFrom(log[0]), retryAfterSeconds: 1 };
+    }
+    log.push(now);
+    this.inFlight.set(credential, busy + 1);
+    let released = false;
+    return {
+      ok: true,
+      remaining: this.s.max - log.length,
+      resetSeconds: resetFrom(log[0]),
+      release: () => {
+        if (released) return;
+        released = true;
+        const n = (this.inFlight.get(credential) ?? 1) - 1;
+        if (n <= 0) this.inFlight.delete(credential);
+        else this.inFlight.set(credential, n);
+      },
+    };
+  }
+
+  async close(): Promise<void> {}
+}
+
+// KEYS: hits zset, in-flight zset. ARGV: now ms, window ms, max, concurrent, request id, lease ms.
+// In-flight entries carry a lease so a crashed instance's requests stop counting after it.
+const ADMIT_LUA = `
+local now = tonumber(ARGV[1])
+local window = tonumber(ARGV[2])
+local max = tonumber(ARGV[3])
+local concurrent = tonumber(ARGV[4])
+local lease = tonumber(ARGV[6])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - lease)
+local count = redis.call('ZCARD', KEYS[1])
+local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+local first = now
+if oldest[2] then first = tonumber(oldest[2]) end
+if count >= max then return {1, count, first} end
+if redis.call('ZCARD', KEYS[2]) >= concurrent then return {2, count, first} end
+redis.call('ZADD', KEYS[1], now, ARGV[5])
+redis.call('ZADD', KEYS[2], now, ARGV[5])
+redis.call('PEXPIRE', KEYS[1], window)
+redis.call('PEXPIRE', KEYS[2], lease)
+return {0, count + 1, first}
+`;
+
+export class RedisLimiter implements Limiter {
+  private readonly redis: Redis;
+  private static readonly LEASE_MS = 10 * 60_000;
+
+  constructor(
+    url: string,
+    private readonly s: LimitSettings,
+    private readonly onError: (e: Error) => void,
+    private readonly prefix = 'tracking:limits:',
+  ) {
+    this.redis = new Redis(url, { maxRetriesPerRequest: 1, enableOfflineQueue: false, lazyConnect: false });
+    this.redis.on('error', () => {}); // reported per call below
+    this.redis.defineCommand('admit', { numberOfKeys: 2, lua: ADMIT_LUA });
+  }
+
+  async admit(credential: string): Promise<Admission> {
+    const id = crypto.randomUUID();
+    const now = Date.now();
+    const keys = [`${this.prefix}${credential}:hits`, `${this.prefix}${credential}:inflight`] as const;
+    let r: [number, number, number];
+    try {
+      r = (await (this.redis as any).admit(keys[0], keys[1], now, this.s.windowMs, this.s.max, this.s.concurrent, id, RedisLimiter.LEASE_MS)) as [number, number, number];
+    } catch (e) {
+      // Redis down: serve rather than refuse everyone; the error is logged.
+      this.onError(e as Error);
+      return { ok: true, remaining: this.s.max, resetSeconds: Math.ceil(this.s.windowMs / 1000), release: () => {} };
+    }
+    const [status, count, first] = r;
+    const resetSeconds = Math.max(1, Math.ceil((first + this.s.windowMs - now) / 1000));
+    if (status === 1) return { ok: false, reason: 'rate', remaining: 0, resetSeconds, retryAfterSeconds: resetSeconds };
+    if (status === 2) return { ok: false, reason: 'concurrency', remaining: this.s.max - count, resetSeconds, retryAfterSeconds: 1 };
+    let released = false;
+    return {
+      ok: true,
+      remaining: this.s.max - count,
+      resetSeconds,
+      release: () => {
+        if (released) return;
+        released = true;
+        this.redis.zrem(keys[1], id).catch((e: Error) => this.onError(e));
+      },
+    };
+  }
+
+  async close(): Promise<void> {
+    await this.redis.quit().catch(() => this.redis.disconnect());
+  }
+}

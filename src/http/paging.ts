@@ -1,0 +1,97 @@
+// Lists (API.md section 5): plain JSON arrays, keyset paging on (whenCreated, id) with an opaque
+// cursor and a Link rel="next" header. Every row that existed when the first page was read comes
+// back exactly once, because the cursor is the exact (microsecond, id) position of the last row.
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { Type, type Static } from '@sinclair/typebox';
+import { ApiError } from './errors.js';
+
+export const PageQuery = Type.Object({
+  limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 100, description: 'Page size (1-1000)' })),
+  cursor: Type.Optional(Type.String({ maxLength: 512, description: 'Opaque cursor from the Link header' })),
+  order: Type.Optional(Type.Union([Type.Literal('asc'), Type.Literal('desc')])),
+  from: Type.Optional(Type.String({ format: 'date-time', description: 'whenCreated >= from' })),
+  to: Type.Optional(Type.String({ format: 'date-time', description: 'whenCreated < to' })),
+});
+export type PageQuery = Static<typeof PageQuery>;
+
+/** Selected next to the row's columns so the cursor keeps the database's microseconds. */
+export const cursorColumn = (col = 'when_created') => `(extract(epoch FROM ${col}) * 1000000)::int8::text AS _cursor_ts`;
+
+interface Cursor {
+  t: string; // microseconds since the epoch
+  i: string; // id
+  o: 'asc' | 'desc';
+}
+
+function decodeCursor(raw: string): Cursor {
+  try {
+    const c = JSON.parse(Buffer.from(raw, 'base64url').toString('utf8')) as Cursor;
+    if (typeof c.t === 'string' && /^-?\d{1,20}$/.test(c.t) && typeof c.i === 'string' && c.i.length <= 64 && (c.o === 'asc' || c.o === 'desc')) {
+      return c;
+    }
+  } catch {
+    /* fall through */
+  }
+  throw new ApiError('BAD_CURSOR', 'The cursor is not one this service issued.', { field: '/cursor' });
+}
+
+export interface Keyset {
+  /** Conditions to AND into the WHERE clause. */
+  where: string[];
+  orderBy: string;
+  /** LIMIT value: one more than the page, to know whether a next page exists. */
+  fetch: number;
+  limit: number;
+  order: 'asc' | 'desc';
+}
+
+export function keyset(
+  q: PageQuery,
+  params: unknown[],
+  opts: { defaultOrder: 'asc' | 'desc'; idType: 'uuid' | 'int8'; timeColumn?: string; idColumn?: string },
+): Keyset {
+  const t = opts.timeColumn ?? 'when_created';
+  const id = opts.idColumn ?? 'id';
+  const where: string[] = [];
+  let order = q.order ?? opts.defaultOrder;
+  if (q.from) {
+    params.push(q.from);
+    where.push(`${t} >= $${params.length}::timestamptz`);
+  }
+  if (q.to) {
+    params.push(q.to);
+    where.push(`${t} < $${params.length}::timestamptz`);
+  }
+  if (q.cursor) {
+    const c = decodeCursor(q.cursor);
+    order = c.o; // a cursor keeps the order it was made with
+    params.push(c.t, c.i);
+    const ts = `(timestamptz 'epoch' + $${params.length - 1}::int8 * interval '1 microsecond')`;
+    where.push(`(${t}, ${id}) ${order === 'asc' ? '>' : '<'} (${ts}, $${params.length}::${opts.idType})`);
+  }
+  const dir = order === 'asc' ? 'ASC' : 'DESC';
+  const limit = q.limit ?? 100;
+  return { where, orderBy: `${t} ${dir}, ${id} ${dir}`, fetch: limit + 1, limit, order };
+}
+
+/**
+ * Trims the extra row, sets the Link header when there is a next page, and strips _cursor_ts.
+ */
+export function page<R extends { _cursor_ts?: string; id: string }>(
+  req: FastifyRequest,
+  reply: FastifyReply,
+  ks: Keyset,
+  rows: R[],
+  baseUrl: string,
+): R[] {
+  const more = rows.length > ks.limit;
+  const out = more ? rows.slice(0, ks.limit) : rows;
+  const last = out[out.length - 1];
+  if (more && last?._cursor_ts !== undefined) {
+    const cursor = Buffer.from(JSON.stringify({ t: last._cursor_ts, i: String(last.id), o: ks.order } satisfies Cursor)).toString('base64url');
+    const url = new URL(req.url, baseUrl);
+    url.searchParams.set('cursor', cursor);
+    reply.header('Link', `<${baseUrl}${url.pathname}${url.search}>; rel="next"`);
+  }
+  return out;
+}

@@ -1,0 +1,71 @@
+// Operations endpoints outside /api/v1 (API.md section 4): /healthz (process up), /readyz
+// (database answers), /metrics (Prometheus text), the OpenAPI document and the docs page.
+import fs from 'node:fs';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import fp from 'fastify-plugin';
+import client from 'prom-client';
+import type { Db } from '../db/db.js';
+
+const require = createRequire(import.meta.url);
+const swaggerUiDir = path.dirname(require.resolve('swagger-ui-dist/package.json'));
+
+const DOCS_HTML = `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Asset tracking service API</title>
+<link rel="stylesheet" href="/docs/swagger-ui.css"></head>
+<body><div id="ui"></div><script src="/docs/swagger-ui-bundle.js"></script>
+<script src="/docs/init.js"></script></body></html>`;
+const DOCS_INIT = `window.ui = SwaggerUIBundle({ url: '/api/v1/openapi.json', dom_id: '#ui', deepLinking: true });`;
+
+// fastify-plugin: the metrics hook must see every route, not only this plugin's.
+export const opsRoutes = fp(async function opsRoutes(app: FastifyInstance, { db }: { db: Db }): Promise<void> {
+  const registry = new client.Registry();
+  client.collectDefaultMetrics({ register: registry });
+  const requests = new client.Counter({
+    name: 'http_requests_total',
+    help: 'HTTP requests answered, by route and status',
+    labelNames: ['method', 'route', 'status'] as const,
+    registers: [registry],
+  });
+  const duration = new client.Histogram({
+    name: 'http_request_duration_seconds',
+    help: 'HTTP request duration',
+    labelNames: ['method', 'route'] as const,
+    buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+    registers: [registry],
+  });
+  app.addHook('onResponse', async (req, reply) => {
+    const route = req.routeOptions.url ?? 'unknown';
+    requests.inc({ method: req.method, route, status: String(reply.statusCode) });
+    duration.observe({ method: req.method, route }, reply.elapsedTime / 1000);
+  });
+
+  const pub = { config: { public: true } };
+  const hide = { hide: true };
+  app.get('/healthz', { ...pub, schema: { ...hide } }, async () => ({ status: 'ok' }));
+  app.get('/readyz', { ...pub, schema: { ...hide } }, async (_req, reply) => {
+    try {
+      await db.query('SELECT 1');
+      return { status: 'ready', database: db.kind };
+    } catch {
+      return reply.code(503).send({ error: 'Service Unavailable', message: 'The database does not answer.', code: 'DATABASE_UNAVAILABLE' });
+    }
+  });
+  app.get('/metrics', { ...pub, schema: { ...hide } }, async (_req, reply) => {
+    reply.type(registry.contentType);
+    return registry.metrics();
+  });
+
+  app.get('/api/v1/openapi.json', { ...pub, schema: { ...hide } }, async () => app.swagger());
+  app.get('/docs', { ...pub, schema: { ...hide } }, async (_req, reply) => reply.type('text/html; charset=utf-8').send(DOCS_HTML));
+  app.get('/docs/init.js', { ...pub, schema: { ...hide } }, async (_req, reply) => reply.type('text/javascript').send(DOCS_INIT));
+  for (const [file, type] of [
+    ['swagger-ui.css', 'text/css'],
+    ['swagger-ui-bundle.js', 'text/javascript'],
+  ] as const) {
+    app.get(`/docs/${file}`, { ...pub, schema: { ...hide } }, async (_req, reply) =>
+      reply.type(type).header('Cache-Control', 'public, max-age=86400').send(fs.createReadStream(path.join(swaggerUiDir, file))),
+    );
+  }
+});

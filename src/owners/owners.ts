@@ -1,0 +1,192 @@
+// Owners (spec 2.4, API.md sections 3-4): a hierarchy where a parent sees its descendants.
+// `childIds` is derived; only an operator (admin) creates or deletes owners or moves one under
+// another parent; a move that would make a cycle is a 400.
+import crypto from 'node:crypto';
+import type { FastifyInstance } from 'fastify';
+import { Type, type Static } from '@sinclair/typebox';
+import type { Db, Queryable } from '../db/db.js';
+import { badRequest, conflict, forbidden, notFound } from '../http/errors.js';
+import { cursorColumn, keyset, page, PageQuery } from '../http/paging.js';
+import { DateTime, IdParam, isUuid, iso, Nullable, Str, Uuid } from '../http/schemas.js';
+import type { Tenancy } from '../tenancy/tenancy.js';
+
+export const Owner = Type.Object(
+  {
+    id: Uuid,
+    name: Str(255),
+    note: Nullable(Str(255)),
+    disabled: Type.Boolean(),
+    ownerId: Nullable(Uuid),
+    childIds: Type.Array(Uuid),
+    whenCreated: DateTime,
+    whenUpdated: DateTime,
+  },
+  { title: 'Owner' },
+);
+
+const OwnerWrite = Type.Object({
+  name: Str(255, { minLength: 1 }),
+  note: Type.Optional(Nullable(Str(255))),
+  disabled: Type.Optional(Type.Boolean()),
+  ownerId: Type.Optional(Nullable(Type.String({ format: 'uuid', description: 'Parent owner (admin only)' }))),
+});
+const OwnerPatch = Type.Partial(OwnerWrite);
+type OwnerWrite = Static<typeof OwnerWrite>;
+
+const OwnerList = Type.Intersect([PageQuery, Type.Object({ name: Type.Optional(Str(255)), ownerId: Type.Optional(Uuid) })]);
+
+interface Row {
+  id: string;
+  name: string;
+  note: string | null;
+  disabled: boolean;
+  parent_id: string | null;
+  child_ids: string[];
+  when_created: Date;
+  when_updated: Date;
+  _cursor_ts?: string;
+}
+
+const SELECT = `o.id, o.name, o.note, o.disabled, o.parent_id, o.when_created, o.when_updated,
+  ARRAY(SELECT c.id FROM owners c WHERE c.parent_id = o.id ORDER BY c.when_created, c.id)::text[] AS child_ids`;
+
+const toApi = (r: Row) => ({
+  id: r.id,
+  name: r.name,
+  note: r.note,
+  disabled: r.disabled,
+  ownerId: r.parent_id,
+  childIds: r.child_ids,
+  whenCreated: iso(r.when_created)!,
+  whenUpdated: iso(r.when_updated)!,
+});
+
+async function getOwner(q: Queryable, t: Tenancy, id: string, forUpdate = false): Promise<Row> {
+  if (!isUuid(id)) throw notFound('owner');
+  return t.one<Row>(q, { select: SELECT, from: 'owners o', ownerColumn: 'o.id', idColumn: 'o.id' }, id, 'owner', forUpdate);
+}
+
+/** Refuses a parent that is the owner itself or one of its descendants. */
+async function assertNoCycle(q: Queryable, ownerId: string, newParent: string): Promise<void> {
+  const { rows } = await q.query(
+    `WITH RECURSIVE up(id) AS (
+       SELECT $2::uuid UNION SELECT o.parent_id FROM owners o JOIN up ON o.id = up.id WHERE o.parent_id IS NOT NULL
+     ) SELECT 1 FROM up WHERE id = $1::uuid`,
+    [ownerId, newParent],
+  );
+  if (rows.length) throw badRequest('An owner cannot be placed under itself or one of its descendants.', '/ownerId');
+}
+
+async function checkParent(q: Queryable, t: Tenancy, parent: string | null | undefined, current: string | null, self?: string) {
+  if ((parent ?? null) === current) return;
+  if (!t.isAdmin) throw forbidden("Only an operator (admin scope) may change an owner's parent.");
+  if (parent) {
+    await t.assertOwner(parent);
+    if (self) await assertNoCycle(q, self, parent);
+  }
+}
+
+export async function createOwner(q: Queryable, input: { name: string; note?: string | null; disabled?: boolean; parentId?: string | null }) {
+  const id = crypto.randomUUID();
+  await q.query('INSERT INTO owners (id, name, note, disabled, parent_id) VALUES ($1, $2, $3, $4, $5)', [
+    id,
+    input.name,
+    input.note ?? null,
+    input.disabled ?? false,
+    input.parentId ?? null,
+  ]);
+  return id;
+}
+
+export async function ownerRoutes(app: FastifyInstance, { db }: { db: Db }): Promise<void> {
+  const tags = ['owners'];
+
+  app.get('/owners', {
+    schema: { tags, summary: 'List visible owners', querystring: OwnerList, response: { 200: Type.Array(Owner) } },
+    handler: async (req, reply) => {
+      const query = req.query as Static<typeof OwnerList>;
+      const params: unknown[] = [];
+      const where = [await req.tenancy.where('o.id', params)];
+      if (query.name !== undefined) where.push(`o.name = $${params.push(query.name)}`);
+      if (query.ownerId !== undefined) where.push(`o.parent_id = $${params.push(query.ownerId)}::uuid`);
+      const ks = keyset(query, params, { defaultOrder: 'asc', idType: 'uuid', timeColumn: 'o.when_created', idColumn: 'o.id' });
+      const { rows } = await db.query<Row>(
+        `SELECT ${SELECT}, ${cursorColumn('o.when_created')} FROM owners o
+          WHERE ${[...where, ...ks.where].join(' AND ')} ORDER BY ${ks.orderBy} LIMIT ${ks.fetch}`,
+        params,
+      );
+      return page(req, reply, ks, rows, req.server.publicUrl).map(toApi);
+    },
+  });
+
+  app.post('/owners', {
+    config: { scope: 'admin' },
+    schema: { tags, summary: 'Create an owner (admin)', body: OwnerWrite, response: { 201: Owner } },
+    handler: async (req, reply) => {
+      const body = req.body as OwnerWrite;
+      const row = await db.tx(async (q) => {
+        if (body.ownerId) await req.tenancy.assertOwner(body.ownerId);
+        const id = await createOwner(q, { name: body.name, note: body.note ?? null, disabled: body.disabled ?? false, parentId: body.ownerId ?? null });
+        return getOwner(q, req.tenancy, id);
+      });
+      reply.code(201).header('Location', `${req.server.publicUrl}/api/v1/owners/${row.id}`);
+      return toApi(row);
+    },
+  });
+
+  app.get('/owners/:id', {
+    schema: { tags, summary: 'Get an owner', params: IdParam, response: { 200: Owner } },
+    handler: async (req) => toApi(await getOwner(db, req.tenancy, (req.params as { id: string }).id)),
+  });
+
+  const update = (mode: 'put' | 'patch') => async (req: any) => {
+    const id = (req.params as { id: string }).id;
+    const body = req.body as Partial<OwnerWrite>;
+    return db.tx(async (q) => {
+      const cur = await getOwner(q, req.tenancy, id, true);
+      const next = {
+        name: body.name ?? cur.name,
+        note: mode === 'put' ? (body.note ?? null) : body.note !== undefined ? body.note : cur.note,
+        disabled: mode === 'put' ? (body.disabled ?? false) : (body.disabled ?? cur.disabled),
+        parent: mode === 'put' ? (body.ownerId ?? null) : body.ownerId !== undefined ? body.ownerId : cur.parent_id,
+      };
+      await checkParent(q, req.tenancy, next.parent, cur.parent_id, id);
+      await q.query(
+        `UPDATE owners SET name = $2, note = $3, disabled = $4, parent_id = $5, when_updated = now() WHERE id = $1`,
+        [id, next.name, next.note, next.disabled, next.parent],
+      );
+      return toApi(await getOwner(q, req.tenancy, id));
+    });
+  };
+
+  app.put('/owners/:id', {
+    schema: { tags, summary: 'Replace an owner', params: IdParam, body: OwnerWrite, response: { 200: Owner } },
+    handler: update('put'),
+  });
+  app.patch('/owners/:id', {
+    schema: { tags, summary: 'Update an owner (JSON merge patch)', params: IdParam, body: OwnerPatch, response: { 200: Owner } },
+    handler: update('patch'),
+  });
+
+  app.delete('/owners/:id', {
+    config: { scope: 'admin' },
+    schema: { tags, summary: 'Delete an owner (admin); 409 while it has assets or child owners', params: IdParam },
+    handler: async (req, reply) => {
+      const id = (req.params as { id: string }).id;
+      await db.tx(async (q) => {
+        await getOwner(q, req.tenancy, id, true);
+        if (id === req.tenancy.principal.ownerId) throw conflict('A credential cannot delete its own owner.');
+        const { rows } = await q.query<{ children: boolean; assets: boolean }>(
+          `SELECT EXISTS (SELECT 1 FROM owners WHERE parent_id = $1) AS children,
+                  EXISTS (SELECT 1 FROM assets WHERE owner_id = $1) AS assets`,
+          [id],
+        );
+        if (rows[0]?.children) throw conflict('The owner still has child owners.');
+        if (rows[0]?.assets) throw conflict('The owner still has assets.');
+        await q.query('DELETE FROM owners WHERE id = $1', [id]);
+      });
+      return reply.code(204).send();
+    },
+  });
+}
+

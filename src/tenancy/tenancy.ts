@@ -1,0 +1,96 @@
+// Tenancy (API.md section 3), enforced in this one place: every query that reads or writes owned
+// records takes its owner filter from a Tenancy. A caller sees its own owner and every descendant;
+// an operator (admin scope) sees every owner. Records outside that set answer 404, never 403.
+import type { Db, Queryable } from '../db/db.js';
+import type { Scope } from '../auth/tokens.js';
+import { ApiError, notFound } from '../http/errors.js';
+
+export interface Principal {
+  /** Key for rate limits and idempotency: one per API key, or per client+subject of a JWT. */
+  credential: string;
+  ownerId: string;
+  scopes: Scope[];
+  /** Who acts, for whoCreated / createdBy: "user:<id>", "client:<id>", "apikey:<id>", "external:<sub>". */
+  actor: string;
+}
+
+const VISIBLE_OWNERS_SQL = `
+  WITH RECURSIVE tree(id) AS (
+    SELECT id FROM owners WHERE id = $1
+    UNION
+    SELECT o.id FROM owners o JOIN tree ON o.parent_id = tree.id
+  )
+  SELECT id FROM tree`;
+
+export class Tenancy {
+  private visible?: Promise<string[] | 'all'>;
+
+  constructor(
+    private readonly db: Db,
+    readonly principal: Principal,
+  ) {}
+
+  get isAdmin(): boolean {
+    return this.principal.scopes.includes('admin');
+  }
+
+  has(scope: Scope): boolean {
+    return this.principal.scopes.includes(scope);
+  }
+
+  /** The ids of every owner this caller sees, once per request ('all' for an operator). */
+  visibleOwners(): Promise<string[] | 'all'> {
+    this.visible ??= (async () => {
+      if (this.isAdmin) return 'all' as const;
+      const { rows } = await this.db.query<{ id: string }>(VISIBLE_OWNERS_SQL, [this.principal.ownerId]);
+      if (rows.length === 0) throw new ApiError('UNAUTHENTICATED', 'The owner of this credential no longer exists.');
+      return rows.map((r) => r.id);
+    })();
+    return this.visible;
+  }
+
+  /**
+   * The SQL condition restricting `column` (an owner id column) to what the caller sees.
+   * Pushes its parameter onto params; use inside any query on owned rows.
+   */
+  async where(column: string, params: unknown[]): Promise<string> {
+    const visible = await this.visibleOwners();
+    if (visible === 'all') return 'TRUE';
+    params.push(visible);
+    return `${column} = ANY($${params.length}::uuid[])`;
+  }
+
+  async sees(ownerId: string): Promise<boolean> {
+    const visible = await this.visibleOwners();
+    if (visible !== 'all') return visible.includes(ownerId);
+    const { rows } = await this.db.query('SELECT 1 FROM owners WHERE id = $1', [ownerId]);
+    return rows.length > 0;
+  }
+
+  /** 404 unless the owner exists and is visible (existence does not leak). */
+  async assertOwner(ownerId: string, field = '/ownerId'): Promise<void> {
+    if (!(await this.sees(ownerId))) throw new ApiError('NOT_FOUND', `owner ${ownerId} not found`, { field });
+  }
+
+  /**
+   * Fetches one owned row by id with the tenancy filter applied, or 404.
+   * `forUpdate` locks it for the rest of the transaction `q`.
+   */
+  async one<R>(
+    q: Queryable,
+    sql: { select: string; from: string; ownerColumn: string; idColumn?: string; idType?: string },
+    id: string,
+    what: string,
+    forUpdate = false,
+  ): Promise<R> {
+    const params: unknown[] = [id];
+    const cond = await this.where(sql.ownerColumn, params);
+    const { rows } = await q.query<R>(
+      `SELECT ${sql.select} FROM ${sql.from} WHERE ${sql.idColumn ?? 'id'} = $1::${sql.idType ?? 'uuid'} AND ${cond}${forUpdate ? ' FOR UPDATE' : ''}`,
+      params,
+    );
+    const row = rows[0];
+    if (!row) throw notFound(what);
+    return row;
+  }
+}

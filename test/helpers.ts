@@ -1,0 +1,168 @@
+// Test harness: every test file gets its own database (a fresh PostgreSQL database, or an
+// in-memory PGlite), so files never collide. TEST_DB=postgres|pglite picks the engine; npm test
+// runs the suite on both. A test whose external service is absent skips with how to start it on a
+// developer's machine; under CI=true it fails instead.
+import crypto from 'node:crypto';
+import net, { type AddressInfo } from 'node:net';
+import { after, type TestContext } from 'node:test';
+import pg from 'pg';
+import type { FastifyInstance } from 'fastify';
+import { buildApp } from '../src/app.js';
+import { loadConfig, type Config } from '../src/config.js';
+
+export const TEST_DB = (process.env.TEST_DB ?? 'postgres') as 'postgres' | 'pglite';
+export const ADMIN_PG_URL = process.env.TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+export const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
+export const IN_CI = process.env.CI === 'true';
+
+export const OPERATOR = { clientId: 'test-cli', clientSecret: 'test-secret-0123456789', username: 'operator', password: 'operator-password' };
+
+/**
+ * Skips the test when a service is missing on a developer's machine; fails under CI=true.
+ * Returns false when the caller should return early.
+ */
+export function requireService(t: TestContext, ok: boolean, what: string, howToStart: string): boolean {
+  if (ok) return true;
+  if (IN_CI) throw new Error(`${what} is not available (CI=true, nothing may skip). Start it: ${howToStart}`);
+  t.skip(`${what} is not available; start it with: ${howToStart}`);
+  return false;
+}
+
+export async function postgresAvailable(): Promise<boolean> {
+  const c = new pg.Client({ connectionString: ADMIN_PG_URL, connectionTimeoutMillis: 2000 });
+  try {
+    await c.connect();
+    await c.end();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** A fresh PostgreSQL database for this test file, dropped when the file ends. */
+export async function createTestDatabase(): Promise<string> {
+  const name = `t_${crypto.randomBytes(6).toString('hex')}`;
+  const admin = new pg.Client({ connectionString: ADMIN_PG_URL });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE ${name}`);
+  await admin.end();
+  after(async () => {
+    const c = new pg.Client({ connectionString: ADMIN_PG_URL });
+    await c.connect();
+    await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+    await c.end();
+  });
+  const u = new URL(ADMIN_PG_URL);
+  u.pathname = `/${name}`;
+  return u.toString();
+}
+
+const TEST_SECRETS_KEY = crypto.randomBytes(32).toString('hex');
+
+/** Configuration for a test app; on PostgreSQL pass the database URL from createTestDatabase. */
+export function testConfig(env: Record<string, string> = {}, databaseUrl?: string): Config {
+  return loadConfig({
+    LOG_LEVEL: 'warn',
+    PORT: '0',
+    DATA_DIR: 'memory://',
+    BOOTSTRAP_CLIENT_ID: OPERATOR.clientId,
+    BOOTSTRAP_CLIENT_SECRET: OPERATOR.clientSecret,
+    BOOTSTRAP_USERNAME: OPERATOR.username,
+    BOOTSTRAP_PASSWORD: OPERATOR.password,
+    SECRETS_KEY: TEST_SECRETS_KEY,
+    ...(databaseUrl ? { DATABASE_URL: databaseUrl } : {}),
+    ...env,
+  });
+}
+
+export interface TestApp {
+  app: FastifyInstance;
+  url: string;
+  cfg: Config;
+  databaseUrl?: string;
+  /** An operator token (read, write, admin). */
+  adminToken: string;
+  /** Calls the API over app.inject with a bearer; returns status, headers and parsed body. */
+  call(method: string, path: string, opts?: { token?: string; body?: unknown; headers?: Record<string, string> }): Promise<Res>;
+}
+
+export interface Res {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  body: any;
+  raw: string;
+}
+
+/** Starts the whole service for this test file on the engine TEST_DB selects, listening on a free port. */
+export async function startApp(t: TestContext | undefined, env: Record<string, string> = {}, opts: { databaseUrl?: string } = {}): Promise<TestApp> {
+  let databaseUrl = opts.databaseUrl;
+  if (TEST_DB === 'postgres' && !databaseUrl) {
+    if (!(await postgresAvailable())) {
+      const msg = `PostgreSQL is not reachable at ${ADMIN_PG_URL}; start it: pg_ctlcluster $(ls /etc/postgresql) main start`;
+      if (IN_CI || !t) throw new Error(msg);
+      t.skip(msg);
+    }
+    databaseUrl = await createTestDatabase();
+  }
+  // The public URL (token issuer, Location headers) must name the real port: take a free one first.
+  const port = await freePort();
+  const cfg0 = testConfig({ PORT: String(port), ...env }, databaseUrl);
+  const app = await buildApp(cfg0, { logger: { level: env.LOG_LEVEL ?? 'warn' } });
+  await app.listen({ port, host: '127.0.0.1' });
+  const url = `http://127.0.0.1:${port}`;
+  after(() => app.close());
+  const call: TestApp['call'] = async (method, path, o = {}) => {
+    const headers: Record<string, string> = { ...(o.headers ?? {}) };
+    if (o.token) headers.authorization = `Bearer ${o.token}`;
+    let payload: string | undefined;
+    if (o.body !== undefined) {
+      payload = typeof o.body === 'string' ? o.body : JSON.stringify(o.body);
+      headers['content-type'] ??= 'application/json';
+    }
+    const r = await app.inject({ method: method as any, url: path, headers, ...(payload === undefined ? {} : { payload }) });
+    let body: unknown = r.body;
+    try {
+      body = r.body ? JSON.parse(r.body) : undefined;
+    } catch {
+      /* not JSON */
+    }
+    return { status: r.statusCode, headers: r.headers as Res["headers"], body, raw: r.body };
+  };
+  const tok = await passwordToken(call, OPERATOR.username, OPERATOR.password);
+  return { app, url, cfg: cfg0, ...(databaseUrl ? { databaseUrl } : {}), adminToken: tok.access_token, call };
+}
+
+export async function freePort(): Promise<number> {
+  const srv = net.createServer();
+  await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve));
+  const { port } = srv.address() as AddressInfo;
+  await new Promise((resolve) => srv.close(resolve));
+  return port;
+}
+
+export const basic = (id: string, secret: string) => 'Basic ' + Buffer.from(`${id}:${secret}`).toString('base64');
+
+export async function passwordToken(call: TestApp['call'], username: string, password: string, client = OPERATOR) {
+  const r = await call('POST', '/auth/realms/tracking/protocol/openid-connect/token', {
+    headers: { authorization: basic(client.clientId, client.clientSecret), 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams({ grant_type: 'password', scope: 'openid profile read', username, password }).toString(),
+  });
+  if (r.status !== 200) throw new Error(`token request failed: ${r.status} ${r.raw}`);
+  return r.body as { access_token: string; refresh_token: string; expires_in: number };
+}
+
+/** Creates an owner (optionally under a parent) and an API key for it with the given scopes. */
+export async function ownerWithKey(
+  ta: TestApp,
+  name: string,
+  opts: { parentId?: string; scopes?: ('read' | 'write' | 'admin')[] } = {},
+): Promise<{ ownerId: string; key: string }> {
+  const o = await ta.call('POST', '/api/v1/owners', { token: ta.adminToken, body: { name, ...(opts.parentId ? { ownerId: opts.parentId } : {}) } });
+  if (o.status !== 201) throw new Error(`owner create failed: ${o.status} ${o.raw}`);
+  const k = await ta.call('POST', '/api/v1/api-keys', {
+    token: ta.adminToken,
+    body: { name: `${name}-key`, ownerId: o.body.id, scopes: opts.scopes ?? ['read', 'write'] },
+  });
+  if (k.status !== 201) throw new Error(`key create failed: ${k.status} ${k.raw}`);
+  return { ownerId: o.body.id, key: k.body.key };
+}
