@@ -64,7 +64,7 @@ export async function buildApp(cfg: Config, opts: { logger?: FastifyServerOption
     const boot = await bootstrap(db, cfg);
     const settings = { max: cfg.RATE_LIMIT_MAX, windowMs: cfg.RATE_LIMIT_WINDOW_SECONDS * 1000, concurrent: cfg.RATE_LIMIT_CONCURRENT };
     limiter = cfg.REDIS_URL
-      ? new RedisLimiter(cfg.REDIS_URL, settings, (e) => app.log.warn({ err: e }, 'rate limit store unavailable; request admitted'))
+      ? await RedisLimiter.connect(cfg.REDIS_URL, settings, (e) => app.log.warn({ err: e }, 'rate limit store unavailable; request admitted'))
       : new MemoryLimiter(settings);
     app.decorate('publicUrl', cfg.publicUrl);
     app.decorate('services', { cfg, db, tokens, limiter, bootstrap: boot });

@@ -85,15 +85,28 @@ export class RedisLimiter implements Limiter {
   private readonly redis: Redis;
   private static readonly LEASE_MS = 10 * 60_000;
 
-  constructor(
-    url: string,
+  private constructor(
+    redis: Redis,
     private readonly s: LimitSettings,
     private readonly onError: (e: Error) => void,
     private readonly prefix = 'tracking:limits:',
   ) {
-    this.redis = new Redis(url, { maxRetriesPerRequest: 1, enableOfflineQueue: false, lazyConnect: false });
-    this.redis.on('error', () => {}); // reported per call below
+    this.redis = redis;
     this.redis.defineCommand('admit', { numberOfKeys: 2, lua: ADMIT_LUA });
+  }
+
+  /** Connects first, so a wrong REDIS_URL stops the start with a clear error. */
+  static async connect(url: string, s: LimitSettings, onError: (e: Error) => void): Promise<RedisLimiter> {
+    // A call waits at most ~1 s (one retry) while Redis is away; then the request is admitted.
+    const redis = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 1, commandTimeout: 1000, connectTimeout: 3000 });
+    redis.on('error', () => {}); // reported per call below
+    try {
+      await redis.connect();
+    } catch (e) {
+      redis.disconnect();
+      throw new Error(`Redis at REDIS_URL does not answer: ${(e as Error).message}`, { cause: e });
+    }
+    return new RedisLimiter(redis, s, onError);
   }
 
   async admit(credential: string): Promise<Admission> {

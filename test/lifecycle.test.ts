@@ -1,0 +1,149 @@
+// Start-up and shut-down: migrations safe when several instances start at once (PostgreSQL);
+// the embedded database's folder lock, clean shutdown and restart (PGlite, API.md section 10);
+// in-flight requests finishing on SIGTERM; every bad configuration variable listed at start.
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import { test } from 'node:test';
+import pg from 'pg';
+import { buildApp } from '../src/app.js';
+import { loadConfig, ConfigError } from '../src/config.js';
+import { MIGRATION_LOCK_KEY, readMigrations } from '../src/db/migrate.js';
+import { createTestDatabase, freePort, postgresAvailable, requireService, testConfig, TEST_DB, ADMIN_PG_URL } from './helpers.js';
+
+test('every bad configuration variable is listed in one error', () => {
+  assert.throws(
+    () => loadConfig({ PORT: 'eighty', LOG_LEVEL: 'loud', DATABASE_URL: 'mysql://x', PUSH_ALLOW_HTTP: 'maybe', BOOKING_DATA_TYPE: 'maersk' }),
+    (e: unknown) => {
+      assert.ok(e instanceof ConfigError);
+      for (const name of ['PORT', 'LOG_LEVEL', 'DATABASE_URL', 'PUSH_ALLOW_HTTP', 'BOOKING_DATA_TYPE', 'SECRETS_KEY']) {
+        assert.ok(e.problems.some((p) => p.startsWith(name)), `${name} listed in ${e.message}`);
+      }
+      return true;
+    },
+  );
+});
+
+if (TEST_DB === 'postgres') {
+  test('three instances started while the migration lock is held each find every migration applied exactly once', async (t) => {
+    if (!requireService(t, await postgresAvailable(), `PostgreSQL at ${ADMIN_PG_URL}`, 'pg_ctlcluster $(ls /etc/postgresql) main start')) return;
+    const url = await createTestDatabase();
+    const holder = new pg.Client({ connectionString: url });
+    await holder.connect();
+    await holder.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
+    let started = 0;
+    const starts = [0, 1, 2].map(() =>
+      buildApp(testConfig({}, url), { logger: false }).then((app) => {
+        started++;
+        return app;
+      }),
+    );
+    await new Promise((r) => setTimeout(r, 1500));
+    assert.equal(started, 0, 'no instance may start while another holds the migration lock');
+    await holder.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY]);
+    const apps = await Promise.all(starts);
+    try {
+      const { rows } = await holder.query<{ id: number; n: string }>('SELECT id, count(*) AS n FROM schema_migrations GROUP BY id ORDER BY id');
+      const files = await readMigrations();
+      assert.deepEqual(rows.map((r) => r.id), files.map((m) => m.id));
+      assert.ok(rows.every((r) => r.n === '1'));
+      // And the operator was bootstrapped once, not three times.
+      const owners = await holder.query("SELECT count(*)::int AS n FROM owners WHERE name = 'operator'");
+      assert.equal(owners.rows[0].n, 1);
+      for (const app of apps) assert.equal((await app.inject({ url: '/readyz' })).statusCode, 200);
+    } finally {
+      await Promise.all(apps.map((a) => a.close()));
+      await holder.end();
+    }
+  });
+}
+
+interface Proc {
+  child: ChildProcess;
+  out: () => string;
+  exited: Promise<number | null>;
+}
+
+function startService(env: Record<string, string>): Proc {
+  let out = '';
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+    env: { ...process.env, LOG_LEVEL: 'warn', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  child.stdout!.on('data', (d) => (out += d));
+  child.stderr!.on('data', (d) => (out += d));
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  return { child, out: () => out, exited };
+}
+
+async function waitForOutput(p: Proc, re: RegExp, ms = 60_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!re.test(p.out())) {
+    if (Date.now() > end || p.child.exitCode !== null) throw new Error(`expected ${re} in output:\n${p.out()}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+if (TEST_DB === 'pglite') {
+  test('a second process on one PGlite folder is refused; SIGTERM finishes in-flight requests, closes cleanly, and data survives a restart', async (t) => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tracking-data-'));
+    t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+    const port = await freePort();
+    const env = { DATA_DIR: dir, PORT: String(port), BOOTSTRAP_PASSWORD: 'first-password', BOOTSTRAP_CLIENT_SECRET: 'first-secret' };
+    const first = startService(env);
+    t.after(() => first.child.kill('SIGKILL'));
+    await waitForOutput(first, /listening on/);
+    assert.match(first.out(), /First start: operator created/);
+    assert.ok(fs.existsSync(path.join(dir, 'service.lock')));
+
+    const second = startService({ ...env, PORT: String(await freePort()) });
+    assert.equal(await second.exited, 3);
+    assert.match(second.out(), /in use by another process \(pid \d+\)/);
+
+    // Hold a request in flight, then SIGTERM: the request still completes, then the process exits 0.
+    const tokenRes = await fetch(`http://127.0.0.1:${port}/auth/realms/tracking/protocol/openid-connect/token`, {
+      method: 'POST',
+      headers: { authorization: 'Basic ' + Buffer.from('tracking-cli:first-secret').toString('base64'), 'content-type': 'application/x-www-form-urlencoded' },
+      body: 'grant_type=password&username=operator&password=first-password',
+    });
+    const { access_token } = (await tokenRes.json()) as { access_token: string };
+    const body = JSON.stringify({ name: 'survivor' });
+    const req = http.request({
+      host: '127.0.0.1',
+      port,
+      method: 'POST',
+      path: '/api/v1/assets',
+      headers: { authorization: `Bearer ${access_token}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+    });
+    const status = new Promise<number>((resolve, reject) => {
+      req.on('response', (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+      });
+      req.on('error', reject);
+    });
+    req.write(body.slice(0, 4));
+    req.flushHeaders();
+    await new Promise((r) => setTimeout(r, 500));
+    first.child.kill('SIGTERM');
+    await new Promise((r) => setTimeout(r, 300));
+    assert.equal(first.child.exitCode, null, 'the process waits for the request in flight');
+    req.end(body.slice(4));
+    assert.equal(await status, 201);
+    assert.equal(await first.exited, 0);
+    assert.ok(!fs.existsSync(path.join(dir, 'service.lock')), 'the lock file is removed on shutdown');
+
+    // Restart on the same folder: no second bootstrap, the asset is still there.
+    const again = startService({ ...env, PORT: String(port) });
+    t.after(() => again.child.kill('SIGKILL'));
+    await waitForOutput(again, /listening on/);
+    assert.doesNotMatch(again.out(), /First start/);
+    const list = await fetch(`http://127.0.0.1:${port}/api/v1/assets?name=survivor`, { headers: { authorization: `Bearer ${access_token}` } });
+    assert.equal(((await list.json()) as unknown[]).length, 1, 'the same signing key still accepts the old token, and the data survived');
+    again.child.kill('SIGTERM');
+    assert.equal(await again.exited, 0);
+  });
+}
