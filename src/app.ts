@@ -74,7 +74,15 @@ export async function buildApp(cfg: Config, opts: { logger?: FastifyServerOption
     throw e;
   }
   const { tokens } = app.services;
+  // Forget idempotency keys past their window, in one statement every few minutes (off the hot path).
+  const sweep = setInterval(() => {
+    db.query(`DELETE FROM idempotency_keys WHERE when_created < now() - make_interval(secs => $1)`, [cfg.IDEMPOTENCY_WINDOW_SECONDS]).catch(
+      (e: Error) => app.log.warn({ err: e }, 'idempotency sweep failed'),
+    );
+  }, 5 * 60_000);
+  sweep.unref();
   app.addHook('onClose', async () => {
+    clearInterval(sweep);
     await app.services.limiter.close();
     if (!opts.db) await db.close();
   });

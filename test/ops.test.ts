@@ -1,0 +1,30 @@
+// Operations endpoints (API.md section 4): health, readiness, Prometheus metrics, docs page.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { startApp } from './helpers.js';
+
+test('healthz, readyz, metrics and the docs page answer without credentials', async (t) => {
+  const ta = await startApp(t);
+  const health = await ta.call('GET', '/healthz');
+  assert.equal(health.status, 200);
+  assert.equal(health.body.status, 'ok');
+  const ready = await ta.call('GET', '/readyz');
+  assert.equal(ready.status, 200);
+  assert.equal(ready.body.database, ta.databaseUrl ? 'postgres' : 'pglite');
+  await ta.call('GET', '/api/v1/owners', { token: ta.adminToken });
+  const metrics = await fetch(`${ta.url}/metrics`);
+  assert.equal(metrics.status, 200);
+  assert.match(metrics.headers.get('content-type') ?? '', /text\/plain/);
+  const text = await metrics.text();
+  assert.match(text, /http_requests_total\{method="GET",route="\/api\/v1\/owners",status="200"\} 1/);
+  assert.match(text, /http_request_duration_seconds_bucket/);
+  assert.match(text, /process_cpu_user_seconds_total/);
+  const docs = await fetch(`${ta.url}/docs`);
+  assert.equal(docs.status, 200);
+  assert.match(await docs.text(), /swagger-ui-bundle\.js/);
+  for (const asset of ['/docs/swagger-ui-bundle.js', '/docs/swagger-ui.css', '/docs/init.js']) {
+    const r = await fetch(`${ta.url}${asset}`);
+    assert.equal(r.status, 200, asset);
+    assert.ok((await r.arrayBuffer()).byteLength > 0, asset);
+  }
+});
