@@ -19,6 +19,11 @@ import { ErrorSchema } from './http/schemas.js';
 import { ownerRoutes } from './owners/owners.js';
 import { assetRoutes } from './assets/assets.js';
 import { opsRoutes } from './ops/ops.js';
+import { recordRoutes } from './records/records.js';
+import { zoneRoutes } from './zones/zones.js';
+import { eventRoutes } from './events/events.js';
+import { commandRoutes } from './commands/commands.js';
+import { bookingRoutes } from './booking/booking.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -124,6 +129,11 @@ export async function buildApp(cfg: Config, opts: { logger?: FastifyServerOption
       await api.register(ownerRoutes, { db });
       await api.register(assetRoutes, { db });
       await api.register(credentialRoutes, { db });
+      await api.register(recordRoutes, { db, cfg });
+      await api.register(zoneRoutes, { db });
+      await api.register(eventRoutes, { db });
+      await api.register(commandRoutes, { db, cfg });
+      await api.register(bookingRoutes, { db, cfg });
     },
     { prefix: '/api/v1' },
   );

@@ -13,7 +13,22 @@ export function installValidation(app: FastifyInstance): void {
   const bodyAjv = addFormats(new Ajv({ coerceTypes: false, useDefaults: true, strict: false, allErrors: false }));
   // Query strings and path params arrive as text: coerce, and allow repeated params as arrays.
   const queryAjv = addFormats(new Ajv({ coerceTypes: 'array', useDefaults: true, strict: false, allErrors: false }));
-  app.setValidatorCompiler(({ schema, httpPart }) => (httpPart === 'body' ? bodyAjv : queryAjv).compile(schema));
+  app.setValidatorCompiler(({ schema, httpPart }) => {
+    if (httpPart !== 'body') return queryAjv.compile(schema);
+    const s = schema as { 'x-bulk'?: boolean; anyOf?: object[] };
+    if (s['x-bulk'] && s.anyOf?.length === 2) {
+      // One record or an array of them: validate the branch the body's shape picks, so an error
+      // names the item (`/3/latitude`) instead of "must match a schema in anyOf".
+      const one = bodyAjv.compile(s.anyOf[0]!);
+      const many = bodyAjv.compile(s.anyOf[1]!);
+      return (data: unknown) => {
+        const v = Array.isArray(data) ? many : one;
+        if (v(data)) return true;
+        return { error: Object.assign(new Error('body validation failed'), { validation: v.errors ?? [], validationContext: 'body' }) };
+      };
+    }
+    return bodyAjv.compile(schema);
+  });
 
   // API.md section 1: a NUL anywhere in a string (keys included) is a 400 naming where.
   app.addHook('preValidation', async (req) => {

@@ -32,3 +32,6 @@ export const iso = (d: Date | string | null | undefined): string | null =>
 
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 export const isUuid = (s: string) => UUID_RE.test(s);
+
+/** A 64-bit record id as decimal text (1 to 9223372036854775807). */
+export const isInt8Id = (s: string) => /^[1-9]\d{0,18}$/.test(s) && BigInt(s) <= 9223372036854775807n;

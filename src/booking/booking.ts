@@ -1,0 +1,151 @@
+// Booking data (spec 2.2, API.md section 8): free JSON per owner; `type` must be the one configured
+// literal (BOOKING_DATA_TYPE); `name` unique within the owner; `ownerId` defaults to the caller's.
+import crypto from 'node:crypto';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { Type, type Static } from '@sinclair/typebox';
+import type { Config } from '../config.js';
+import type { Db, Queryable } from '../db/db.js';
+import { ApiError, badRequest, notFound } from '../http/errors.js';
+import { cursorColumn, keyset, page, PageQuery } from '../http/paging.js';
+import { DateTime, IdParam, iso, isUuid, Nullable, Str, Uuid } from '../http/schemas.js';
+import type { Tenancy } from '../tenancy/tenancy.js';
+
+const MAX_JSON_BYTES = 64 * 1024;
+
+export async function bookingRoutes(app: FastifyInstance, { db, cfg }: { db: Db; cfg: Config }): Promise<void> {
+  const TypeLiteral = Type.Literal(cfg.BOOKING_DATA_TYPE);
+  const Booking = Type.Object(
+    {
+      id: Uuid,
+      name: Nullable(Str(50)),
+      ownerId: Uuid,
+      type: TypeLiteral,
+      jsonData: Type.Unknown({ description: 'Any JSON value' }),
+      whoCreated: Type.String(),
+      whenCreated: DateTime,
+      whenUpdated: DateTime,
+    },
+    { title: 'BookingData' },
+  );
+  const BookingWrite = Type.Object({
+    name: Type.Optional(Nullable(Str(50, { description: 'Unique within the owner' }))),
+    ownerId: Type.Optional(Type.String({ format: 'uuid', description: "Defaults to the caller's owner" })),
+    type: TypeLiteral,
+    jsonData: Type.Optional(Type.Unknown({ description: 'Any JSON value, at most 64 KiB' })),
+  });
+  type BookingWrite = Static<typeof BookingWrite>;
+  const BookingPatch = Type.Partial(BookingWrite);
+  const BookingList = Type.Intersect([PageQuery, Type.Object({ ownerId: Type.Optional(Uuid), name: Type.Optional(Str(50)) })]);
+
+  interface Row {
+    id: string;
+    name: string | null;
+    owner_id: string;
+    type: string;
+    json_data: unknown;
+    who_created: string;
+    when_created: Date;
+    when_updated: Date;
+  }
+  const SELECT = 'id, name, owner_id, type, json_data, who_created, when_created, when_updated';
+  const toApi = (r: Row) => ({
+    id: r.id,
+    name: r.name,
+    ownerId: r.owner_id,
+    type: r.type as typeof cfg.BOOKING_DATA_TYPE,
+    jsonData: r.json_data ?? null,
+    whoCreated: r.who_created,
+    whenCreated: iso(r.when_created)!,
+    whenUpdated: iso(r.when_updated)!,
+  });
+  const get = (q: Queryable, t: Tenancy, id: string, forUpdate = false) => {
+    if (!isUuid(id)) throw notFound('booking data');
+    return t.one<Row>(q, { select: SELECT, from: 'booking_data', ownerColumn: 'owner_id' }, id, 'booking data', forUpdate);
+  };
+  const json = (v: unknown) => {
+    if (v === undefined || v === null) return null;
+    const text = JSON.stringify(v);
+    if (Buffer.byteLength(text) > MAX_JSON_BYTES) throw badRequest('/jsonData must be at most 64 KiB of JSON.', '/jsonData');
+    return text;
+  };
+  const taken = (e: unknown) => {
+    if ((e as { code?: string }).code === '23505') throw new ApiError('NAME_TAKEN', 'Booking data with this name already exists for this owner.', { field: '/name' });
+    throw e;
+  };
+  const tags = ['booking-data'];
+
+  app.get('/booking-data', {
+    schema: { tags, summary: 'List booking data', querystring: BookingList, response: { 200: Type.Array(Booking) } },
+    handler: async (req, reply) => {
+      const query = req.query as Static<typeof BookingList>;
+      const params: unknown[] = [];
+      const where = [await req.tenancy.where('owner_id', params)];
+      if (query.ownerId !== undefined) where.push(`owner_id = $${params.push(query.ownerId)}::uuid`);
+      if (query.name !== undefined) where.push(`name = $${params.push(query.name)}`);
+      const ks = keyset(query, params, { defaultOrder: 'asc', idType: 'uuid' });
+      const { rows } = await db.query<Row & { _cursor_ts: string }>(
+        `SELECT ${SELECT}, ${cursorColumn()} FROM booking_data WHERE ${[...where, ...ks.where].join(' AND ')} ORDER BY ${ks.orderBy} LIMIT ${ks.fetch}`,
+        params,
+      );
+      return page(req, reply, ks, rows, req.server.publicUrl).map(toApi);
+    },
+  });
+
+  app.post('/booking-data', {
+    schema: { tags, summary: 'Store booking data', body: BookingWrite, response: { 201: Booking } },
+    handler: async (req, reply) => {
+      const b = req.body as BookingWrite;
+      const ownerId = b.ownerId ?? req.tenancy.principal.ownerId;
+      await req.tenancy.assertOwner(ownerId);
+      const { rows } = await db
+        .query<Row>(
+          `INSERT INTO booking_data (id, owner_id, name, type, json_data, who_created) VALUES ($1, $2, $3, $4, $5, $6) RETURNING ${SELECT}`,
+          [crypto.randomUUID(), ownerId, b.name ?? null, b.type, json(b.jsonData), req.tenancy.principal.actor],
+        )
+        .catch(taken);
+      reply.code(201).header('Location', `${req.server.publicUrl}/api/v1/booking-data/${rows[0]!.id}`);
+      return toApi(rows[0]!);
+    },
+  });
+
+  app.get('/booking-data/:id', {
+    schema: { tags, summary: 'Get booking data', params: IdParam, response: { 200: Booking } },
+    handler: async (req) => toApi(await get(db, req.tenancy, (req.params as { id: string }).id)),
+  });
+
+  const update = (mode: 'put' | 'patch') => async (req: FastifyRequest) => {
+    const id = (req.params as { id: string }).id;
+    const b = req.body as Partial<BookingWrite>;
+    return db
+      .tx(async (q) => {
+        const cur = await get(q, req.tenancy, id, true);
+        const ownerId = b.ownerId ?? cur.owner_id;
+        if (ownerId !== cur.owner_id) await req.tenancy.assertOwner(ownerId);
+        const name = b.name !== undefined ? b.name : mode === 'put' ? null : cur.name;
+        const data = b.jsonData !== undefined ? json(b.jsonData) : mode === 'put' ? null : JSON.stringify(cur.json_data ?? null);
+        const { rows } = await q.query<Row>(
+          `UPDATE booking_data SET name = $2, owner_id = $3, type = $4, json_data = $5, when_updated = now() WHERE id = $1 RETURNING ${SELECT}`,
+          [id, name, ownerId, b.type ?? cur.type, data],
+        );
+        return toApi(rows[0]!);
+      })
+      .catch(taken);
+  };
+  app.put('/booking-data/:id', {
+    schema: { tags, summary: 'Replace booking data', params: IdParam, body: BookingWrite, response: { 200: Booking } },
+    handler: update('put'),
+  });
+  app.patch('/booking-data/:id', {
+    schema: { tags, summary: 'Update booking data (JSON merge patch of the record)', params: IdParam, body: BookingPatch, response: { 200: Booking } },
+    handler: update('patch'),
+  });
+  app.delete('/booking-data/:id', {
+    schema: { tags, summary: 'Delete booking data', params: IdParam },
+    handler: async (req, reply) => {
+      const id = (req.params as { id: string }).id;
+      await get(db, req.tenancy, id);
+      await db.query('DELETE FROM booking_data WHERE id = $1', [id]);
+      return reply.code(204).send();
+    },
+  });
+}

@@ -1,0 +1,197 @@
+// Commands to reefer-connected assets (spec 2.7, API.md section 8). Created PENDING; the device side
+// (any credential with write on the asset's owner) reads PENDING commands and moves them
+// PENDING -> SENT -> ACKNOWLEDGED | FAILED; DELETE cancels a PENDING one (the record stays). An open
+// command (PENDING or SENT) past its time-to-live reads as EXPIRED and can no longer change.
+import crypto from 'node:crypto';
+import type { FastifyInstance } from 'fastify';
+import { Type, type Static } from '@sinclair/typebox';
+import type { Config } from '../config.js';
+import type { Db, Queryable } from '../db/db.js';
+import { ApiError, badRequest, conflict, notFound } from '../http/errors.js';
+import { cursorColumn, keyset, page, PageQuery } from '../http/paging.js';
+import { DateTime, IdParam, iso, isInt8Id, Str, Uuid } from '../http/schemas.js';
+import type { Tenancy } from '../tenancy/tenancy.js';
+
+export const COMMAND_TYPES = ['SET_TEMPERATURE', 'SET_HUMIDITY', 'SET_CO2', 'SET_O2', 'START_DEFROST', 'START_PTI', 'POWER_ON', 'POWER_OFF'] as const;
+const VALUE_TYPES = new Set(['SET_TEMPERATURE', 'SET_HUMIDITY', 'SET_CO2', 'SET_O2']);
+export const COMMAND_STATUSES = ['PENDING', 'SENT', 'ACKNOWLEDGED', 'FAILED', 'CANCELLED', 'EXPIRED'] as const;
+type Status = (typeof COMMAND_STATUSES)[number];
+
+/** The legal moves; everything else is a 409. */
+const TRANSITIONS: Record<Status, readonly Status[]> = {
+  PENDING: ['SENT', 'CANCELLED'],
+  SENT: ['ACKNOWLEDGED', 'FAILED'],
+  ACKNOWLEDGED: [],
+  FAILED: [],
+  CANCELLED: [],
+  EXPIRED: [],
+};
+const OPEN = ['PENDING', 'SENT'];
+const MAX_TTL_SECONDS = 30 * 86400;
+
+const lit = (values: readonly string[]) => Type.Union(values.map((v) => Type.Literal(v)));
+
+export const Command = Type.Object(
+  {
+    id: Type.String({ description: 'int64 as a decimal string' }),
+    assetId: Uuid,
+    ownerId: Uuid,
+    type: lit(COMMAND_TYPES),
+    command: Type.String({ description: 'The name of the action (echoes type)' }),
+    parameters: Type.Union([Type.Object({}, { additionalProperties: true }), Type.Null()]),
+    status: lit(COMMAND_STATUSES),
+    uniqueId: Type.String(),
+    ttlSeconds: Type.Integer(),
+    whoCreated: Type.String(),
+    whenCreated: DateTime,
+    whenUpdated: DateTime,
+  },
+  { title: 'Command' },
+);
+const CommandCreate = Type.Object({
+  assetId: Type.String({ format: 'uuid' }),
+  type: lit(COMMAND_TYPES),
+  parameters: Type.Optional(Type.Union([Type.Object({ value: Type.Optional(Type.Number()) }, { additionalProperties: true }), Type.Null()])),
+  uniqueId: Type.Optional(Str(64, { minLength: 1, description: "Client's correlation id, unique per asset (generated when absent)" })),
+  ttlSeconds: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_TTL_SECONDS, description: 'Default 3600' })),
+  ownerId: Type.Optional(Type.String({ format: 'uuid', description: "Must be the asset's owner when given" })),
+});
+const CommandPatch = Type.Object({ status: lit(['SENT', 'ACKNOWLEDGED', 'FAILED', 'CANCELLED']) });
+const CommandList = Type.Intersect([
+  PageQuery,
+  Type.Object({
+    assetId: Type.Optional(Type.Array(Uuid)),
+    ownerId: Type.Optional(Uuid),
+    type: Type.Optional(lit(COMMAND_TYPES)),
+    status: Type.Optional(lit(COMMAND_STATUSES)),
+  }),
+]);
+
+interface Row {
+  id: string;
+  asset_id: string;
+  owner_id: string;
+  type: string;
+  parameters: Record<string, unknown> | null;
+  status: string;
+  unique_id: string;
+  ttl_seconds: number;
+  who_created: string;
+  when_created: Date;
+  when_updated: Date;
+  expired: boolean;
+}
+// `expired` is computed by the database clock, the same for every instance.
+const SELECT = `id, asset_id, owner_id, type, parameters, status, unique_id, ttl_seconds, who_created, when_created, when_updated,
+  (status IN ('PENDING', 'SENT') AND expires_at <= now()) AS expired`;
+const effective = (r: Row) => (r.expired ? 'EXPIRED' : r.status) as Status;
+const toApi = (r: Row) => ({
+  id: r.id,
+  assetId: r.asset_id,
+  ownerId: r.owner_id,
+  type: r.type as (typeof COMMAND_TYPES)[number],
+  command: r.type,
+  parameters: r.parameters,
+  status: effective(r),
+  uniqueId: r.unique_id,
+  ttlSeconds: r.ttl_seconds,
+  whoCreated: r.who_created,
+  whenCreated: iso(r.when_created)!,
+  whenUpdated: iso(r.when_updated)!,
+});
+
+async function getCommand(q: Queryable, t: Tenancy, id: string, forUpdate = false): Promise<Row> {
+  if (!isInt8Id(id)) throw notFound('command');
+  return t.one<Row>(q, { select: SELECT, from: 'commands', ownerColumn: 'owner_id', idType: 'int8' }, id, 'command', forUpdate);
+}
+
+async function move(q: Queryable, t: Tenancy, id: string, to: Status): Promise<Row> {
+  const cur = await getCommand(q, t, id, true);
+  const from = effective(cur);
+  if (!TRANSITIONS[from].includes(to)) {
+    throw new ApiError('CONFLICT', `A ${from} command cannot become ${to}.`, { field: '/status' });
+  }
+  const { rows } = await q.query<Row>(`UPDATE commands SET status = $2, when_updated = now() WHERE id = $1 RETURNING ${SELECT}`, [id, to]);
+  return rows[0]!;
+}
+
+export async function commandRoutes(app: FastifyInstance, { db }: { db: Db; cfg: Config }): Promise<void> {
+  const tags = ['commands'];
+  app.get('/commands', {
+    schema: { tags, summary: 'List commands (device side: status=PENDING), newest first by default', querystring: CommandList, response: { 200: Type.Array(Command) } },
+    handler: async (req, reply) => {
+      const query = req.query as Static<typeof CommandList>;
+      const params: unknown[] = [];
+      const where = [await req.tenancy.where('owner_id', params)];
+      if (query.assetId?.length) where.push(`asset_id = ANY($${params.push(query.assetId)}::uuid[])`);
+      if (query.ownerId !== undefined) where.push(`owner_id = $${params.push(query.ownerId)}::uuid`);
+      if (query.type !== undefined) where.push(`type = $${params.push(query.type)}`);
+      if (query.status === 'EXPIRED') where.push(`status IN ('PENDING', 'SENT') AND expires_at <= now()`);
+      else if (query.status !== undefined) {
+        where.push(`status = $${params.push(query.status)}`);
+        if (OPEN.includes(query.status)) where.push('expires_at > now()');
+      }
+      const ks = keyset(query, params, { defaultOrder: 'desc', idType: 'int8' });
+      const { rows } = await db.query<Row & { _cursor_ts: string }>(
+        `SELECT ${SELECT}, ${cursorColumn()} FROM commands WHERE ${[...where, ...ks.where].join(' AND ')} ORDER BY ${ks.orderBy} LIMIT ${ks.fetch}`,
+        params,
+      );
+      return page(req, reply, ks, rows, req.server.publicUrl).map(toApi);
+    },
+  });
+
+  app.post('/commands', {
+    schema: { tags, summary: 'Send a command to a reefer-connected asset', body: CommandCreate, response: { 201: Command } },
+    handler: async (req, reply) => {
+      const b = req.body as Static<typeof CommandCreate>;
+      if (VALUE_TYPES.has(b.type) && typeof b.parameters?.value !== 'number') {
+        throw badRequest(`${b.type} needs a numeric parameters.value.`, '/parameters/value');
+      }
+      const row = await db.tx(async (q) => {
+        const params: unknown[] = [b.assetId];
+        const cond = await req.tenancy.where('owner_id', params);
+        const { rows: assets } = await q.query<{ owner_id: string; reefer: boolean }>(
+          `SELECT owner_id, EXISTS (SELECT 1 FROM reefer_data r WHERE r.asset_id = a.id) AS reefer
+             FROM assets a WHERE id = $1::uuid AND ${cond}`,
+          params,
+        );
+        const asset = assets[0];
+        if (!asset) throw new ApiError('NOT_FOUND', `asset ${b.assetId} not found`, { field: '/assetId' });
+        if (b.ownerId !== undefined && b.ownerId !== asset.owner_id) throw badRequest("/ownerId must be the asset's owner or absent.", '/ownerId');
+        if (!asset.reefer) throw conflict('This asset has never sent reefer data, so it cannot take commands.', '/assetId');
+        const ttl = b.ttlSeconds ?? 3600;
+        const { rows } = await q.query<Row>(
+          `INSERT INTO commands (asset_id, owner_id, type, parameters, status, unique_id, ttl_seconds, expires_at, who_created)
+           VALUES ($1, $2, $3, $4, 'PENDING', $5, $6::int4, now() + $6::int4 * interval '1 second', $7)
+           ON CONFLICT (asset_id, unique_id) DO NOTHING RETURNING ${SELECT}`,
+          [b.assetId, asset.owner_id, b.type, b.parameters == null ? null : JSON.stringify(b.parameters), b.uniqueId ?? crypto.randomUUID(), ttl, req.tenancy.principal.actor],
+        );
+        if (!rows[0]) throw new ApiError('CONFLICT', 'A command with this uniqueId already exists for this asset.', { field: '/uniqueId' });
+        return rows[0];
+      });
+      reply.code(201).header('Location', `${req.server.publicUrl}/api/v1/commands/${row.id}`);
+      return toApi(row);
+    },
+  });
+
+  app.get('/commands/:id', {
+    schema: { tags, summary: 'Get a command', params: IdParam, response: { 200: Command } },
+    handler: async (req) => toApi(await getCommand(db, req.tenancy, (req.params as { id: string }).id)),
+  });
+
+  app.patch('/commands/:id', {
+    schema: { tags, summary: 'Change a command status (device side); illegal transitions are 409', params: IdParam, body: CommandPatch, response: { 200: Command } },
+    handler: async (req) => {
+      const { status } = req.body as Static<typeof CommandPatch>;
+      return toApi(await db.tx((q) => move(q, req.tenancy, (req.params as { id: string }).id, status as Status)));
+    },
+  });
+
+  app.delete('/commands/:id', {
+    schema: { tags, summary: 'Cancel a PENDING command (the record stays readable as CANCELLED)', params: IdParam },
+    handler: async (req, reply) => {
+      await db.tx((q) => move(q, req.tenancy, (req.params as { id: string }).id, 'CANCELLED'));
+      return reply.code(204).send();
+    },
+  });
+}

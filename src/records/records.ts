@@ -1,0 +1,460 @@
+// Data records (spec 2.3, 2.5, 2.6, 2.12; API.md sections 1, 4, 5, 8): locations, sensor data,
+// reefer data, genset data and OEM data. Append-only; each belongs to its asset's owner. A create
+// takes one object or an array of up to 1000 (all or nothing, the bad index named) and stores the
+// whole array, and its outbox rows, in one statement.
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { Type, type Static, type TObject, type TProperties } from '@sinclair/typebox';
+import type { Config } from '../config.js';
+import type { Db, Queryable } from '../db/db.js';
+import { ApiError, badRequest, notFound } from '../http/errors.js';
+import { cursorColumn, keyset, page, PageQuery } from '../http/paging.js';
+import { DateTime, IdParam, iso, isInt8Id, Nullable, Str, Uuid } from '../http/schemas.js';
+import { outboxInsertSql, sqlIso, type ObjectType } from '../outbox/outbox.js';
+import type { Tenancy } from '../tenancy/tenancy.js';
+import { locationHooks } from '../zones/positions.js';
+
+export const MAX_BULK = 1000;
+export const MAX_DATA_BYTES = 64 * 1024;
+export const RECORD_BODY_LIMIT = 16 * 1024 * 1024;
+
+export const round = (n: number | undefined | null, decimals: number) =>
+  n == null ? n : Math.round(n * 10 ** decimals) / 10 ** decimals;
+
+/** Columns every data record has. */
+interface Common {
+  assetId: string;
+  ownerId?: string;
+  whenCreated?: string;
+}
+
+interface Column<I> {
+  col: string;
+  pg: string; // array element type for unnest
+  value: (item: I) => unknown;
+}
+
+export interface ItemContext {
+  ownerId: string;
+  whenCreated: string;
+}
+
+export interface RecordDef<I extends Common = any> {
+  type: ObjectType;
+  table: string;
+  path: string;
+  tag: string;
+  what: string;
+  item: TObject;
+  output: TObject;
+  columns: Column<I>[];
+  /** Row -> REST object. */
+  toApi: (row: any) => Record<string, unknown>;
+  /** jsonb_build_object(...) over alias i: the push shape (spec 2.12). */
+  pushPayload: string;
+  /** Extra list filters (schema properties, SQL). */
+  filters?: { schema: TProperties; apply: (q: any, params: unknown[], where: string[]) => void };
+  /** Extra per-item checks after the schema (pointer prefix given). */
+  check?: (item: I, at: string) => void;
+}
+
+/** A bulk body: one item or a non-empty array of at most 1000 (validated per branch, see envelope.ts). */
+export const bulkOf = (item: TObject) =>
+  Type.Union([item, Type.Array(item, { minItems: 1, maxItems: MAX_BULK })], { 'x-bulk': true, description: `One record, or an array of 1 to ${MAX_BULK}` });
+
+const commonInput = {
+  assetId: Type.String({ format: 'uuid', description: 'Asset generating the record' }),
+  ownerId: Type.Optional(Type.String({ format: 'uuid', description: "Must be the asset's owner when given" })),
+  whenCreated: Type.Optional(Type.String({ format: 'date-time', description: 'Device time; defaults to the receive time' })),
+};
+const commonOutput = { id: Type.String({ description: 'int64 as a decimal string' }), assetId: Uuid, ownerId: Uuid, whenCreated: DateTime };
+
+function dataObject(description: string) {
+  return Type.Object({}, { additionalProperties: true, description: `${description} (free JSON object, at most 64 KiB)` });
+}
+
+function checkData(data: unknown, at: string) {
+  if (Buffer.byteLength(JSON.stringify(data)) > MAX_DATA_BYTES) throw badRequest(`${at} must be at most 64 KiB of JSON.`, at);
+}
+
+// ---- the five record types ---------------------------------------------------------------------
+
+export const SENSOR_TYPES = [
+  'TEMPERATURE', 'HUMIDITY', 'X_ACCELERATION', 'Y_ACCELERATION', 'Z_ACCELERATION', 'FUEL_LEVEL',
+  'X_PEAK_ACCELERATION', 'Y_PEAK_ACCELERATION', 'Z_PEAK_ACCELERATION', 'BATTERY_VOLTAGE',
+  'EXTERNAL_POWER_VOLTAGE', 'PRESSURE',
+] as const;
+export const REEFER_CLASSES = ['CR', 'CR0', 'CRTT', 'DK', 'MH', 'SC', 'LD', 'TK', 'TKTT'] as const;
+const literalUnion = (values: readonly string[]) => Type.Union(values.map((v) => Type.Literal(v)));
+
+const locationItem = Type.Object({
+  ...commonInput,
+  latitude: Type.Number({ minimum: -90, maximum: 90, description: 'Degrees (API.md 8: -90..90), 6 decimals kept' }),
+  longitude: Type.Number({ minimum: -180, maximum: 180, description: 'Degrees (API.md 8: -180..180), 6 decimals kept' }),
+  altitude: Type.Optional(Nullable(Type.Number({ minimum: -99999.99, maximum: 99999.99, description: 'Metres' }))),
+  heading: Type.Optional(Nullable(Type.Number({ minimum: -999.9, maximum: 999.9, description: 'Degrees' }))),
+  speed: Type.Optional(Nullable(Type.Number({ minimum: -999.999, maximum: 999.999, description: 'km/h' }))),
+  zoneId: Type.Optional(Nullable(Str(100, { description: 'Comma separated zone ids; computed when absent' }))),
+});
+type LocationIn = Static<typeof locationItem>;
+
+export const locations: RecordDef<LocationIn> = {
+  type: 'location',
+  table: 'locations',
+  path: '/locations',
+  tag: 'locations',
+  what: 'location',
+  item: locationItem,
+  output: Type.Object(
+    {
+      ...commonOutput,
+      latitude: Type.Number(),
+      longitude: Type.Number(),
+      altitude: Nullable(Type.Number()),
+      heading: Nullable(Type.Number()),
+      speed: Nullable(Type.Number()),
+      zoneId: Nullable(Type.String()),
+    },
+    { title: 'Location' },
+  ),
+  columns: [
+    { col: 'latitude', pg: 'float8', value: (i) => round(i.latitude, 6) },
+    { col: 'longitude', pg: 'float8', value: (i) => round(i.longitude, 6) },
+    { col: 'altitude', pg: 'float8', value: (i) => round(i.altitude, 2) ?? null },
+    { col: 'heading', pg: 'float8', value: (i) => round(i.heading, 1) ?? null },
+    { col: 'speed', pg: 'float8', value: (i) => round(i.speed, 3) ?? null },
+    { col: 'zone_id', pg: 'text', value: (i) => i.zoneId ?? null },
+  ],
+  toApi: (r) => ({
+    id: r.id,
+    assetId: r.asset_id,
+    ownerId: r.owner_id,
+    latitude: r.latitude,
+    longitude: r.longitude,
+    altitude: r.altitude,
+    heading: r.heading,
+    speed: r.speed,
+    zoneId: r.zone_id,
+    whenCreated: iso(r.when_created)!,
+  }),
+  pushPayload: `jsonb_build_object('id', i.id, 'assetId', i.asset_id, 'ownerId', i.owner_id, 'whenCreated', ${sqlIso('i.when_created')},
+    'latitude', i.latitude, 'longitude', i.longitude, 'altitude', i.altitude,
+    'speed', i.speed, 'heading', CASE WHEN i.heading IS NULL THEN NULL ELSE ((i.heading::numeric % 360) + 360) % 360 END, 'zoneId', i.zone_id)`,
+};
+
+const sensorItem = Type.Object({
+  ...commonInput,
+  sensorId: Str(36, { minLength: 1 }),
+  type: literalUnion(SENSOR_TYPES),
+  value: Type.Union([Type.Number(), Str(255)], { description: 'A number, or text for sensors that report text' }),
+  sensorType: Type.Optional(Nullable(Str(36, { description: 'Sensor model class' }))),
+});
+type SensorIn = Static<typeof sensorItem>;
+
+export const sensorData: RecordDef<SensorIn> = {
+  type: 'sensordata',
+  table: 'sensor_data',
+  path: '/sensor-data',
+  tag: 'sensor-data',
+  what: 'sensor data',
+  item: sensorItem,
+  output: Type.Object(
+    {
+      ...commonOutput,
+      sensorId: Type.String(),
+      type: Type.String(),
+      value: Type.Union([Type.Number(), Type.String()]),
+      sensorType: Nullable(Type.String()),
+    },
+    { title: 'SensorData' },
+  ),
+  columns: [
+    { col: 'sensor_id', pg: 'text', value: (i) => i.sensorId },
+    { col: 'type', pg: 'text', value: (i) => i.type },
+    { col: 'value_number', pg: 'float8', value: (i) => (typeof i.value === 'number' ? i.value : null) },
+    { col: 'value_text', pg: 'text', value: (i) => (typeof i.value === 'string' ? i.value : null) },
+    { col: 'sensor_type', pg: 'text', value: (i) => i.sensorType ?? null },
+  ],
+  toApi: (r) => ({
+    id: r.id,
+    assetId: r.asset_id,
+    ownerId: r.owner_id,
+    sensorId: r.sensor_id,
+    type: r.type,
+    value: r.value_number ?? r.value_text,
+    sensorType: r.sensor_type,
+    whenCreated: iso(r.when_created)!,
+  }),
+  // API.md 8: push sensorType = the REST type; value as text; type DECIMAL for numbers, TEXT otherwise.
+  pushPayload: `jsonb_build_object('id', i.id, 'assetId', i.asset_id, 'ownerId', i.owner_id, 'sensorId', i.sensor_id,
+    'sensorType', i.type, 'whenCreated', ${sqlIso('i.when_created')},
+    'value', COALESCE(i.value_number::text, i.value_text), 'type', CASE WHEN i.value_number IS NULL THEN 'TEXT' ELSE 'DECIMAL' END,
+    'when_received', (extract(epoch FROM i.when_received) * 1000)::int8)`,
+  filters: {
+    schema: { type: Type.Optional(literalUnion(SENSOR_TYPES)), sensorId: Type.Optional(Str(36)) },
+    apply: (q, params, where) => {
+      if (q.type !== undefined) where.push(`type = $${params.push(q.type)}`);
+      if (q.sensorId !== undefined) where.push(`sensor_id = $${params.push(q.sensorId)}`);
+    },
+  },
+};
+
+const reeferItem = Type.Object({
+  ...commonInput,
+  reeferClass: Type.Optional(Nullable(literalUnion(REEFER_CLASSES))),
+  data: dataObject('Reefer payload'),
+  gensetManufacturer: Type.Optional(Nullable(Str(255))),
+});
+type ReeferIn = Static<typeof reeferItem>;
+
+export const reeferData: RecordDef<ReeferIn> = {
+  type: 'reeferdata',
+  table: 'reefer_data',
+  path: '/reefer-data',
+  tag: 'reefer-data',
+  what: 'reefer data',
+  item: reeferItem,
+  output: Type.Object(
+    {
+      ...commonOutput,
+      reeferClass: Nullable(Type.String()),
+      gensetManufacturer: Nullable(Type.String()),
+      data: Type.Object({}, { additionalProperties: true }),
+    },
+    { title: 'ReeferData' },
+  ),
+  columns: [
+    { col: 'reefer_class', pg: 'text', value: (i) => i.reeferClass ?? null },
+    { col: 'genset_manufacturer', pg: 'text', value: (i) => i.gensetManufacturer ?? null },
+    { col: 'data', pg: 'jsonb', value: (i) => JSON.stringify(i.data) },
+  ],
+  toApi: (r) => ({
+    id: r.id,
+    assetId: r.asset_id,
+    ownerId: r.owner_id,
+    reeferClass: r.reefer_class,
+    gensetManufacturer: r.genset_manufacturer,
+    data: r.data,
+    whenCreated: iso(r.when_created)!,
+  }),
+  pushPayload: `jsonb_build_object('id', i.id, 'assetId', i.asset_id, 'ownerId', i.owner_id, 'whenCreated', ${sqlIso('i.when_created')},
+    'reeferClass', i.reefer_class, 'data', i.data)`,
+  filters: {
+    schema: { reeferClass: Type.Optional(literalUnion(REEFER_CLASSES)) },
+    apply: (q, params, where) => {
+      if (q.reeferClass !== undefined) where.push(`reefer_class = $${params.push(q.reeferClass)}`);
+    },
+  },
+  check: (i, at) => checkData(i.data, `${at}/data`),
+};
+
+const gensetItem = Type.Object({
+  ...commonInput,
+  gensetType: Str(64, { minLength: 1 }),
+  data: dataObject('Genset payload'),
+  boxId: Type.Optional(Nullable(Str(36))),
+});
+type GensetIn = Static<typeof gensetItem>;
+
+export const gensetData: RecordDef<GensetIn> = {
+  type: 'gensetdata',
+  table: 'genset_data',
+  path: '/genset-data',
+  tag: 'genset-data',
+  what: 'genset data',
+  item: gensetItem,
+  output: Type.Object(
+    { ...commonOutput, gensetType: Type.String(), boxId: Nullable(Type.String()), data: Type.Object({}, { additionalProperties: true }) },
+    { title: 'GensetData' },
+  ),
+  columns: [
+    { col: 'genset_type', pg: 'text', value: (i) => i.gensetType },
+    { col: 'box_id', pg: 'text', value: (i) => i.boxId ?? null },
+    { col: 'data', pg: 'jsonb', value: (i) => JSON.stringify(i.data) },
+  ],
+  toApi: (r) => ({
+    id: r.id,
+    assetId: r.asset_id,
+    ownerId: r.owner_id,
+    gensetType: r.genset_type,
+    boxId: r.box_id,
+    data: r.data,
+    whenCreated: iso(r.when_created)!,
+  }),
+  pushPayload: `jsonb_build_object('id', i.id, 'assetId', i.asset_id, 'ownerId', i.owner_id, 'whenCreated', ${sqlIso('i.when_created')},
+    'gensetType', i.genset_type, 'data', i.data, 'boxId', i.box_id)`,
+  check: (i, at) => checkData(i.data, `${at}/data`),
+};
+
+const oemItem = Type.Object({
+  ...commonInput,
+  payloadType: Type.Integer({ minimum: -2147483648, maximum: 2147483647, description: 'int32' }),
+  data: dataObject('OEM payload'),
+  boxId: Type.Optional(Nullable(Str(36))),
+});
+type OemIn = Static<typeof oemItem>;
+
+export const oemData: RecordDef<OemIn> = {
+  type: 'oemdata',
+  table: 'oem_data',
+  path: '/oem-data',
+  tag: 'oem-data',
+  what: 'OEM data',
+  item: oemItem,
+  output: Type.Object(
+    {
+      ...commonOutput,
+      payloadType: Type.Integer(),
+      boxId: Nullable(Type.String()),
+      data: Type.Object({}, { additionalProperties: true }),
+      whenReceived: DateTime,
+    },
+    { title: 'OemData' },
+  ),
+  columns: [
+    { col: 'payload_type', pg: 'int4', value: (i) => i.payloadType },
+    { col: 'box_id', pg: 'text', value: (i) => i.boxId ?? null },
+    { col: 'data', pg: 'jsonb', value: (i) => JSON.stringify(i.data) },
+  ],
+  toApi: (r) => ({
+    id: r.id,
+    assetId: r.asset_id,
+    ownerId: r.owner_id,
+    payloadType: r.payload_type,
+    boxId: r.box_id,
+    data: r.data,
+    whenCreated: iso(r.when_created)!,
+    whenReceived: iso(r.when_received)!,
+  }),
+  pushPayload: `jsonb_build_object('id', i.id, 'assetId', i.asset_id, 'ownerId', i.owner_id, 'whenCreated', ${sqlIso('i.when_created')},
+    'payloadType', i.payload_type, 'data', i.data, 'boxId', i.box_id, 'when_received', (extract(epoch FROM i.when_received) * 1000)::int8)`,
+  filters: {
+    schema: { payloadType: Type.Optional(Type.Integer()) },
+    apply: (q, params, where) => {
+      if (q.payloadType !== undefined) where.push(`payload_type = $${params.push(q.payloadType)}`);
+    },
+  },
+  check: (i, at) => checkData(i.data, `${at}/data`),
+};
+
+export const RECORD_DEFS = [locations, sensorData, reeferData, gensetData, oemData] as RecordDef[];
+
+// ---- storing -----------------------------------------------------------------------------------
+
+/**
+ * Resolves each item's asset (visible to the caller, else 404 naming the index), checks ownerId and
+ * the time rules, and fills ownerId / whenCreated.
+ */
+async function prepare<I extends Common>(q: Queryable, t: Tenancy, cfg: Config, def: RecordDef<I>, items: I[], bulk: boolean) {
+  const ids = [...new Set(items.map((i) => i.assetId))];
+  const params: unknown[] = [ids];
+  const cond = await t.where('owner_id', params);
+  const { rows } = await q.query<{ id: string; owner_id: string }>(`SELECT id, owner_id FROM assets WHERE id = ANY($1::uuid[]) AND ${cond}`, params);
+  const owners = new Map(rows.map((r) => [r.id, r.owner_id]));
+  const now = Date.now();
+  const nowIso = new Date(now).toISOString();
+  const latest = now + cfg.FUTURE_TOLERANCE_SECONDS * 1000;
+  return items.map((item, index) => {
+    const at = bulk ? `/${index}` : '';
+    const ownerId = owners.get(item.assetId);
+    if (!ownerId) throw new ApiError('NOT_FOUND', `asset ${item.assetId} not found`, { field: `${at}/assetId` });
+    if (item.ownerId !== undefined && item.ownerId !== ownerId) {
+      throw badRequest(`${at}/ownerId must be the asset's owner (${ownerId}) or absent.`, `${at}/ownerId`);
+    }
+    if (item.whenCreated !== undefined && Date.parse(item.whenCreated) > latest) {
+      throw badRequest(`${at}/whenCreated is more than ${cfg.FUTURE_TOLERANCE_SECONDS} s in the future.`, `${at}/whenCreated`);
+    }
+    def.check?.(item, at);
+    return { item, ownerId, whenCreated: item.whenCreated ?? nowIso };
+  });
+}
+
+export type Prepared<I> = { item: I; ownerId: string; whenCreated: string }[];
+
+/** Stores prepared items and their outbox rows in one statement; returns rows in input order. */
+export async function insertRecords<I extends Common>(q: Queryable, def: RecordDef<I>, prepared: Prepared<I>): Promise<any[]> {
+  const cols = ['asset_id', 'owner_id', 'when_created', ...def.columns.map((c) => c.col)];
+  const types = ['uuid', 'uuid', 'timestamptz', ...def.columns.map((c) => c.pg)];
+  const params: unknown[] = [
+    prepared.map((p) => p.item.assetId),
+    prepared.map((p) => p.ownerId),
+    prepared.map((p) => p.whenCreated),
+    ...def.columns.map((c) => prepared.map((p) => c.value(p.item))),
+  ];
+  const unnest = types.map((tp, n) => `$${n + 1}::${tp}[]`).join(', ');
+  // Identity values follow the order of unnest's rows, so ORDER BY id gives input order.
+  const { rows } = await q.query(
+    `WITH i AS (
+       INSERT INTO ${def.table} (${cols.join(', ')}) SELECT * FROM unnest(${unnest}) RETURNING *
+     ), o AS (${outboxInsertSql(def.type, 'i', def.pushPayload)})
+     SELECT * FROM i ORDER BY id`,
+    params,
+  );
+  return rows;
+}
+
+// ---- routes ------------------------------------------------------------------------------------
+
+export async function recordRoutes(app: FastifyInstance, { db, cfg }: { db: Db; cfg: Config }): Promise<void> {
+  for (const def of RECORD_DEFS) {
+    const tags = [def.tag];
+    const ListQuery = Type.Intersect([
+      PageQuery,
+      Type.Object({ assetId: Type.Optional(Type.Array(Uuid)), ownerId: Type.Optional(Uuid), ...(def.filters?.schema ?? {}) }),
+    ]);
+
+    app.post(def.path, {
+      bodyLimit: RECORD_BODY_LIMIT,
+      schema: {
+        tags,
+        summary: `Store ${def.what}: one object, or an array of up to ${MAX_BULK} (all or nothing)`,
+        body: bulkOf(def.item),
+        response: { 201: Type.Union([def.output, Type.Array(def.output)]) },
+      },
+      handler: async (req: FastifyRequest, reply: FastifyReply) => {
+        const bulk = Array.isArray(req.body);
+        const items = (bulk ? req.body : [req.body]) as Common[];
+        const rows = await db.tx(async (q) => {
+          const prepared = await prepare(q, req.tenancy, cfg, def, items, bulk);
+          if (def.type === 'location') return locationHooks.store(q, prepared as Prepared<LocationIn>, (p) => insertRecords(q, def, p));
+          return insertRecords(q, def, prepared);
+        });
+        const out = rows.map(def.toApi);
+        reply.code(201);
+        if (!bulk) reply.header('Location', `${req.server.publicUrl}/api/v1${def.path}/${out[0]!.id}`);
+        return bulk ? out : out[0];
+      },
+    });
+
+    app.get(def.path, {
+      schema: { tags, summary: `List ${def.what}, newest first by default`, querystring: ListQuery, response: { 200: Type.Array(def.output) } },
+      handler: async (req, reply) => {
+        const query = req.query as PageQuery & { assetId?: string[]; ownerId?: string };
+        const params: unknown[] = [];
+        const where = [await req.tenancy.where('owner_id', params)];
+        if (query.assetId?.length) where.push(`asset_id = ANY($${params.push(query.assetId)}::uuid[])`);
+        if (query.ownerId !== undefined) where.push(`owner_id = $${params.push(query.ownerId)}::uuid`);
+        def.filters?.apply(query, params, where);
+        const ks = keyset(query, params, { defaultOrder: 'desc', idType: 'int8' });
+        const { rows } = await db.query<{ id: string; _cursor_ts: string }>(
+          `SELECT *, ${cursorColumn()} FROM ${def.table} WHERE ${[...where, ...ks.where].join(' AND ')}
+            ORDER BY ${ks.orderBy} LIMIT ${ks.fetch}`,
+          params,
+        );
+        return page(req, reply, ks, rows, req.server.publicUrl).map(def.toApi);
+      },
+    });
+
+    if (def.type === 'location') locationHooks.routes(app, db, def);
+
+    app.get(`${def.path}/:id`, {
+      schema: { tags, summary: `Get ${def.what}`, params: IdParam, response: { 200: def.output } },
+      handler: async (req) => {
+        const id = (req.params as { id: string }).id;
+        if (!isInt8Id(id)) throw notFound(def.what);
+        const row = await req.tenancy.one(db, { select: '*', from: def.table, ownerColumn: 'owner_id', idType: 'int8' }, id, def.what);
+        return def.toApi(row);
+      },
+    });
+  }
+}
+

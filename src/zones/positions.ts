@@ -1,0 +1,141 @@
+// Storing locations (API.md section 8): a location without zoneId gets the ascending ids of its
+// owner's zones that contain it (as many as fit in 100 characters); a location newer than the
+// asset's latest one that enters or leaves a zone creates an INFO event; late records never do.
+// The per-asset position row is locked (FOR NO KEY UPDATE on the asset) so concurrent stores for
+// one asset see each other's positions in order.
+import type { FastifyInstance } from 'fastify';
+import { Type } from '@sinclair/typebox';
+import type { Db, Queryable } from '../db/db.js';
+import { cursorColumn, keyset, page, PageQuery } from '../http/paging.js';
+import { Uuid } from '../http/schemas.js';
+import type { Prepared, RecordDef } from '../records/records.js';
+import { contains, type Circle, type Geometry } from './geo.js';
+
+interface ZoneRow {
+  id: string;
+  owner_id: string;
+  name: string;
+  geometry: Geometry | null;
+  circle: Circle | null;
+  min_lat: number | null;
+  max_lat: number | null;
+  min_lon: number | null;
+  max_lon: number | null;
+}
+
+interface LocationLike {
+  latitude: number;
+  longitude: number;
+  zoneId?: string | null;
+}
+
+/** Ascending zone ids joined by commas, as many as fit in `max` characters. */
+export function zoneIdText(ids: string[], max = 100): string | null {
+  let out = '';
+  for (const id of [...ids].sort((a, b) => (BigInt(a) < BigInt(b) ? -1 : 1))) {
+    const next = out ? `${out},${id}` : id;
+    if (next.length > max) break;
+    out = next;
+  }
+  return out || null;
+}
+
+function zonesContaining(zones: ZoneRow[], lat: number, lon: number): string[] {
+  return zones.filter((z) => contains(z, lat, lon)).map((z) => z.id);
+}
+
+const byBigint = (a: string, b: string) => (BigInt(a) < BigInt(b) ? -1 : BigInt(a) > BigInt(b) ? 1 : 0);
+
+async function store<I extends LocationLike & { assetId: string }>(
+  q: Queryable,
+  prepared: Prepared<I>,
+  insert: (p: Prepared<I>) => Promise<any[]>,
+): Promise<any[]> {
+  const assetIds = [...new Set(prepared.map((p) => p.item.assetId))].sort();
+  const ownerIds = [...new Set(prepared.map((p) => p.ownerId))];
+  await q.query('SELECT id FROM assets WHERE id = ANY($1::uuid[]) ORDER BY id FOR NO KEY UPDATE', [assetIds]);
+  const [positions, zones] = await Promise.all([
+    q.query<{ asset_id: string; when_created: Date; zone_ids: string[] }>(
+      'SELECT asset_id, when_created, zone_ids::text[] AS zone_ids FROM asset_positions WHERE asset_id = ANY($1::uuid[])',
+      [assetIds],
+    ),
+    q.query<ZoneRow>(
+      `SELECT id, owner_id, name, geometry, circle, min_lat, max_lat, min_lon, max_lon FROM zones WHERE owner_id = ANY($1::uuid[])`,
+      [ownerIds],
+    ),
+  ]);
+  const zonesByOwner = new Map<string, ZoneRow[]>();
+  for (const z of zones.rows) zonesByOwner.set(z.owner_id, [...(zonesByOwner.get(z.owner_id) ?? []), z]);
+  const zoneById = new Map(zones.rows.map((z) => [z.id, z]));
+
+  const inside = prepared.map((p) => zonesContaining(zonesByOwner.get(p.ownerId) ?? [], p.item.latitude, p.item.longitude));
+  const withZones = prepared.map((p, n) =>
+    p.item.zoneId === undefined || p.item.zoneId === null ? { ...p, item: { ...p.item, zoneId: zoneIdText(inside[n]!) } } : p,
+  );
+  const rows = await insert(withZones);
+
+  // Walk each asset's new locations in time order from its stored position.
+  const state = new Map(positions.rows.map((r) => [r.asset_id, { at: r.when_created.getTime(), zones: r.zone_ids, locationId: '', changed: false }]));
+  const order = rows.map((r, n) => ({ r, zones: inside[n]! })).sort((a, b) => a.r.when_created - b.r.when_created || byBigint(a.r.id, b.r.id));
+  const events: { owner: string; asset: string; subject: string; value: string; at: Date }[] = [];
+  for (const { r, zones: now } of order) {
+    const s = state.get(r.asset_id);
+    const at = (r.when_created as Date).getTime();
+    if (s && at <= s.at) continue; // late: older than (or as old as) the latest location
+    const before = new Set(s?.zones ?? []);
+    const after = new Set(now);
+    for (const id of now.filter((z) => !before.has(z)).sort(byBigint)) {
+      events.push({ owner: r.owner_id, asset: r.asset_id, subject: `Entered zone ${zoneById.get(id)?.name ?? id}`, value: id, at: r.when_created });
+    }
+    for (const id of [...before].filter((z) => !after.has(z)).sort(byBigint)) {
+      events.push({ owner: r.owner_id, asset: r.asset_id, subject: `Left zone ${zoneById.get(id)?.name ?? id}`, value: id, at: r.when_created });
+    }
+    state.set(r.asset_id, { at, zones: now, locationId: r.id, changed: true });
+  }
+  const moved = [...state.entries()].filter(([, s]) => s.changed);
+  if (moved.length) {
+    await q.query(
+      `INSERT INTO asset_positions (asset_id, location_id, when_created, zone_ids)
+       SELECT a, l, w, string_to_array(z, ',')::bigint[] FROM unnest($1::uuid[], $2::int8[], $3::timestamptz[], $4::text[]) AS u(a, l, w, z)
+       ON CONFLICT (asset_id) DO UPDATE SET location_id = EXCLUDED.location_id, when_created = EXCLUDED.when_created, zone_ids = EXCLUDED.zone_ids`,
+      [moved.map(([a]) => a), moved.map(([, s]) => s.locationId), moved.map(([, s]) => new Date(s.at).toISOString()), moved.map(([, s]) => s.zones.join(','))],
+    );
+  }
+  if (events.length) {
+    await q.query(
+      `INSERT INTO events (owner_id, asset_id, subject, severity, current_data, when_created)
+       SELECT o, a, s, 'INFO', jsonb_build_object('value', v, 'whenCreated', to_char(w AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')), w
+         FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::timestamptz[]) AS u(o, a, s, v, w)`,
+      [events.map((e) => e.owner), events.map((e) => e.asset), events.map((e) => e.subject), events.map((e) => e.value), events.map((e) => e.at.toISOString())],
+    );
+  }
+  return rows;
+}
+
+function routes(app: FastifyInstance, db: Db, def: RecordDef): void {
+  const LatestQuery = Type.Intersect([PageQuery, Type.Object({ assetId: Type.Optional(Type.Array(Uuid)), ownerId: Type.Optional(Uuid) })]);
+  app.get(`${def.path}/latest`, {
+    schema: {
+      tags: [def.tag],
+      summary: 'The newest location of each visible asset',
+      querystring: LatestQuery,
+      response: { 200: Type.Array(def.output) },
+    },
+    handler: async (req, reply) => {
+      const query = req.query as PageQuery & { assetId?: string[]; ownerId?: string };
+      const params: unknown[] = [];
+      const where = [await req.tenancy.where('l.owner_id', params)];
+      if (query.assetId?.length) where.push(`p.asset_id = ANY($${params.push(query.assetId)}::uuid[])`);
+      if (query.ownerId !== undefined) where.push(`l.owner_id = $${params.push(query.ownerId)}::uuid`);
+      const ks = keyset(query, params, { defaultOrder: 'desc', idType: 'int8', timeColumn: 'l.when_created', idColumn: 'l.id' });
+      const { rows } = await db.query<{ id: string; _cursor_ts: string }>(
+        `SELECT l.*, ${cursorColumn('l.when_created')} FROM asset_positions p JOIN locations l ON l.id = p.location_id
+          WHERE ${[...where, ...ks.where].join(' AND ')} ORDER BY ${ks.orderBy} LIMIT ${ks.fetch}`,
+        params,
+      );
+      return page(req, reply, ks, rows, req.server.publicUrl).map(def.toApi);
+    },
+  });
+}
+
+export const locationHooks = { store, routes };

@@ -1,0 +1,184 @@
+// Zones (spec 2.9, API.md section 8): named areas of an owner, with an optional GeoJSON Polygon /
+// MultiPolygon `geometry` or a `circle`; names unique within the owner.
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { Type, type Static } from '@sinclair/typebox';
+import type { Db, Queryable } from '../db/db.js';
+import { ApiError, badRequest, notFound } from '../http/errors.js';
+import { cursorColumn, keyset, page, PageQuery } from '../http/paging.js';
+import { DateTime, IdParam, iso, isInt8Id, Nullable, Str, Uuid } from '../http/schemas.js';
+import type { Tenancy } from '../tenancy/tenancy.js';
+import { bbox, validateCircle, validateGeometry, type Circle, type Geometry } from './geo.js';
+
+const GeometrySchema = Type.Object(
+  {
+    type: Type.Union([Type.Literal('Polygon'), Type.Literal('MultiPolygon')]),
+    coordinates: Type.Array(Type.Any(), { description: 'RFC 7946 [longitude, latitude] rings; at most 10,000 positions' }),
+  },
+  { description: 'GeoJSON Polygon or MultiPolygon; a zone crossing the antimeridian is a MultiPolygon split at it' },
+);
+const CircleSchema = Type.Object({
+  latitude: Type.Number({ minimum: -90, maximum: 90 }),
+  longitude: Type.Number({ minimum: -180, maximum: 180 }),
+  radiusMeters: Type.Number({ exclusiveMinimum: 0, maximum: 20_037_509 }),
+});
+
+export const Zone = Type.Object(
+  {
+    id: Type.String({ description: 'int64 as a decimal string' }),
+    ownerId: Uuid,
+    name: Str(32),
+    type: Nullable(Str(32)),
+    note: Nullable(Str(254)),
+    geometry: Nullable(GeometrySchema),
+    circle: Nullable(CircleSchema),
+    whenCreated: DateTime,
+    whenUpdated: DateTime,
+  },
+  { title: 'Zone' },
+);
+
+const ZoneWrite = Type.Object({
+  name: Str(32, { minLength: 1 }),
+  type: Type.Optional(Nullable(Str(32))),
+  note: Type.Optional(Nullable(Str(254))),
+  ownerId: Type.Optional(Type.String({ format: 'uuid', description: "Defaults to the caller's owner" })),
+  geometry: Type.Optional(Nullable(GeometrySchema)),
+  circle: Type.Optional(Nullable(CircleSchema)),
+});
+type ZoneWrite = Static<typeof ZoneWrite>;
+const ZonePatch = Type.Partial(ZoneWrite);
+const ZoneList = Type.Intersect([PageQuery, Type.Object({ ownerId: Type.Optional(Uuid), name: Type.Optional(Str(32)), type: Type.Optional(Str(32)) })]);
+
+interface Row {
+  id: string;
+  owner_id: string;
+  name: string;
+  type: string | null;
+  note: string | null;
+  geometry: Geometry | null;
+  circle: Circle | null;
+  when_created: Date;
+  when_updated: Date;
+}
+const SELECT = 'id, owner_id, name, type, note, geometry, circle, when_created, when_updated';
+const toApi = (r: Row) => ({
+  id: r.id,
+  ownerId: r.owner_id,
+  name: r.name,
+  type: r.type,
+  note: r.note,
+  geometry: r.geometry,
+  circle: r.circle,
+  whenCreated: iso(r.when_created)!,
+  whenUpdated: iso(r.when_updated)!,
+});
+
+async function getZone(q: Queryable, t: Tenancy, id: string, forUpdate = false): Promise<Row> {
+  if (!isInt8Id(id)) throw notFound('zone');
+  return t.one<Row>(q, { select: SELECT, from: 'zones', ownerColumn: 'owner_id', idType: 'int8' }, id, 'zone', forUpdate);
+}
+
+/** Validates the shape beyond the schema and computes the prefilter box. */
+function shape(geometry: Geometry | null, circle: Circle | null) {
+  if (geometry && circle) throw badRequest('Give a zone either geometry or circle, not both.', '/circle');
+  if (geometry) {
+    const v = validateGeometry(geometry);
+    if (!v.ok) throw badRequest(`/geometry${v.field}: ${v.message}`, `/geometry${v.field}`);
+  }
+  if (circle) {
+    const v = validateCircle(circle);
+    if (!v.ok) throw badRequest(`/circle${v.field}: ${v.message}`, `/circle${v.field}`);
+  }
+  const box = geometry || circle ? bbox({ geometry, circle }) : null;
+  return [geometry ? JSON.stringify(geometry) : null, circle ? JSON.stringify(circle) : null, box?.minLat ?? null, box?.maxLat ?? null, box?.minLon ?? null, box?.maxLon ?? null];
+}
+
+const taken = (e: unknown) => {
+  if ((e as { code?: string }).code === '23505') throw new ApiError('NAME_TAKEN', 'A zone with this name already exists for this owner.', { field: '/name' });
+  throw e;
+};
+
+export async function zoneRoutes(app: FastifyInstance, { db }: { db: Db }): Promise<void> {
+  const tags = ['zones'];
+  app.get('/zones', {
+    schema: { tags, summary: 'List visible zones', querystring: ZoneList, response: { 200: Type.Array(Zone) } },
+    handler: async (req, reply) => {
+      const query = req.query as Static<typeof ZoneList>;
+      const params: unknown[] = [];
+      const where = [await req.tenancy.where('owner_id', params)];
+      if (query.ownerId !== undefined) where.push(`owner_id = $${params.push(query.ownerId)}::uuid`);
+      if (query.name !== undefined) where.push(`name = $${params.push(query.name)}`);
+      if (query.type !== undefined) where.push(`type = $${params.push(query.type)}`);
+      const ks = keyset(query, params, { defaultOrder: 'asc', idType: 'int8' });
+      const { rows } = await db.query<Row & { _cursor_ts: string }>(
+        `SELECT ${SELECT}, ${cursorColumn()} FROM zones WHERE ${[...where, ...ks.where].join(' AND ')} ORDER BY ${ks.orderBy} LIMIT ${ks.fetch}`,
+        params,
+      );
+      return page(req, reply, ks, rows, req.server.publicUrl).map(toApi);
+    },
+  });
+
+  app.post('/zones', {
+    schema: { tags, summary: 'Create a zone', body: ZoneWrite, response: { 201: Zone } },
+    handler: async (req, reply) => {
+      const b = req.body as ZoneWrite;
+      const ownerId = b.ownerId ?? req.tenancy.principal.ownerId;
+      await req.tenancy.assertOwner(ownerId);
+      const geo = shape((b.geometry ?? null) as Geometry | null, b.circle ?? null);
+      const { rows } = await db
+        .query<Row>(
+          `INSERT INTO zones (owner_id, name, type, note, geometry, circle, min_lat, max_lat, min_lon, max_lon)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING ${SELECT}`,
+          [ownerId, b.name, b.type ?? null, b.note ?? null, ...geo],
+        )
+        .catch(taken);
+      reply.code(201).header('Location', `${req.server.publicUrl}/api/v1/zones/${rows[0]!.id}`);
+      return toApi(rows[0]!);
+    },
+  });
+
+  app.get('/zones/:id', {
+    schema: { tags, summary: 'Get a zone', params: IdParam, response: { 200: Zone } },
+    handler: async (req) => toApi(await getZone(db, req.tenancy, (req.params as { id: string }).id)),
+  });
+
+  const update = (mode: 'put' | 'patch') => async (req: FastifyRequest) => {
+    const id = (req.params as { id: string }).id;
+    const b = req.body as Partial<ZoneWrite>;
+    return db
+      .tx(async (q) => {
+        const cur = await getZone(q, req.tenancy, id, true);
+        const pick = <T>(v: T | undefined, old: T, dflt: T) => (v !== undefined ? v : mode === 'put' ? dflt : old);
+        const ownerId = b.ownerId ?? cur.owner_id;
+        if (ownerId !== cur.owner_id) await req.tenancy.assertOwner(ownerId);
+        const geometry = pick(b.geometry as Geometry | null | undefined, cur.geometry, null);
+        const circle = pick(b.circle, cur.circle, null);
+        const { rows } = await q.query<Row>(
+          `UPDATE zones SET name = $2, type = $3, note = $4, owner_id = $5, geometry = $6, circle = $7, min_lat = $8, max_lat = $9,
+                  min_lon = $10, max_lon = $11, when_updated = now() WHERE id = $1 RETURNING ${SELECT}`,
+          [id, b.name ?? cur.name, pick(b.type, cur.type, null), pick(b.note, cur.note, null), ownerId, ...shape(geometry, circle)],
+        );
+        return toApi(rows[0]!);
+      })
+      .catch(taken);
+  };
+  app.put('/zones/:id', { schema: { tags, summary: 'Replace a zone', params: IdParam, body: ZoneWrite, response: { 200: Zone } }, handler: update('put') });
+  app.patch('/zones/:id', {
+    schema: { tags, summary: 'Update a zone (JSON merge patch)', params: IdParam, body: ZonePatch, response: { 200: Zone } },
+    handler: update('patch'),
+  });
+
+  app.delete('/zones/:id', {
+    schema: { tags, summary: 'Delete a zone', params: IdParam },
+    handler: async (req, reply) => {
+      const id = (req.params as { id: string }).id;
+      await db.tx(async (q) => {
+        await getZone(q, req.tenancy, id, true);
+        // Assets inside it simply stop being in it: no "left" events for a deleted zone.
+        await q.query('UPDATE asset_positions SET zone_ids = array_remove(zone_ids, $1::int8) WHERE $1::int8 = ANY(zone_ids)', [id]);
+        await q.query('DELETE FROM zones WHERE id = $1', [id]);
+      });
+      return reply.code(204).send();
+    },
+  });
+}
