@@ -53,8 +53,12 @@ export async function buildApp(cfg: Config, opts: { logger?: FastifyServerOption
   const app = Fastify({
     logger: opts.logger ?? { level: cfg.LOG_LEVEL },
     bodyLimit: MiB,
-    requestIdHeader: 'x-request-id',
-    genReqId: () => crypto.randomUUID(),
+    // A client's X-Request-Id is kept when it is a sane token; anything else gets a fresh UUID.
+    requestIdHeader: false,
+    genReqId: (req) => {
+      const given = req.headers['x-request-id'];
+      return typeof given === 'string' && /^[A-Za-z0-9._:-]{1,128}$/.test(given) ? given : crypto.randomUUID();
+    },
     return503OnClosing: true,
     forceCloseConnections: false,
     ajv: { customOptions: { strict: false } },
@@ -94,6 +98,8 @@ export async function buildApp(cfg: Config, opts: { logger?: FastifyServerOption
 
   // Only JSON bodies (415 otherwise); the token endpoint adds form bodies in its own scope.
   app.removeContentTypeParser('text/plain');
+  // PATCH bodies are JSON merge patches (RFC 7396): accept their own media type too.
+  app.addContentTypeParser('application/merge-patch+json', { parseAs: 'string' }, app.getDefaultJsonParser('error', 'error'));
   installValidation(app);
   installErrorEnvelope(app);
   // Every documented route answers errors in the one envelope: say so in the OpenAPI document.
@@ -120,6 +126,7 @@ export async function buildApp(cfg: Config, opts: { logger?: FastifyServerOption
     limiter: app.services.limiter,
     rateLimitMax: cfg.RATE_LIMIT_MAX,
     idempotencyWindowSeconds: cfg.IDEMPOTENCY_WINDOW_SECONDS,
+    idempotencyAbandonSeconds: cfg.IDEMPOTENCY_ABANDON_SECONDS,
   });
 
   await app.register(authRoutes, { db, cfg, tokens });

@@ -2,7 +2,7 @@
 // credential; 429 with Retry-After and RateLimit-* headers; counters shared through Redis.
 import assert from 'node:assert/strict';
 import http from 'node:http';
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import { Redis } from 'ioredis';
 import { ownerWithKey, REDIS_URL, requireService, startApp, TEST_DB, type TestApp } from './helpers.js';
 
@@ -26,15 +26,25 @@ function holdRequest(ta: TestApp, key: string): { response: Promise<number>; fin
   });
   req.write(body.slice(0, 5));
   req.flushHeaders();
-  return { response, finish: () => req.end(body.slice(5)) };
+  let done = false;
+  return {
+    response,
+    finish: () => {
+      if (done) return;
+      done = true;
+      req.end(body.slice(5));
+    },
+  };
 }
 
 /**
  * Holds requests open and gives the server time to admit them all. Polling with the same
  * credential instead would race: a poll in flight can push a held request over the limit.
  */
-async function holdAll(targets: TestApp[], key: string) {
+async function holdAll(t: TestContext, targets: TestApp[], key: string) {
   const held = targets.map((ta) => holdRequest(ta, key));
+  // Whatever happens, finish them when the test ends, or closing the app would wait for ever.
+  t.after(() => held.forEach((h) => h.finish()));
   let early = 0;
   for (const h of held) void h.response.then(() => early++, () => early++);
   await new Promise((r) => setTimeout(r, 800));
@@ -88,7 +98,7 @@ test('the window rolls: requests are admitted again once the oldest leave the wi
 test('the 11th request held in flight answers 429; finishing one admits the next', async (t) => {
   const ta = await startApp(t);
   const a = await ownerWithKey(ta, 'parallel');
-  const held = await holdAll(Array(10).fill(ta), a.key);
+  const held = await holdAll(t, Array(10).fill(ta), a.key);
   const eleventh = await ta.call('GET', '/api/v1/assets', { token: a.key });
   if (eleventh.status !== 429) for (const h of held) h.finish();
   assert.equal(eleventh.status, 429);
@@ -131,7 +141,7 @@ if (TEST_DB === 'postgres') {
     assert.equal((await two.call('GET', '/api/v1/assets', { token: a.key })).status, 429);
 
     const b = await ownerWithKey(one, 'shared-parallel');
-    const held = await holdAll([one, one, two, two], b.key);
+    const held = await holdAll(t, [one, one, two, two], b.key);
     const r = await one.call('GET', '/api/v1/assets', { token: b.key });
     for (const h of held) h.finish(); // before asserting, so a failure cannot leave requests open
     assert.equal(r.status, 429, r.raw);

@@ -8,6 +8,8 @@ import { ApiError, notFound } from '../http/errors.js';
 import { cursorColumn, keyset, page, PageQuery } from '../http/paging.js';
 import { DateTime, IdParam, isUuid, iso, Nullable, Str, Uuid } from '../http/schemas.js';
 import type { Tenancy } from '../tenancy/tenancy.js';
+import { appendToOutbox } from '../outbox/outbox.js';
+import { RECORD_DEFS } from '../records/records.js';
 
 export const Asset = Type.Object(
   {
@@ -72,6 +74,20 @@ export async function getAsset(q: Queryable, t: Tenancy, id: string, forUpdate =
   return t.one<Row>(q, { select: SELECT, from: 'assets', ownerColumn: 'owner_id' }, id, 'asset', forUpdate);
 }
 
+/** The push shape of an asset (spec 2.12; API.md 8: tags as an array of the comma-separated words). */
+const toPush = (r: Row) => ({
+  id: r.id,
+  name: r.name,
+  ownerId: r.owner_id,
+  whenCreated: iso(r.when_created)!,
+  whenUpdated: iso(r.when_updated)!,
+  boxId: r.box_id,
+  disabled: r.disabled,
+  note: r.note,
+  tags: r.tags === null ? null : r.tags.split(',').map((w) => w.trim()).filter(Boolean),
+});
+const pushAsset = (q: Queryable, r: Row) => appendToOutbox(q, 'asset', [{ objectId: r.id, ownerId: r.owner_id, payload: toPush(r) }]);
+
 const nameTaken = (e: unknown) => (e as { code?: string; constraint?: string }).code === '23505';
 const takenError = () => new ApiError('NAME_TAKEN', 'An asset with this name already exists for this owner.', { field: '/name' });
 
@@ -111,13 +127,17 @@ export async function assetRoutes(app: FastifyInstance, { db }: { db: Db }): Pro
       await req.tenancy.assertOwner(ownerId);
       const id = crypto.randomUUID();
       try {
-        const { rows } = await db.query<Row>(
-          `INSERT INTO assets (id, owner_id, name, disabled, note, tags, box_id)
-           VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING ${SELECT}`,
-          [id, ownerId, body.name, body.disabled ?? false, body.note ?? null, tagsOf(body) ?? null, body.boxId ?? null],
-        );
+        const row = await db.tx(async (q) => {
+          const { rows } = await q.query<Row>(
+            `INSERT INTO assets (id, owner_id, name, disabled, note, tags, box_id)
+             VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING ${SELECT}`,
+            [id, ownerId, body.name, body.disabled ?? false, body.note ?? null, tagsOf(body) ?? null, body.boxId ?? null],
+          );
+          await pushAsset(q, rows[0]!);
+          return rows[0]!;
+        });
         reply.code(201).header('Location', `${req.server.publicUrl}/api/v1/assets/${id}`);
-        return toApi(rows[0]!);
+        return toApi(row);
       } catch (e) {
         throw nameTaken(e) ? takenError() : e;
       }
@@ -137,7 +157,7 @@ export async function assetRoutes(app: FastifyInstance, { db }: { db: Db }): Pro
         const cur = await getAsset(q, req.tenancy, id, true);
         const keep = <T>(v: T | undefined, old: T, dflt: T) => (mode === 'put' ? (v === undefined ? dflt : v) : v === undefined ? old : v);
         const ownerId = body.ownerId ?? cur.owner_id;
-        if (ownerId !== cur.owner_id) await req.tenancy.assertOwner(ownerId);
+        if (ownerId !== cur.owner_id) await req.tenancy.assertOwner(ownerId, '/ownerId', q);
         const { rows } = await q.query<Row>(
           `UPDATE assets SET name = $2, disabled = $3, note = $4, tags = $5, box_id = $6, owner_id = $7, when_updated = now()
             WHERE id = $1 RETURNING ${SELECT}`,
@@ -151,6 +171,13 @@ export async function assetRoutes(app: FastifyInstance, { db }: { db: Db }): Pro
             ownerId,
           ],
         );
+        if (ownerId !== cur.owner_id) {
+          // A data record belongs to its asset's owner (API.md 3): its records move with it.
+          for (const t of [...RECORD_DEFS.map((d) => d.table), 'events', 'commands']) {
+            await q.query(`UPDATE ${t} SET owner_id = $2 WHERE asset_id = $1`, [id, ownerId]);
+          }
+        }
+        await pushAsset(q, rows[0]!);
         return toApi(rows[0]!);
       });
     } catch (e) {

@@ -226,7 +226,7 @@ export async function credentialRoutes(app: FastifyInstance, { db }: { db: Db })
       const b = req.body as Static<typeof UserPatch>;
       return db.tx(async (q) => {
         const cur = await req.tenancy.one<UserRow>(q, { select: USER_SELECT, from: 'users', ownerColumn: 'owner_id' }, id, 'user', true);
-        if (b.ownerId) await req.tenancy.assertOwner(b.ownerId);
+        if (b.ownerId) await req.tenancy.assertOwner(b.ownerId, '/ownerId', q);
         const hash = b.password === undefined ? null : await hashPassword(b.password);
         const { rows } = await q.query<UserRow>(
           `UPDATE users SET owner_id = $2, scopes = $3, disabled = $4, password_hash = COALESCE($5, password_hash), when_updated = now()

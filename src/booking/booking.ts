@@ -12,6 +12,20 @@ import type { Tenancy } from '../tenancy/tenancy.js';
 
 const MAX_JSON_BYTES = 64 * 1024;
 
+const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** RFC 7396 MergePatch(target, patch): objects merge recursively, null removes a member, anything else replaces. */
+export function mergePatch(target: unknown, patch: unknown): unknown {
+  if (!isPlainObject(patch)) return patch;
+  // A null-prototype copy, so a member named __proto__ stays an ordinary member.
+  const out: Record<string, unknown> = Object.assign(Object.create(null), isPlainObject(target) ? target : {});
+  for (const [k, v] of Object.entries(patch)) {
+    if (v === null) delete out[k];
+    else out[k] = mergePatch(out[k], v);
+  }
+  return out;
+}
+
 export async function bookingRoutes(app: FastifyInstance, { db, cfg }: { db: Db; cfg: Config }): Promise<void> {
   const TypeLiteral = Type.Literal(cfg.BOOKING_DATA_TYPE);
   const Booking = Type.Object(
@@ -120,9 +134,10 @@ export async function bookingRoutes(app: FastifyInstance, { db, cfg }: { db: Db;
       .tx(async (q) => {
         const cur = await get(q, req.tenancy, id, true);
         const ownerId = b.ownerId ?? cur.owner_id;
-        if (ownerId !== cur.owner_id) await req.tenancy.assertOwner(ownerId);
+        if (ownerId !== cur.owner_id) await req.tenancy.assertOwner(ownerId, '/ownerId', q);
         const name = b.name !== undefined ? b.name : mode === 'put' ? null : cur.name;
-        const data = b.jsonData !== undefined ? json(b.jsonData) : mode === 'put' ? null : JSON.stringify(cur.json_data ?? null);
+        const data =
+          b.jsonData !== undefined ? json(mode === 'patch' ? mergePatch(cur.json_data, b.jsonData) : b.jsonData) : mode === 'put' ? null : json(cur.json_data);
         const { rows } = await q.query<Row>(
           `UPDATE booking_data SET name = $2, owner_id = $3, type = $4, json_data = $5, when_updated = now() WHERE id = $1 RETURNING ${SELECT}`,
           [id, name, ownerId, b.type ?? cur.type, data],

@@ -149,7 +149,7 @@ export async function commandRoutes(app: FastifyInstance, { db }: { db: Db; cfg:
       }
       const row = await db.tx(async (q) => {
         const params: unknown[] = [b.assetId];
-        const cond = await req.tenancy.where('owner_id', params);
+        const cond = await req.tenancy.where('owner_id', params, q);
         const { rows: assets } = await q.query<{ owner_id: string; reefer: boolean }>(
           `SELECT owner_id, EXISTS (SELECT 1 FROM reefer_data r WHERE r.asset_id = a.id) AS reefer
              FROM assets a WHERE id = $1::uuid AND ${cond}`,

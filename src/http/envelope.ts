@@ -138,6 +138,7 @@ export function installErrorEnvelope(app: FastifyInstance): void {
         router.on('GET', r.url, () => {}, { url: r.url });
       }
       set.add(m);
+      if (m === 'GET') set.add('HEAD'); // Fastify answers HEAD for every GET
     }
   });
   app.setNotFoundHandler((req, reply) => {

@@ -43,7 +43,7 @@ export async function authenticate(db: Db, tokens: TokenService, header: string 
   return { credential: `jwt:${t.clientId}:${t.sub}`, ownerId: t.ownerId, scopes: t.scopes, actor };
 }
 
-export function installGuard(app: FastifyInstance, deps: { db: Db; tokens: TokenService; limiter: Limiter; rateLimitMax: number; idempotencyWindowSeconds: number }): void {
+export function installGuard(app: FastifyInstance, deps: { db: Db; tokens: TokenService; limiter: Limiter; rateLimitMax: number; idempotencyWindowSeconds: number; idempotencyAbandonSeconds: number }): void {
   const { db, tokens, limiter } = deps;
   app.decorateRequest('tenancy', null as unknown as Tenancy);
 
@@ -108,7 +108,7 @@ export function installGuard(app: FastifyInstance, deps: { db: Db; tokens: Token
       const prev = rows[0];
       if (!prev) continue; // removed meanwhile: try again
       // Past the window, or a first request abandoned by a crashed process: start afresh.
-      const abandoned = prev.response_status === null && prev.age_s > 120;
+      const abandoned = prev.response_status === null && prev.age_s > deps.idempotencyAbandonSeconds;
       if (prev.age_s > deps.idempotencyWindowSeconds || abandoned) {
         await db.query('DELETE FROM idempotency_keys WHERE credential = $1 AND method = $2 AND path = $3 AND key = $4', [credential, req.method, path, key]);
         continue;

@@ -4,6 +4,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
 import { ApiError } from './errors.js';
+import { isInt8Id, isUuid } from './schemas.js';
 
 export const PageQuery = Type.Object({
   limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 100, description: 'Page size (1-1000)' })),
@@ -23,10 +24,13 @@ interface Cursor {
   o: 'asc' | 'desc';
 }
 
-function decodeCursor(raw: string): Cursor {
+function decodeCursor(raw: string, idType: 'uuid' | 'int8'): Cursor {
   try {
     const c = JSON.parse(Buffer.from(raw, 'base64url').toString('utf8')) as Cursor;
-    if (typeof c.t === 'string' && /^-?\d{1,20}$/.test(c.t) && typeof c.i === 'string' && c.i.length <= 64 && (c.o === 'asc' || c.o === 'desc')) {
+    // The time must fit int8 and the timestamp range (17 digits: about +-3000 years), the id its
+    // column's type: anything else would reach the database as a failing cast (a 500).
+    const idOk = typeof c.i === 'string' && (idType === 'uuid' ? isUuid(c.i) : isInt8Id(c.i));
+    if (typeof c.t === 'string' && /^-?\d{1,17}$/.test(c.t) && idOk && (c.o === 'asc' || c.o === 'desc')) {
       return c;
     }
   } catch {
@@ -63,7 +67,7 @@ export function keyset(
     where.push(`${t} < $${params.length}::timestamptz`);
   }
   if (q.cursor) {
-    const c = decodeCursor(q.cursor);
+    const c = decodeCursor(q.cursor, opts.idType);
     order = c.o; // a cursor keeps the order it was made with
     params.push(c.t, c.i);
     const ts = `(timestamptz 'epoch' + $${params.length - 1}::int8 * interval '1 microsecond')`;

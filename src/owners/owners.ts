@@ -81,7 +81,7 @@ async function checkParent(q: Queryable, t: Tenancy, parent: string | null | und
   if ((parent ?? null) === current) return;
   if (!t.isAdmin) throw forbidden("Only an operator (admin scope) may change an owner's parent.");
   if (parent) {
-    await t.assertOwner(parent);
+    await t.assertOwner(parent, '/ownerId', q);
     if (self) await assertNoCycle(q, self, parent);
   }
 }
@@ -125,7 +125,7 @@ export async function ownerRoutes(app: FastifyInstance, { db }: { db: Db }): Pro
     handler: async (req, reply) => {
       const body = req.body as OwnerWrite;
       const row = await db.tx(async (q) => {
-        if (body.ownerId) await req.tenancy.assertOwner(body.ownerId);
+        if (body.ownerId) await req.tenancy.assertOwner(body.ownerId, '/ownerId', q);
         const id = await createOwner(q, { name: body.name, note: body.note ?? null, disabled: body.disabled ?? false, parentId: body.ownerId ?? null });
         return getOwner(q, req.tenancy, id);
       });

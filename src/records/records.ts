@@ -347,7 +347,7 @@ export const RECORD_DEFS = [locations, sensorData, reeferData, gensetData, oemDa
 async function prepare<I extends Common>(q: Queryable, t: Tenancy, cfg: Config, def: RecordDef<I>, items: I[], bulk: boolean) {
   const ids = [...new Set(items.map((i) => i.assetId))];
   const params: unknown[] = [ids];
-  const cond = await t.where('owner_id', params);
+  const cond = await t.where('owner_id', params, q);
   const { rows } = await q.query<{ id: string; owner_id: string }>(`SELECT id, owner_id FROM assets WHERE id = ANY($1::uuid[]) AND ${cond}`, params);
   const owners = new Map(rows.map((r) => [r.id, r.owner_id]));
   const now = Date.now();

@@ -38,11 +38,14 @@ export class Tenancy {
     return this.principal.scopes.includes(scope);
   }
 
-  /** The ids of every owner this caller sees, once per request ('all' for an operator). */
-  visibleOwners(): Promise<string[] | 'all'> {
+  /**
+   * The ids of every owner this caller sees, once per request ('all' for an operator).
+   * Inside a transaction pass its `q`: PGlite has one connection, which the transaction holds.
+   */
+  visibleOwners(q: Queryable = this.db): Promise<string[] | 'all'> {
     this.visible ??= (async () => {
       if (this.isAdmin) return 'all' as const;
-      const { rows } = await this.db.query<{ id: string }>(VISIBLE_OWNERS_SQL, [this.principal.ownerId]);
+      const { rows } = await q.query<{ id: string }>(VISIBLE_OWNERS_SQL, [this.principal.ownerId]);
       if (rows.length === 0) throw new ApiError('UNAUTHENTICATED', 'The owner of this credential no longer exists.');
       return rows.map((r) => r.id);
     })();
@@ -53,23 +56,23 @@ export class Tenancy {
    * The SQL condition restricting `column` (an owner id column) to what the caller sees.
    * Pushes its parameter onto params; use inside any query on owned rows.
    */
-  async where(column: string, params: unknown[]): Promise<string> {
-    const visible = await this.visibleOwners();
+  async where(column: string, params: unknown[], q: Queryable = this.db): Promise<string> {
+    const visible = await this.visibleOwners(q);
     if (visible === 'all') return 'TRUE';
     params.push(visible);
     return `${column} = ANY($${params.length}::uuid[])`;
   }
 
-  async sees(ownerId: string): Promise<boolean> {
-    const visible = await this.visibleOwners();
+  async sees(ownerId: string, q: Queryable = this.db): Promise<boolean> {
+    const visible = await this.visibleOwners(q);
     if (visible !== 'all') return visible.includes(ownerId);
-    const { rows } = await this.db.query('SELECT 1 FROM owners WHERE id = $1', [ownerId]);
+    const { rows } = await q.query('SELECT 1 FROM owners WHERE id = $1', [ownerId]);
     return rows.length > 0;
   }
 
   /** 404 unless the owner exists and is visible (existence does not leak). */
-  async assertOwner(ownerId: string, field = '/ownerId'): Promise<void> {
-    if (!(await this.sees(ownerId))) throw new ApiError('NOT_FOUND', `owner ${ownerId} not found`, { field });
+  async assertOwner(ownerId: string, field = '/ownerId', q: Queryable = this.db): Promise<void> {
+    if (!(await this.sees(ownerId, q))) throw new ApiError('NOT_FOUND', `owner ${ownerId} not found`, { field });
   }
 
   /**
@@ -84,7 +87,7 @@ export class Tenancy {
     forUpdate = false,
   ): Promise<R> {
     const params: unknown[] = [id];
-    const cond = await this.where(sql.ownerColumn, params);
+    const cond = await this.where(sql.ownerColumn, params, q);
     const { rows } = await q.query<R>(
       `SELECT ${sql.select} FROM ${sql.from} WHERE ${sql.idColumn ?? 'id'} = $1::${sql.idType ?? 'uuid'} AND ${cond}${forUpdate ? ' FOR UPDATE' : ''}`,
       params,

@@ -1,8 +1,8 @@
 // Storing locations (API.md section 8): a location without zoneId gets the ascending ids of its
 // owner's zones that contain it (as many as fit in 100 characters); a location newer than the
 // asset's latest one that enters or leaves a zone creates an INFO event; late records never do.
-// The per-asset position row is locked (FOR NO KEY UPDATE on the asset) so concurrent stores for
-// one asset see each other's positions in order.
+// While the owner has zones, the asset row is locked (FOR NO KEY UPDATE) from reading the position
+// to the commit, so concurrent stores for one asset see each other's positions in order.
 import type { FastifyInstance } from 'fastify';
 import { Type } from '@sinclair/typebox';
 import type { Db, Queryable } from '../db/db.js';
@@ -53,17 +53,10 @@ async function store<I extends LocationLike & { assetId: string }>(
 ): Promise<any[]> {
   const assetIds = [...new Set(prepared.map((p) => p.item.assetId))].sort();
   const ownerIds = [...new Set(prepared.map((p) => p.ownerId))];
-  await q.query('SELECT id FROM assets WHERE id = ANY($1::uuid[]) ORDER BY id FOR NO KEY UPDATE', [assetIds]);
-  const [positions, zones] = await Promise.all([
-    q.query<{ asset_id: string; when_created: Date; zone_ids: string[] }>(
-      'SELECT asset_id, when_created, zone_ids::text[] AS zone_ids FROM asset_positions WHERE asset_id = ANY($1::uuid[])',
-      [assetIds],
-    ),
-    q.query<ZoneRow>(
-      `SELECT id, owner_id, name, geometry, circle, min_lat, max_lat, min_lon, max_lon FROM zones WHERE owner_id = ANY($1::uuid[])`,
-      [ownerIds],
-    ),
-  ]);
+  const zones = await q.query<ZoneRow>(
+    `SELECT id, owner_id, name, geometry, circle, min_lat, max_lat, min_lon, max_lon FROM zones WHERE owner_id = ANY($1::uuid[])`,
+    [ownerIds],
+  );
   const zonesByOwner = new Map<string, ZoneRow[]>();
   for (const z of zones.rows) zonesByOwner.set(z.owner_id, [...(zonesByOwner.get(z.owner_id) ?? []), z]);
   const zoneById = new Map(zones.rows.map((z) => [z.id, z]));
@@ -73,6 +66,33 @@ async function store<I extends LocationLike & { assetId: string }>(
     p.item.zoneId === undefined || p.item.zoneId === null ? { ...p, item: { ...p.item, zoneId: zoneIdText(inside[n]!) } } : p,
   );
   const rows = await insert(withZones);
+
+  if (zones.rows.length === 0) {
+    // No zones, so no zone events: keep the newest position per asset with one conditional upsert,
+    // which is atomic per row and needs no lock (later-but-older stores lose the WHERE).
+    const newest = new Map<string, any>();
+    for (const r of rows) {
+      const cur = newest.get(r.asset_id);
+      if (!cur || r.when_created > cur.when_created || (+r.when_created === +cur.when_created && byBigint(r.id, cur.id) > 0)) newest.set(r.asset_id, r);
+    }
+    const latest = [...newest.values()];
+    await q.query(
+      `INSERT INTO asset_positions AS p (asset_id, location_id, when_created, zone_ids)
+       SELECT a, l, w, '{}' FROM unnest($1::uuid[], $2::int8[], $3::timestamptz[]) AS u(a, l, w)
+       ON CONFLICT (asset_id) DO UPDATE SET location_id = EXCLUDED.location_id, when_created = EXCLUDED.when_created, zone_ids = '{}'
+       WHERE EXCLUDED.when_created > p.when_created`,
+      [latest.map((r) => r.asset_id), latest.map((r) => r.id), latest.map((r) => (r.when_created as Date).toISOString())],
+    );
+    return rows;
+  }
+
+  // Zones exist: events depend on the previous position, so serialise per asset from here to the
+  // commit (the records themselves were inserted above, outside the lock, to keep it short).
+  await q.query('SELECT id FROM assets WHERE id = ANY($1::uuid[]) ORDER BY id FOR NO KEY UPDATE', [assetIds]);
+  const positions = await q.query<{ asset_id: string; when_created: Date; zone_ids: string[] }>(
+    'SELECT asset_id, when_created, zone_ids::text[] AS zone_ids FROM asset_positions WHERE asset_id = ANY($1::uuid[])',
+    [assetIds],
+  );
 
   // Walk each asset's new locations in time order from its stored position.
   const state = new Map(positions.rows.map((r) => [r.asset_id, { at: r.when_created.getTime(), zones: r.zone_ids, locationId: '', changed: false }]));

@@ -7,6 +7,7 @@ import { ApiError, badRequest, notFound } from '../http/errors.js';
 import { cursorColumn, keyset, page, PageQuery } from '../http/paging.js';
 import { DateTime, IdParam, iso, isInt8Id, Nullable, Str, Uuid } from '../http/schemas.js';
 import type { Tenancy } from '../tenancy/tenancy.js';
+import { mergePatch } from '../booking/booking.js';
 import { bbox, validateCircle, validateGeometry, type Circle, type Geometry } from './geo.js';
 
 const GeometrySchema = Type.Object(
@@ -46,7 +47,11 @@ const ZoneWrite = Type.Object({
   circle: Type.Optional(Nullable(CircleSchema)),
 });
 type ZoneWrite = Static<typeof ZoneWrite>;
-const ZonePatch = Type.Partial(ZoneWrite);
+// A merge patch (RFC 7396) merges into the shape objects too ({circle: {radiusMeters}} keeps the centre);
+// the merged shape is then validated whole by shape().
+const ZonePatch = Type.Partial(
+  Type.Object({ ...ZoneWrite.properties, geometry: Nullable(Type.Partial(GeometrySchema)), circle: Nullable(Type.Partial(CircleSchema)) }),
+);
 const ZoneList = Type.Intersect([PageQuery, Type.Object({ ownerId: Type.Optional(Uuid), name: Type.Optional(Str(32)), type: Type.Optional(Str(32)) })]);
 
 interface Row {
@@ -150,9 +155,10 @@ export async function zoneRoutes(app: FastifyInstance, { db }: { db: Db }): Prom
         const cur = await getZone(q, req.tenancy, id, true);
         const pick = <T>(v: T | undefined, old: T, dflt: T) => (v !== undefined ? v : mode === 'put' ? dflt : old);
         const ownerId = b.ownerId ?? cur.owner_id;
-        if (ownerId !== cur.owner_id) await req.tenancy.assertOwner(ownerId);
-        const geometry = pick(b.geometry as Geometry | null | undefined, cur.geometry, null);
-        const circle = pick(b.circle, cur.circle, null);
+        if (ownerId !== cur.owner_id) await req.tenancy.assertOwner(ownerId, '/ownerId', q);
+        const merged = <T>(v: unknown, old: T) => (mode === 'patch' && v ? mergePatch(old, v) : v) as T | null | undefined;
+        const geometry = pick(merged(b.geometry, cur.geometry), cur.geometry, null);
+        const circle = pick(merged(b.circle, cur.circle), cur.circle, null);
         const { rows } = await q.query<Row>(
           `UPDATE zones SET name = $2, type = $3, note = $4, owner_id = $5, geometry = $6, circle = $7, min_lat = $8, max_lat = $9,
                   min_lon = $10, max_lon = $11, when_updated = now() WHERE id = $1 RETURNING ${SELECT}`,
