@@ -71,6 +71,9 @@ export function installGuard(app: FastifyInstance, deps: { db: Db; tokens: Token
     }
     // In flight from received to response finished (or the connection closed).
     reply.raw.once('close', admission.release);
+    // Resolve the visible owners now, outside any transaction: PGlite has a single connection, so a
+    // tenancy query issued from inside a transaction on the main handle would wait for ever.
+    await req.tenancy.visibleOwners();
   });
 
   // API.md section 4: Idempotency-Key on a create.
