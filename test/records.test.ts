@@ -100,6 +100,12 @@ test('sensor, reefer, genset and OEM data field rules', async (t) => {
   await rejects(ta, key, '/api/v1/reefer-data', { ...reefer, data: { blob: 'x'.repeat(65 * 1024) } }, '/data');
   await rejects(ta, key, '/api/v1/reefer-data', { ...reefer, data: { nested: { k: 'a\u0000' } } }, '/data/nested/k');
   await rejects(ta, key, '/api/v1/reefer-data', { ...reefer, gensetManufacturer: 'x'.repeat(256) }, '/gensetManufacturer');
+  // A lone surrogate (not storable as JSON by PostgreSQL) and absurd nesting are 400s, not 500s.
+  await rejects(ta, key, '/api/v1/reefer-data', { ...reefer, data: { label: 'a\ud800b' } }, '/data/label');
+  const deep = '{"d":'.repeat(20_000) + '1' + '}'.repeat(20_000);
+  const deepRes = await ta.call('POST', '/api/v1/reefer-data', { token: key, body: `{"assetId":"${assetId}","data":${deep}}` });
+  assert.equal(deepRes.status, 400, deepRes.raw.slice(0, 200));
+  assert.match(deepRes.body.message, /nested more than 64 levels/);
   for (const c of ['CR', 'CR0', 'CRTT', 'DK', 'MH', 'SC', 'LD', 'TK', 'TKTT']) {
     assert.equal((await ta.call('POST', '/api/v1/reefer-data', { token: key, body: { ...reefer, reeferClass: c } })).status, 201, c);
   }

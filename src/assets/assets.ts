@@ -8,7 +8,7 @@ import { ApiError, notFound } from '../http/errors.js';
 import { cursorColumn, keyset, page, PageQuery } from '../http/paging.js';
 import { DateTime, IdParam, isUuid, iso, Nullable, Str, Uuid } from '../http/schemas.js';
 import type { Tenancy } from '../tenancy/tenancy.js';
-import { appendToOutbox } from '../outbox/outbox.js';
+import { appendToOutbox, deliveryWakeups } from '../outbox/outbox.js';
 import { RECORD_DEFS } from '../records/records.js';
 
 export const Asset = Type.Object(
@@ -87,6 +87,8 @@ const toPush = (r: Row) => ({
   tags: r.tags === null ? null : r.tags.split(',').map((w) => w.trim()).filter(Boolean),
 });
 const pushAsset = (q: Queryable, r: Row) => appendToOutbox(q, 'asset', [{ objectId: r.id, ownerId: r.owner_id, payload: toPush(r) }]);
+/** After the commit: the delivery engine looks for the new deliveries (asset changes are rare). */
+const wakeDelivery = () => deliveryWakeups.emit('wake');
 
 const nameTaken = (e: unknown) => (e as { code?: string; constraint?: string }).code === '23505';
 const takenError = () => new ApiError('NAME_TAKEN', 'An asset with this name already exists for this owner.', { field: '/name' });
@@ -136,6 +138,7 @@ export async function assetRoutes(app: FastifyInstance, { db }: { db: Db }): Pro
           await pushAsset(q, rows[0]!);
           return rows[0]!;
         });
+        wakeDelivery();
         reply.code(201).header('Location', `${req.server.publicUrl}/api/v1/assets/${id}`);
         return toApi(row);
       } catch (e) {
@@ -153,7 +156,7 @@ export async function assetRoutes(app: FastifyInstance, { db }: { db: Db }): Pro
     const id = (req.params as { id: string }).id;
     const body = req.body as Partial<AssetWrite>;
     try {
-      return await db.tx(async (q) => {
+      const out = await db.tx(async (q) => {
         const cur = await getAsset(q, req.tenancy, id, true);
         const keep = <T>(v: T | undefined, old: T, dflt: T) => (mode === 'put' ? (v === undefined ? dflt : v) : v === undefined ? old : v);
         const ownerId = body.ownerId ?? cur.owner_id;
@@ -180,6 +183,8 @@ export async function assetRoutes(app: FastifyInstance, { db }: { db: Db }): Pro
         await pushAsset(q, rows[0]!);
         return toApi(rows[0]!);
       });
+      wakeDelivery();
+      return out;
     } catch (e) {
       throw nameTaken(e) ? takenError() : e;
     }

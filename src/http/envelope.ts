@@ -33,26 +33,37 @@ export function installValidation(app: FastifyInstance): void {
   // API.md section 1: a NUL anywhere in a string (keys included) is a 400 naming where.
   app.addHook('preValidation', async (req) => {
     const q = req.query as Record<string, unknown> | undefined;
-    const hit = findNul(req.body, '') ?? findNul(q, '');
-    if (hit !== undefined) throw new ApiError('VALIDATION_FAILED', 'A string must not contain the NUL character (\\u0000).', { field: hit });
+    const hit = findBadString(req.body) ?? findBadString(q);
+    if (hit !== undefined) throw new ApiError('VALIDATION_FAILED', `${hit.at || 'The body'} ${hit.why}.`, { field: hit.at });
   });
 }
 
-function findNul(v: unknown, at: string): string | undefined {
-  if (typeof v === 'string') return v.includes('\u0000') ? at : undefined;
-  if (Array.isArray(v)) {
-    for (let i = 0; i < v.length; i++) {
-      const hit = findNul(v[i], `${at}/${i}`);
-      if (hit !== undefined) return hit;
-    }
-    return undefined;
-  }
-  if (v && typeof v === 'object') {
-    for (const [k, child] of Object.entries(v)) {
-      const here = at + pointer(k);
-      if (k.includes('\u0000')) return here;
-      const hit = findNul(child, here);
-      if (hit !== undefined) return hit;
+export const MAX_JSON_DEPTH = 64;
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/**
+ * Finds the first string (value or key) that carries a NUL or is not well-formed UTF-16 (a lone
+ * surrogate, which PostgreSQL refuses in JSON), or a nesting deeper than MAX_JSON_DEPTH.
+ * Iterative, so no input can exhaust the stack.
+ */
+function findBadString(root: unknown): { at: string; why: string } | undefined {
+  const bad = (s: string) => (s.includes('\u0000') ? 'must not contain the NUL character (\\u0000)' : LONE_SURROGATE.test(s) ? 'must be well-formed Unicode (no lone surrogates)' : undefined);
+  const stack: [unknown, string, number][] = [[root, '', 0]];
+  while (stack.length) {
+    const [v, at, depth] = stack.pop()!;
+    if (typeof v === 'string') {
+      const why = bad(v);
+      if (why) return { at, why };
+    } else if (v && typeof v === 'object') {
+      if (depth >= MAX_JSON_DEPTH) return { at, why: `is nested more than ${MAX_JSON_DEPTH} levels deep` };
+      const entries = Array.isArray(v) ? v.map((c, i) => [String(i), c] as const) : Object.entries(v);
+      for (let i = entries.length - 1; i >= 0; i--) {
+        const [k, child] = entries[i]!;
+        const here = at + pointer(k);
+        const why = Array.isArray(v) ? undefined : bad(k);
+        if (why) return { at: here, why: `key ${why}` };
+        stack.push([child, here, depth + 1]);
+      }
     }
   }
   return undefined;

@@ -8,7 +8,7 @@ import { Type } from '@sinclair/typebox';
 import type { Db, Queryable } from '../db/db.js';
 import { cursorColumn, keyset, page, PageQuery } from '../http/paging.js';
 import { Uuid } from '../http/schemas.js';
-import type { Prepared, RecordDef } from '../records/records.js';
+import { round, type Prepared, type RecordDef } from '../records/records.js';
 import { contains, type Circle, type Geometry } from './geo.js';
 
 interface ZoneRow {
@@ -61,7 +61,7 @@ async function store<I extends LocationLike & { assetId: string }>(
   for (const z of zones.rows) zonesByOwner.set(z.owner_id, [...(zonesByOwner.get(z.owner_id) ?? []), z]);
   const zoneById = new Map(zones.rows.map((z) => [z.id, z]));
 
-  const inside = prepared.map((p) => zonesContaining(zonesByOwner.get(p.ownerId) ?? [], p.item.latitude, p.item.longitude));
+  const inside = prepared.map((p) => zonesContaining(zonesByOwner.get(p.ownerId) ?? [], round(p.item.latitude, 6)!, round(p.item.longitude, 6)!));
   const withZones = prepared.map((p, n) =>
     p.item.zoneId === undefined || p.item.zoneId === null ? { ...p, item: { ...p.item, zoneId: zoneIdText(inside[n]!) } } : p,
   );
@@ -102,7 +102,9 @@ async function store<I extends LocationLike & { assetId: string }>(
     const s = state.get(r.asset_id);
     const at = (r.when_created as Date).getTime();
     if (s && at <= s.at) continue; // late: older than (or as old as) the latest location
-    const before = new Set(s?.zones ?? []);
+    // Only zones the asset's owner still has: a deleted zone, or a zone or asset that moved to
+    // another owner, simply stops counting (no Left event, and no other owner's zone named).
+    const before = new Set((s?.zones ?? []).filter((z) => zoneById.get(z)?.owner_id === r.owner_id));
     const after = new Set(now);
     for (const id of now.filter((z) => !before.has(z)).sort(byBigint)) {
       events.push({ owner: r.owner_id, asset: r.asset_id, subject: `Entered zone ${zoneById.get(id)?.name ?? id}`, value: id, at: r.when_created });

@@ -1,0 +1,342 @@
+// Push integrations (API.md sections 4 and 9), operator only: which owners' records (descendants
+// included) of which object types go where, and how. Credentials are write-only: stored encrypted
+// with SECRETS_KEY, never returned; a PUT or PATCH that leaves them out keeps them.
+import crypto from 'node:crypto';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { Type, type Static } from '@sinclair/typebox';
+import type { Db, Queryable } from '../db/db.js';
+import { decrypt, encrypt } from '../auth/crypto.js';
+import { ApiError, badRequest, notFound } from '../http/errors.js';
+import { cursorColumn, keyset, page, PageQuery } from '../http/paging.js';
+import { DateTime, IdParam, iso, isUuid, Nullable, Str, Uuid } from '../http/schemas.js';
+import { OBJECT_TYPES, type ObjectType } from '../outbox/outbox.js';
+import type { Tenancy } from '../tenancy/tenancy.js';
+import { AddressRefused, vetUrl, type AddressPolicy } from './address.js';
+
+const ObjectTypeSchema = Type.Union(OBJECT_TYPES.map((t) => Type.Literal(t)));
+
+export const DEFAULT_SCHEDULE_SECONDS = [5, 30, 120, 600, 1800, 3600];
+const RetrySchema = Type.Object({
+  scheduleSeconds: Type.Optional(Type.Array(Type.Number({ minimum: 0.01, maximum: 86400 }), { minItems: 1, maxItems: 50, description: 'Delays between attempts; the last repeats. Default 5, 30, 120, 600, 1800, 3600' })),
+  maxAttempts: Type.Optional(Type.Integer({ minimum: 1, maximum: 10000, description: 'Default 30' })),
+  deadlineHours: Type.Optional(Type.Number({ minimum: 0.0001, maximum: 720, description: 'After the first attempt; default 24' })),
+});
+
+const AuthIn = Type.Union([
+  Type.Object({ type: Type.Literal('apiKey'), token: Str(4096, { minLength: 1 }) }),
+  Type.Object({ type: Type.Literal('oauth2'), token: Str(8192, { minLength: 1 }) }),
+  Type.Object({
+    type: Type.Literal('oauth2'),
+    tokenUrl: Str(2048, { minLength: 1 }),
+    clientId: Str(255, { minLength: 1 }),
+    clientSecret: Str(4096, { minLength: 1 }),
+    scope: Type.Optional(Str(1024)),
+  }),
+  Type.Object({ type: Type.Literal('header'), name: Type.String({ minLength: 1, maxLength: 256, pattern: "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$" }), value: Str(8192, { minLength: 1 }) }),
+  Type.Object({ type: Type.Literal('basic'), username: Str(255, { minLength: 1 }), password: Str(1024) }),
+]);
+type AuthIn = Static<typeof AuthIn>;
+
+const WebhookIn = Type.Object({
+  mode: Type.Optional(Type.Union([Type.Literal('single'), Type.Literal('batch')])),
+  batchSize: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })),
+  maxItemsPerMinute: Type.Optional(Nullable(Type.Integer({ minimum: 1, maximum: 10_000_000 }))),
+  maxConcurrentRequests: Type.Optional(Type.Integer({ minimum: 1, maximum: 256 })),
+  timeoutMs: Type.Optional(Type.Integer({ minimum: 100, maximum: 120_000 })),
+  injectEventId: Type.Optional(Type.Boolean()),
+  injectEventIdPath: Type.Optional(Nullable(Type.String({ maxLength: 200, pattern: '^[A-Za-z0-9_$-]+(\\.[A-Za-z0-9_$-]+)*$' }))),
+  auth: Type.Optional(Nullable(AuthIn)),
+  signingSecret: Type.Optional(Nullable(Type.String({ pattern: '^whsec_[A-Za-z0-9+/=]{16,}$', maxLength: 512 }))),
+});
+
+const IntegrationIn = Type.Object({
+  name: Str(255, { minLength: 1 }),
+  channel: Type.Literal('webhook', { description: 'webhook (mqtt and kafka come with their own issues)' }),
+  enabled: Type.Optional(Type.Boolean()),
+  ownerIds: Type.Array(Type.String({ format: 'uuid' }), { minItems: 1, maxItems: 1000, uniqueItems: true }),
+  objectTypes: Type.Optional(Type.Array(ObjectTypeSchema, { minItems: 1, uniqueItems: true })),
+  destination: Str(2048, { minLength: 1, description: 'Webhook URL for every type without its own' }),
+  destinations: Type.Optional(Type.Record(Type.String(), Str(2048, { minLength: 1 }), { description: 'Per object type URL' })),
+  retry: Type.Optional(RetrySchema),
+  webhook: Type.Optional(WebhookIn),
+});
+type IntegrationIn = Static<typeof IntegrationIn>;
+const IntegrationPatch = Type.Partial(IntegrationIn);
+
+const AuthOut = Type.Object({
+  type: Type.String(),
+  tokenUrl: Type.Optional(Type.String()),
+  clientId: Type.Optional(Type.String()),
+  scope: Type.Optional(Type.String()),
+  name: Type.Optional(Type.String()),
+  username: Type.Optional(Type.String()),
+});
+export const Integration = Type.Object(
+  {
+    id: Uuid,
+    name: Type.String(),
+    channel: Type.String(),
+    enabled: Type.Boolean(),
+    ownerIds: Type.Array(Uuid),
+    objectTypes: Type.Array(Type.String()),
+    destination: Type.String(),
+    destinations: Type.Record(Type.String(), Type.String()),
+    retry: Type.Object({ scheduleSeconds: Type.Array(Type.Number()), maxAttempts: Type.Integer(), deadlineHours: Type.Number() }),
+    webhook: Type.Object({
+      mode: Type.String(),
+      batchSize: Type.Integer(),
+      maxItemsPerMinute: Nullable(Type.Integer()),
+      maxConcurrentRequests: Type.Integer(),
+      timeoutMs: Type.Integer(),
+      injectEventId: Type.Boolean(),
+      injectEventIdPath: Nullable(Type.String()),
+      auth: Nullable(AuthOut),
+      signingSecretSet: Type.Boolean({ description: 'Secrets are write-only' }),
+    }),
+    whenCreated: DateTime,
+    whenUpdated: DateTime,
+  },
+  { title: 'Integration' },
+);
+
+/** What the engine needs, decrypted. */
+export interface IntegrationConfig {
+  id: string;
+  name: string;
+  enabled: boolean;
+  destination: string;
+  destinations: Partial<Record<ObjectType, string>>;
+  retry: { scheduleSeconds: number[]; maxAttempts: number; deadlineHours: number };
+  webhook: {
+    mode: 'single' | 'batch';
+    batchSize: number;
+    maxItemsPerMinute: number | null;
+    maxConcurrentRequests: number;
+    timeoutMs: number;
+    injectEventId: boolean;
+    injectEventIdPath: string | null;
+    auth: AuthIn | null;
+    signingSecret: string | null;
+  };
+}
+
+interface Row {
+  id: string;
+  name: string;
+  channel: string;
+  enabled: boolean;
+  owner_ids: string[];
+  object_types: string[];
+  destination: string;
+  destinations: Record<string, string>;
+  retry: IntegrationConfig['retry'];
+  settings: Omit<IntegrationConfig['webhook'], 'auth' | 'signingSecret'> & { auth: Static<typeof AuthOut> | null };
+  secrets: string | null;
+  when_created: Date;
+  when_updated: Date;
+}
+const SELECT = 'id, name, channel, enabled, owner_ids::text[] AS owner_ids, object_types, destination, destinations, retry, settings, secrets, when_created, when_updated';
+
+interface Secrets {
+  auth: AuthIn | null;
+  signingSecret: string | null;
+}
+
+const SECRET_FIELDS = ['token', 'clientSecret', 'value', 'password'] as const;
+const publicAuth = (a: AuthIn | null) => {
+  if (!a) return null;
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(a)) if (!(SECRET_FIELDS as readonly string[]).includes(k)) out[k] = v as string;
+  return out as Static<typeof AuthOut>;
+};
+
+const toApi = (r: Row) => ({
+  id: r.id,
+  name: r.name,
+  channel: r.channel,
+  enabled: r.enabled,
+  ownerIds: r.owner_ids,
+  objectTypes: r.object_types,
+  destination: r.destination,
+  destinations: r.destinations,
+  retry: r.retry,
+  webhook: { ...r.settings, signingSecretSet: r.secrets !== null && (r.settings as { signingSecretSet?: boolean }).signingSecretSet === true },
+  whenCreated: iso(r.when_created)!,
+  whenUpdated: iso(r.when_updated)!,
+});
+
+export function loadConfigFromRow(r: Row, key: Buffer): IntegrationConfig {
+  const secrets: Secrets = r.secrets ? JSON.parse(decrypt(key, r.secrets)) : { auth: null, signingSecret: null };
+  const { auth: _a, ...settings } = r.settings as IntegrationConfig['webhook'] & { signingSecretSet?: boolean };
+  delete (settings as { signingSecretSet?: boolean }).signingSecretSet;
+  return {
+    id: r.id,
+    name: r.name,
+    enabled: r.enabled,
+    destination: r.destination,
+    destinations: r.destinations as IntegrationConfig['destinations'],
+    retry: r.retry,
+    webhook: { ...(settings as Omit<IntegrationConfig['webhook'], 'auth' | 'signingSecret'>), auth: secrets.auth, signingSecret: secrets.signingSecret },
+  };
+}
+
+export async function loadIntegration(q: Queryable, id: string, key: Buffer): Promise<IntegrationConfig | null> {
+  const { rows } = await q.query<Row>(`SELECT ${SELECT} FROM integrations WHERE id = $1`, [id]);
+  return rows[0] ? loadConfigFromRow(rows[0], key) : null;
+}
+
+export async function integrationRoutes(app: FastifyInstance, opts: { db: Db; secretsKey: Buffer; policy: AddressPolicy }): Promise<void> {
+  const { db, secretsKey, policy } = opts;
+  const tags = ['integrations'];
+  const admin = { scope: 'admin' as const };
+
+  const vet = async (url: string, field: string) => {
+    try {
+      await vetUrl(url, policy);
+    } catch (e) {
+      if (e instanceof AddressRefused) throw badRequest(`${field}: ${e.message}`, field);
+      throw e;
+    }
+  };
+
+  /** Merges input over the current row (PATCH) or defaults (create/PUT) and validates it all. */
+  const compose = async (t: Tenancy, q: Queryable, b: Partial<IntegrationIn>, cur: Row | null, mode: 'create' | 'put' | 'patch') => {
+    const base = mode === 'patch' ? cur : null;
+    const curSecrets: Secrets = cur?.secrets ? JSON.parse(decrypt(secretsKey, cur.secrets)) : { auth: null, signingSecret: null };
+    const ownerIds = b.ownerIds ?? base?.owner_ids ?? [];
+    for (const [n, id] of ownerIds.entries()) {
+      if (!(await t.sees(id, q))) throw new ApiError('NOT_FOUND', `owner ${id} not found`, { field: `/ownerIds/${n}` });
+    }
+    const destination = b.destination ?? base?.destination ?? '';
+    const destinations = (b.destinations ?? base?.destinations ?? {}) as Record<string, string>;
+    if (b.destination !== undefined) await vet(destination, '/destination');
+    for (const [type, url] of Object.entries(b.destinations ?? {})) {
+      if (!(OBJECT_TYPES as readonly string[]).includes(type)) throw badRequest(`/destinations: unknown object type "${type}"`, `/destinations/${type}`);
+      await vet(url, `/destinations/${type}`);
+    }
+    const retryIn = { ...(base?.retry ?? {}), ...(b.retry ?? {}) };
+    const retry = {
+      scheduleSeconds: retryIn.scheduleSeconds ?? DEFAULT_SCHEDULE_SECONDS,
+      maxAttempts: retryIn.maxAttempts ?? 30,
+      deadlineHours: retryIn.deadlineHours ?? 24,
+    };
+    const w = { ...(base?.settings ?? {}), ...(b.webhook ?? {}) } as Record<string, unknown>;
+    const settings = {
+      mode: (w.mode as string) ?? 'single',
+      batchSize: (w.batchSize as number) ?? 100,
+      maxItemsPerMinute: (w.maxItemsPerMinute as number | null) ?? null,
+      maxConcurrentRequests: (w.maxConcurrentRequests as number) ?? 4,
+      timeoutMs: (w.timeoutMs as number) ?? 10_000,
+      injectEventId: (w.injectEventId as boolean) ?? false,
+      injectEventIdPath: (w.injectEventIdPath as string | null) ?? null,
+    };
+    // Write-only secrets: absent = keep (PUT included), null = remove, a value = replace.
+    const inAuth = b.webhook?.auth;
+    const auth = inAuth === undefined ? curSecrets.auth : inAuth;
+    const inSig = b.webhook?.signingSecret;
+    const signingSecret = inSig === undefined ? curSecrets.signingSecret : inSig;
+    if (auth?.type === 'oauth2' && 'tokenUrl' in auth) await vet(auth.tokenUrl, '/webhook/auth/tokenUrl');
+    const secrets: Secrets = { auth, signingSecret };
+    return {
+      name: b.name ?? base?.name ?? '',
+      enabled: b.enabled ?? base?.enabled ?? true,
+      ownerIds,
+      objectTypes: b.objectTypes ?? base?.object_types ?? [...OBJECT_TYPES],
+      destination,
+      destinations,
+      retry,
+      settings: { ...settings, auth: publicAuth(auth), signingSecretSet: signingSecret !== null },
+      secrets: auth || signingSecret ? encrypt(secretsKey, JSON.stringify(secrets)) : null,
+    };
+  };
+
+  const get = (q: Queryable, id: string, forUpdate = false) => {
+    if (!isUuid(id)) throw notFound('integration');
+    return q.query<Row>(`SELECT ${SELECT} FROM integrations WHERE id = $1${forUpdate ? ' FOR UPDATE' : ''}`, [id]).then((r) => {
+      if (!r.rows[0]) throw notFound('integration');
+      return r.rows[0];
+    });
+  };
+  const taken = (e: unknown) => {
+    if ((e as { code?: string }).code === '23505') throw new ApiError('NAME_TAKEN', 'An integration with this name already exists.', { field: '/name' });
+    throw e;
+  };
+  const write = (q: Queryable, id: string, v: Awaited<ReturnType<typeof compose>>, insert: boolean) =>
+    q.query<Row>(
+      insert
+        ? `INSERT INTO integrations (id, name, enabled, channel, owner_ids, object_types, destination, destinations, retry, settings, secrets)
+           VALUES ($1, $2, $3, 'webhook', $4, $5, $6, $7, $8, $9, $10) RETURNING ${SELECT}`
+        : `UPDATE integrations SET name = $2, enabled = $3, owner_ids = $4, object_types = $5, destination = $6, destinations = $7,
+             retry = $8, settings = $9, secrets = $10, when_updated = now() WHERE id = $1 RETURNING ${SELECT}`,
+      [id, v.name, v.enabled, v.ownerIds, v.objectTypes, v.destination, JSON.stringify(v.destinations), JSON.stringify(v.retry), JSON.stringify(v.settings), v.secrets],
+    );
+
+  const List = Type.Intersect([PageQuery, Type.Object({ name: Type.Optional(Str(255)) })]);
+  app.get('/integrations', {
+    config: admin,
+    schema: { tags, summary: 'List push integrations (admin)', querystring: List, response: { 200: Type.Array(Integration) } },
+    handler: async (req, reply) => {
+      const query = req.query as Static<typeof List>;
+      const params: unknown[] = [];
+      const where = ['TRUE'];
+      if (query.name !== undefined) where.push(`name = $${params.push(query.name)}`);
+      const ks = keyset(query, params, { defaultOrder: 'asc', idType: 'uuid' });
+      const { rows } = await db.query<Row & { _cursor_ts: string }>(
+        `SELECT ${SELECT}, ${cursorColumn()} FROM integrations WHERE ${[...where, ...ks.where].join(' AND ')} ORDER BY ${ks.orderBy} LIMIT ${ks.fetch}`,
+        params,
+      );
+      return page(req, reply, ks, rows, req.server.publicUrl).map(toApi);
+    },
+  });
+
+  app.post('/integrations', {
+    config: admin,
+    schema: { tags, summary: 'Create a push integration (admin); credentials are write-only', body: IntegrationIn, response: { 201: Integration } },
+    handler: async (req, reply) => {
+      const id = crypto.randomUUID();
+      const row = await db.tx(async (q) => {
+        const v = await compose(req.tenancy, q, req.body as IntegrationIn, null, 'create');
+        return (await write(q, id, v, true).catch(taken)).rows[0]!;
+      });
+      reply.code(201).header('Location', `${req.server.publicUrl}/api/v1/integrations/${id}`);
+      return toApi(row);
+    },
+  });
+
+  app.get('/integrations/:id', {
+    config: admin,
+    schema: { tags, summary: 'Get a push integration (admin)', params: IdParam, response: { 200: Integration } },
+    handler: async (req) => toApi(await get(db, (req.params as { id: string }).id)),
+  });
+
+  const update = (mode: 'put' | 'patch') => async (req: FastifyRequest) => {
+    const id = (req.params as { id: string }).id;
+    return db.tx(async (q) => {
+      const cur = await get(q, id, true);
+      const v = await compose(req.tenancy, q, req.body as Partial<IntegrationIn>, cur, mode);
+      return toApi((await write(q, id, v, false).catch(taken)).rows[0]!);
+    });
+  };
+  app.put('/integrations/:id', {
+    config: admin,
+    schema: { tags, summary: 'Replace a push integration (admin); secrets left out are kept', params: IdParam, body: IntegrationIn, response: { 200: Integration } },
+    handler: update('put'),
+  });
+  app.patch('/integrations/:id', {
+    config: admin,
+    schema: { tags, summary: 'Update a push integration (admin, JSON merge patch)', params: IdParam, body: IntegrationPatch, response: { 200: Integration } },
+    handler: update('patch'),
+  });
+  app.delete('/integrations/:id', {
+    config: admin,
+    schema: { tags, summary: 'Delete a push integration (admin); its pending deliveries are cancelled', params: IdParam },
+    handler: async (req, reply) => {
+      const id = (req.params as { id: string }).id;
+      await db.tx(async (q) => {
+        await get(q, id, true);
+        await q.query('DELETE FROM integrations WHERE id = $1', [id]);
+      });
+      return reply.code(204).send();
+    },
+  });
+}
