@@ -24,6 +24,10 @@ import { zoneRoutes } from './zones/zones.js';
 import { eventRoutes } from './events/events.js';
 import { commandRoutes } from './commands/commands.js';
 import { bookingRoutes } from './booking/booking.js';
+import { addressPolicy } from './delivery/address.js';
+import { DeliveryEngine } from './delivery/engine.js';
+import { integrationRoutes } from './delivery/integrations.js';
+import { historyRoutes } from './delivery/history.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -38,6 +42,7 @@ export interface Services {
   tokens: TokenService;
   limiter: Limiter;
   bootstrap: BootstrapResult | null;
+  engine: DeliveryEngine | null;
 }
 
 export const MiB = 1024 * 1024;
@@ -66,9 +71,11 @@ export async function buildApp(cfg: Config, opts: { logger?: FastifyServerOption
 
   const db = opts.db ?? (await openDatabase(cfg));
   let limiter: Limiter | undefined;
+  let secretsKey: Buffer;
   try {
     await migrate(db);
-    const tokens = new TokenService(db, cfg, loadSecretsKey(cfg, inMemory(cfg)));
+    secretsKey = loadSecretsKey(cfg, inMemory(cfg));
+    const tokens = new TokenService(db, cfg, secretsKey);
     await tokens.init();
     const boot = await bootstrap(db, cfg);
     const settings = { max: cfg.RATE_LIMIT_MAX, windowMs: cfg.RATE_LIMIT_WINDOW_SECONDS * 1000, concurrent: cfg.RATE_LIMIT_CONCURRENT };
@@ -76,13 +83,32 @@ export async function buildApp(cfg: Config, opts: { logger?: FastifyServerOption
       ? await RedisLimiter.connect(cfg.REDIS_URL, settings, (e) => app.log.warn({ err: e }, 'rate limit store unavailable; request admitted'))
       : new MemoryLimiter(settings);
     app.decorate('publicUrl', cfg.publicUrl);
-    app.decorate('services', { cfg, db, tokens, limiter, bootstrap: boot });
+    app.decorate('services', { cfg, db, tokens, limiter, bootstrap: boot, engine: null });
   } catch (e) {
     await limiter?.close();
     if (!opts.db) await db.close();
     throw e;
   }
   const { tokens } = app.services;
+  const policy = addressPolicy(cfg.PUSH_ALLOW_HTTP, cfg.PUSH_ALLOWED_NETWORKS);
+  if (cfg.DELIVERY_ENABLED) {
+    const engine = new DeliveryEngine(
+      db,
+      secretsKey,
+      policy,
+      {
+        leaseSeconds: cfg.DELIVERY_LEASE_SECONDS,
+        pollMs: cfg.DELIVERY_POLL_MS,
+        maxJobs: cfg.DELIVERY_MAX_IN_FLIGHT,
+        succeededRetentionDays: cfg.DELIVERY_SUCCEEDED_RETENTION_DAYS,
+        failedRetentionDays: cfg.DELIVERY_FAILED_RETENTION_DAYS,
+      },
+      app.log,
+      cfg.DATABASE_URL,
+    );
+    app.services.engine = engine;
+    app.addHook('onReady', async () => engine.start());
+  }
   // Forget idempotency keys past their window, in one statement every few minutes (off the hot path).
   const sweep = setInterval(() => {
     db.query(`DELETE FROM idempotency_keys WHERE when_created < now() - make_interval(secs => $1)`, [cfg.IDEMPOTENCY_WINDOW_SECONDS]).catch(
@@ -92,6 +118,7 @@ export async function buildApp(cfg: Config, opts: { logger?: FastifyServerOption
   sweep.unref();
   app.addHook('onClose', async () => {
     clearInterval(sweep);
+    await app.services.engine?.stop();
     await app.services.limiter.close();
     if (!opts.db) await db.close();
   });
@@ -141,6 +168,8 @@ export async function buildApp(cfg: Config, opts: { logger?: FastifyServerOption
       await api.register(eventRoutes, { db });
       await api.register(commandRoutes, { db, cfg });
       await api.register(bookingRoutes, { db, cfg });
+      await api.register(integrationRoutes, { db, secretsKey, policy });
+      await api.register(historyRoutes, { db, secretsKey, policy });
     },
     { prefix: '/api/v1' },
   );

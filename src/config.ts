@@ -83,6 +83,16 @@ const spec = {
   FUTURE_TOLERANCE_SECONDS: [int(0, 7 * 86400), '600'],
   SHUTDOWN_TIMEOUT_MS: [int(0, 600_000), '10000'],
   PUSH_ALLOW_HTTP: [bool, 'false'],
+  DELIVERY_ENABLED: [bool, 'true'],
+  DELIVERY_LEASE_SECONDS: [(raw: string) => {
+    const n = Number(raw);
+    if (!(n >= 0.5 && n <= 3600)) throw new Error('must be 0.5 to 3600 seconds');
+    return n;
+  }, '60'],
+  DELIVERY_POLL_MS: [int(10, 60_000), '1000'],
+  DELIVERY_MAX_IN_FLIGHT: [int(1, 10_000), '64'],
+  DELIVERY_SUCCEEDED_RETENTION_DAYS: [int(1, 3650), '7'],
+  DELIVERY_FAILED_RETENTION_DAYS: [int(1, 3650), '30'],
   PUSH_ALLOWED_NETWORKS: [cidrList, ''],
   BOOKING_DATA_TYPE: [(raw: string) => {
     if (!/^[A-Z][A-Z0-9]*_V1$/.test(raw)) throw new Error('must look like <CARRIER>_V1');

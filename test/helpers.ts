@@ -15,6 +15,13 @@ export const ADMIN_PG_URL = process.env.TEST_PG_URL ?? 'postgres://postgres@127.
 export const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
 export const IN_CI = process.env.CI === 'true';
 
+// Cleanups run when the file ends, last registered first: apps close before their database is dropped.
+const cleanups: (() => Promise<unknown>)[] = [];
+after(async () => {
+  for (const c of cleanups.reverse()) await c();
+});
+export const atEnd = (fn: () => Promise<unknown>) => void cleanups.push(fn);
+
 export const OPERATOR = { clientId: 'test-cli', clientSecret: 'test-secret-0123456789', username: 'operator', password: 'operator-password' };
 
 /**
@@ -46,7 +53,7 @@ export async function createTestDatabase(): Promise<string> {
   await admin.connect();
   await admin.query(`CREATE DATABASE ${name}`);
   await admin.end();
-  after(async () => {
+  atEnd(async () => {
     const c = new pg.Client({ connectionString: ADMIN_PG_URL });
     await c.connect();
     await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
@@ -109,7 +116,7 @@ export async function startApp(t: TestContext | undefined, env: Record<string, s
   const app = await buildApp(cfg0, { logger: { level: env.LOG_LEVEL ?? 'warn' } });
   await app.listen({ port, host: '127.0.0.1' });
   const url = `http://127.0.0.1:${port}`;
-  after(() => app.close());
+  atEnd(() => app.close());
   const call: TestApp['call'] = async (method, path, o = {}) => {
     const headers: Record<string, string> = { ...(o.headers ?? {}) };
     if (o.token) headers.authorization = `Bearer ${o.token}`;

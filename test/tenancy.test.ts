@@ -8,7 +8,8 @@ import { test } from 'node:test';
 import { ownerWithKey, passwordToken, startApp, type Res } from './helpers.js';
 
 // One service for the whole file (PGlite takes seconds to start); every test makes its own owners.
-const ta = await startApp(undefined, { RATE_LIMIT_MAX: '100000' });
+// Push to a closed local port: deliveries exist (and keep failing) without any network beyond loopback.
+const ta = await startApp(undefined, { RATE_LIMIT_MAX: '100000', PUSH_ALLOW_HTTP: 'true', PUSH_ALLOWED_NETWORKS: '127.0.0.0/8' });
 const admin = ta.adminToken;
 
 function assertEnvelope(r: Res, status: number, code?: string, what = '') {
@@ -82,6 +83,13 @@ test('every /api/v1 route with a path parameter refuses a sibling owner\'s recor
   const parent = await ownerWithKey(ta, 'sweep-parent');
   const A = await ownerWithKey(ta, 'sweep-A', { parentId: parent.ownerId });
   const B = await ownerWithKey(ta, 'sweep-B', { parentId: parent.ownerId });
+  const bIntegration = await created(
+    ta.call('POST', '/api/v1/integrations', {
+      token: admin,
+      body: { name: 'sweep-b-push', channel: 'webhook', ownerIds: [B.ownerId], destination: 'http://127.0.0.1:9/hook', retry: { scheduleSeconds: [3600] } },
+    }),
+    'integration for B',
+  );
   const bAsset = await created(ta.call('POST', '/api/v1/assets', { token: B.key, body: { name: 'b-asset', note: 'b' } }), 'asset of B');
   const bKey = await created(ta.call('POST', '/api/v1/api-keys', { token: admin, body: { name: 'b-key2', ownerId: B.ownerId, scopes: ['read'] } }), 'key of B');
   const bUser = await created(
@@ -105,6 +113,8 @@ test('every /api/v1 route with a path parameter refuses a sibling owner\'s recor
   const bCommand = await post('/api/v1/commands', { assetId, type: 'START_DEFROST' });
   const bBooking = await post('/api/v1/booking-data', { name: 'b-booking', type: 'MAERSK_V1', jsonData: { vessel: 'b' } });
   const bEvents = (await ta.call('GET', `/api/v1/events?assetId=${assetId}`, { token: B.key })).body;
+  const bDeliveries = (await ta.call('GET', `/api/v1/integrations/${bIntegration.id}/deliveries`, { token: admin })).body;
+  assert.ok(Array.isArray(bDeliveries) && bDeliveries.length >= 1, `B's records have deliveries: ${JSON.stringify(bDeliveries)}`);
   assert.ok(Array.isArray(bEvents) && bEvents.length >= 1, `B has an event: ${JSON.stringify(bEvents)}`);
   // A's credentials: an API key (read+write) and a password-grant JWT of a read+write user of A.
   await created(
@@ -130,15 +140,25 @@ test('every /api/v1 route with a path parameter refuses a sibling owner\'s recor
     '/api/v1/events/{id}': { id: bEvents[0].id },
     '/api/v1/commands/{id}': { id: bCommand.id },
     '/api/v1/booking-data/{id}': { id: bBooking.id },
+    '/api/v1/integrations/{id}': { id: bIntegration.id },
+    '/api/v1/integrations/{id}/deliveries': { id: bIntegration.id },
+    '/api/v1/integrations/{id}/deliveries/redeliver': { id: bIntegration.id },
+    '/api/v1/integrations/{id}/deliveries/{deliveryId}/redeliver': { id: bIntegration.id, deliveryId: bDeliveries[0].id },
   };
   // Bodies the schema sampler cannot make valid on its own (a zone needs a real shape).
   const bodies: Record<string, () => unknown> = {
     'put /api/v1/zones/{id}': () => ({ name: `probe${++seq}`, ownerId: A.ownerId, circle: { latitude: 1, longitude: 1, radiusMeters: 10 } }),
     'patch /api/v1/zones/{id}': () => ({ name: `probe${++seq}`, ownerId: A.ownerId, circle: { latitude: 1, longitude: 1, radiusMeters: 10 } }),
+    'put /api/v1/integrations/{id}': () => ({ name: `probe${++seq}`, channel: 'webhook', ownerIds: [B.ownerId], destination: 'http://127.0.0.1:9/hook' }),
+    'patch /api/v1/integrations/{id}': () => ({ name: `probe${++seq}` }),
+    'post /api/v1/integrations/{id}/deliveries/redeliver': () => ({ from: new Date(Date.now() - 3600_000).toISOString(), to: new Date().toISOString() }),
   };
   // Operator-only routes: a non-admin gets 403 before any lookup. Everything else: 404.
   const adminOnly = (path: string, method: string) =>
-    path.startsWith('/api/v1/users/') || path.startsWith('/api/v1/clients/') || (path === '/api/v1/owners/{id}' && method === 'delete');
+    path.startsWith('/api/v1/users/') ||
+    path.startsWith('/api/v1/clients/') ||
+    path.startsWith('/api/v1/integrations/') ||
+    (path === '/api/v1/owners/{id}' && method === 'delete');
 
   const doc = (await ta.call('GET', '/api/v1/openapi.json')).body;
   const routes: { path: string; method: string; op: any }[] = [];

@@ -120,7 +120,7 @@ export interface IntegrationConfig {
   };
 }
 
-interface Row {
+export interface Row {
   id: string;
   name: string;
   channel: string;

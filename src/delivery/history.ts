@@ -1,0 +1,286 @@
+// Delivery history (spec 6.4, 6.7; API.md sections 4 and 9): deliveries of an integration with their
+// attempt log, redelivery of one or of all in a time range, the per-channel result stream (NDJSON
+// window, or SSE that keeps following), and the webhook test endpoint of spec 4.3.
+import crypto from 'node:crypto';
+import type { FastifyInstance } from 'fastify';
+import { Type, type Static } from '@sinclair/typebox';
+import type { Db } from '../db/db.js';
+import { ApiError, badRequest, notFound } from '../http/errors.js';
+import { cursorColumn, keyset, page, PageQuery } from '../http/paging.js';
+import { DateTime, iso, isInt8Id, isUuid, Nullable, Uuid } from '../http/schemas.js';
+import { deliveryWakeups } from '../outbox/outbox.js';
+import type { AddressPolicy } from './address.js';
+import { loadIntegration, type IntegrationConfig } from './integrations.js';
+import { sendWebhook, USER_AGENT } from './webhook.js';
+
+const Status = Type.Union(['PENDING', 'SUCCEEDED', 'FAILED', 'CANCELLED'].map((s) => Type.Literal(s)));
+const Attempt = Type.Object({
+  deliveryId: Type.String(),
+  attempt: Type.Integer(),
+  whenAttempted: DateTime,
+  success: Type.Boolean(),
+  httpStatus: Nullable(Type.Integer()),
+  responseTimeMs: Nullable(Type.Integer()),
+  receiptId: Nullable(Type.String()),
+  topic: Nullable(Type.String()),
+  partition: Nullable(Type.Integer()),
+  qos: Nullable(Type.Integer()),
+  error: Nullable(Type.String()),
+  responseHeaders: Nullable(Type.Record(Type.String(), Type.String())),
+  responseBody: Nullable(Type.String()),
+  responseBodyBytes: Nullable(Type.Integer()),
+  truncated: Type.Boolean(),
+});
+const Delivery = Type.Object(
+  {
+    id: Type.String(),
+    integrationId: Uuid,
+    eventId: Uuid,
+    objectType: Type.String(),
+    objectId: Type.String(),
+    status: Status,
+    attempts: Type.Integer(),
+    lastAttemptAt: Nullable(DateTime),
+    nextAttemptAt: Nullable(DateTime),
+    receiptId: Nullable(Type.String()),
+    batchId: Nullable(Uuid),
+    whenCreated: DateTime,
+    attemptsLog: Type.Array(Attempt),
+  },
+  { title: 'Delivery' },
+);
+
+interface AttemptRow {
+  delivery_id: string;
+  attempt: number;
+  when_attempted: Date;
+  success: boolean;
+  http_status: number | null;
+  response_time_ms: number | null;
+  receipt_id: string | null;
+  error: string | null;
+  response_headers: Record<string, string> | null;
+  response_body: string | null;
+  response_body_bytes: number | null;
+  truncated: boolean;
+}
+const attemptApi = (a: AttemptRow) => ({
+  deliveryId: a.delivery_id,
+  attempt: a.attempt,
+  whenAttempted: iso(a.when_attempted)!,
+  success: a.success,
+  httpStatus: a.http_status,
+  responseTimeMs: a.response_time_ms,
+  receiptId: a.receipt_id,
+  topic: null,
+  partition: null,
+  qos: null,
+  error: a.error,
+  responseHeaders: a.response_headers,
+  responseBody: a.response_body,
+  responseBodyBytes: a.response_body_bytes,
+  truncated: a.truncated,
+});
+
+export async function historyRoutes(app: FastifyInstance, opts: { db: Db; secretsKey: Buffer; policy: AddressPolicy }): Promise<void> {
+  const { db, secretsKey, policy } = opts;
+  const admin = { scope: 'admin' as const };
+  const tags = ['deliveries'];
+  const IntegrationParam = Type.Object({ id: Type.String({ maxLength: 64 }) });
+  const checkIntegration = async (id: string) => {
+    if (!isUuid(id)) throw notFound('integration');
+    const { rows } = await db.query('SELECT 1 FROM integrations WHERE id = $1', [id]);
+    if (!rows.length) throw notFound('integration');
+  };
+
+  const List = Type.Intersect([PageQuery, Type.Object({ status: Type.Optional(Status), eventId: Type.Optional(Uuid) })]);
+  app.get('/integrations/:id/deliveries', {
+    config: admin,
+    schema: { tags, summary: 'Deliveries of an integration, newest first, each with its attempt log', params: IntegrationParam, querystring: List, response: { 200: Type.Array(Delivery) } },
+    handler: async (req, reply) => {
+      const id = (req.params as { id: string }).id;
+      await checkIntegration(id);
+      const query = req.query as Static<typeof List>;
+      const params: unknown[] = [id];
+      const where = ['d.integration_id = $1'];
+      if (query.status) where.push(`d.status = $${params.push(query.status)}`);
+      if (query.eventId) where.push(`d.event_id = $${params.push(query.eventId)}::uuid`);
+      const ks = keyset(query, params, { defaultOrder: 'desc', idType: 'int8', timeColumn: 'd.when_created', idColumn: 'd.id' });
+      const { rows } = await db.query<any>(
+        `SELECT d.*, o.object_id, ${cursorColumn('d.when_created')} FROM deliveries d JOIN outbox o ON o.id = d.outbox_id
+          WHERE ${[...where, ...ks.where].join(' AND ')} ORDER BY ${ks.orderBy} LIMIT ${ks.fetch}`,
+        params,
+      );
+      const pageRows = page(req, reply, ks, rows, req.server.publicUrl);
+      const { rows: attempts } = await db.query<AttemptRow>(
+        'SELECT * FROM delivery_attempts WHERE delivery_id = ANY($1::int8[]) ORDER BY delivery_id, attempt, id',
+        [pageRows.map((r) => r.id)],
+      );
+      const byDelivery = new Map<string, ReturnType<typeof attemptApi>[]>();
+      for (const a of attempts) byDelivery.set(a.delivery_id, [...(byDelivery.get(a.delivery_id) ?? []), attemptApi(a)]);
+      return pageRows.map((d) => ({
+        id: d.id,
+        integrationId: d.integration_id,
+        eventId: d.event_id,
+        objectType: d.object_type,
+        objectId: d.object_id,
+        status: d.status,
+        attempts: d.attempts,
+        lastAttemptAt: iso(d.last_attempt_at),
+        nextAttemptAt: d.status === 'PENDING' ? iso(d.next_attempt_at) : null,
+        receiptId: d.receipt_id,
+        batchId: d.batch_id,
+        whenCreated: iso(d.when_created)!,
+        attemptsLog: byDelivery.get(d.id) ?? [],
+      }));
+    },
+  });
+
+  // Redelivery: back to PENDING, due now, a fresh attempt budget; a batch member leaves its batch.
+  const REDELIVER_SET = `status = 'PENDING', next_attempt_at = now(), lease_until = NULL, attempts = 0, first_attempt_at = NULL, completed_at = NULL, batch_id = NULL`;
+  app.post('/integrations/:id/deliveries/:deliveryId/redeliver', {
+    config: admin,
+    schema: { tags, summary: 'Send one delivery again (a pending one: now)', params: Type.Object({ id: Type.String({ maxLength: 64 }), deliveryId: Type.String({ maxLength: 32 }) }) },
+    handler: async (req, reply) => {
+      const { id, deliveryId } = req.params as { id: string; deliveryId: string };
+      await checkIntegration(id);
+      if (!isInt8Id(deliveryId)) throw notFound('delivery');
+      const { rows } = await db.query<{ status: string }>('SELECT status FROM deliveries WHERE id = $1 AND integration_id = $2', [deliveryId, id]);
+      if (!rows[0]) throw notFound('delivery');
+      // A pending one is simply made due now (its attempts so far still count); a finished one starts afresh.
+      if (rows[0].status === 'PENDING') await db.query('UPDATE deliveries SET next_attempt_at = now() WHERE id = $1', [deliveryId]);
+      else await db.query(`UPDATE deliveries SET ${REDELIVER_SET} WHERE id = $1`, [deliveryId]);
+      deliveryWakeups.emit('wake');
+      return reply.code(202).send({ count: 1 });
+    },
+  });
+
+  const Range = Type.Object({
+    status: Type.Optional(Type.Union([Type.Literal('FAILED'), Type.Literal('SUCCEEDED'), Type.Literal('CANCELLED')], { description: 'Default FAILED' })),
+    from: DateTime,
+    to: DateTime,
+  });
+  app.post('/integrations/:id/deliveries/redeliver', {
+    config: admin,
+    schema: { tags, summary: 'Send again every delivery of a status (default FAILED) created in [from, to)', params: IntegrationParam, body: Range, response: { 202: Type.Object({ count: Type.Integer() }) } },
+    handler: async (req, reply) => {
+      const id = (req.params as { id: string }).id;
+      await checkIntegration(id);
+      const b = req.body as Static<typeof Range>;
+      if (Date.parse(b.from) >= Date.parse(b.to)) throw badRequest('from must be before to.', '/to');
+      const { rowCount } = await db.query(
+        `UPDATE deliveries SET ${REDELIVER_SET} WHERE integration_id = $1 AND status = $2 AND when_created >= $3 AND when_created < $4`,
+        [id, b.status ?? 'FAILED', b.from, b.to],
+      );
+      deliveryWakeups.emit('wake');
+      return reply.code(202).send({ count: rowCount });
+    },
+  });
+
+  // Spec 6.7: the result stream of one channel, one line per attempt.
+  const StreamQuery = Type.Object({
+    channel: Type.Union([Type.Literal('webhook'), Type.Literal('mqtt'), Type.Literal('kafka')]),
+    since: Type.Optional(DateTime),
+  });
+  app.get('/deliveries/stream', {
+    config: admin,
+    schema: { tags, summary: 'Delivery results of a channel: NDJSON for a window (default the last 24 h), or SSE (Accept: text/event-stream) that keeps following', querystring: StreamQuery },
+    handler: async (req, reply) => {
+      const q = req.query as Static<typeof StreamQuery>;
+      const since = q.since ?? new Date(Date.now() - 86400_000).toISOString();
+      const fetchFrom = async (afterId: string, fromTime: string, limit: number) =>
+        (
+          await db.query<any>(
+            `SELECT a.*, d.event_id, d.object_type, i.channel FROM delivery_attempts a
+               JOIN deliveries d ON d.id = a.delivery_id JOIN integrations i ON i.id = a.integration_id
+              WHERE i.channel = $1 AND a.when_attempted >= $2 AND a.id > $3 ORDER BY a.id LIMIT $4`,
+            [q.channel, fromTime, afterId, limit],
+          )
+        ).rows;
+      const line = (a: any) => ({ ...attemptApi(a), integrationId: a.integration_id, channel: a.channel, eventId: a.event_id, objectType: a.object_type });
+      const sse = /text\/event-stream/.test(req.headers.accept ?? '');
+      reply.hijack();
+      const res = reply.raw;
+      res.writeHead(200, {
+        'content-type': sse ? 'text/event-stream' : 'application/x-ndjson',
+        'cache-control': 'no-store',
+        ...(sse ? { connection: 'keep-alive' } : {}),
+      });
+      let last = '0';
+      let open = true;
+      req.raw.on('close', () => (open = false));
+      for (;;) {
+        const rows = await fetchFrom(last, since, 1000);
+        for (const a of rows) {
+          const text = JSON.stringify(line(a));
+          res.write(sse ? `id: ${a.id}\ndata: ${text}\n\n` : `${text}\n`);
+          last = a.id;
+        }
+        if (!sse && rows.length < 1000) break;
+        if (!open) break;
+        if (sse && rows.length < 1000) {
+          await new Promise((r) => setTimeout(r, 1000));
+          if (open) res.write(': keep-alive\n\n');
+        }
+        if (!open) break;
+      }
+      res.end();
+    },
+  });
+
+  // Spec 4.3: send one sample object now and answer the outcome.
+  const TestBody = Type.Object({ url: Type.String({ minLength: 1, maxLength: 2048 }), integrationId: Type.Optional(Type.String({ format: 'uuid' })) });
+  app.post('/webhooks/test', {
+    schema: {
+      tags: ['webhooks'],
+      summary: 'Send one sample Asset to a URL now (spec 4.3), with an integration\'s auth and signature when integrationId is given',
+      body: TestBody,
+      response: {
+        200: Type.Object({
+          success: Type.Boolean(),
+          status: Nullable(Type.Integer()),
+          responseTimeMs: Type.Integer(),
+          receiptId: Nullable(Type.String()),
+          error: Nullable(Type.String()),
+        }),
+      },
+    },
+    handler: async (req) => {
+      const b = req.body as Static<typeof TestBody>;
+      let cfg: IntegrationConfig | null = null;
+      if (b.integrationId) {
+        cfg = await loadIntegration(db, b.integrationId, secretsKey);
+        // An integration is the operator's: a non-admin may use only one scoped to owners it sees.
+        if (!cfg) throw new ApiError('NOT_FOUND', 'integration not found', { field: '/integrationId' });
+        if (!req.tenancy.isAdmin) {
+          const { rows } = await db.query<{ owner_ids: string[] }>('SELECT owner_ids::text[] AS owner_ids FROM integrations WHERE id = $1', [b.integrationId]);
+          const sees = await Promise.all((rows[0]?.owner_ids ?? []).map((o) => req.tenancy.sees(o)));
+          if (!sees.length || sees.some((s) => !s)) throw new ApiError('NOT_FOUND', 'integration not found', { field: '/integrationId' });
+        }
+      }
+      const base: IntegrationConfig = cfg ?? {
+        id: 'test',
+        name: 'test',
+        enabled: true,
+        destination: b.url,
+        destinations: {},
+        retry: { scheduleSeconds: [1], maxAttempts: 1, deadlineHours: 1 },
+        webhook: { mode: 'single', batchSize: 1, maxItemsPerMinute: null, maxConcurrentRequests: 1, timeoutMs: 10_000, injectEventId: false, injectEventIdPath: null, auth: null, signingSecret: null },
+      };
+      const now = new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
+      const sample = {
+        id: crypto.randomUUID(),
+        name: 'TEST0000001',
+        ownerId: req.tenancy.principal.ownerId,
+        whenCreated: now,
+        whenUpdated: now,
+        boxId: null,
+        disabled: false,
+        note: `Sample object sent by ${USER_AGENT}; not stored`,
+        tags: ['test'],
+      };
+      const r = await sendWebhook(base, { url: b.url, id: `test_${crypto.randomUUID()}`, objectType: 'asset', body: JSON.stringify(sample) }, policy);
+      return { success: r.outcome === 'success', status: r.httpStatus, responseTimeMs: r.responseTimeMs, receiptId: r.receiptId, error: r.outcome === 'success' ? null : r.error };
+    },
+  });
+}

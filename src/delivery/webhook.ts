@@ -1,0 +1,276 @@
+// The webhook channel (spec 5.2, 6.2-6.4; API.md section 9): one POST of exact bytes with the
+// Standard Webhooks headers, the customer's auth, no redirects, a hard timeout, the vetted address
+// dialled, and the response kept (body cut at 64 KiB). What a response means is decided in one
+// table, `classify`: the engine never guesses.
+import crypto from 'node:crypto';
+import http from 'node:http';
+import https from 'node:https';
+import { resolveVetted, vettedLookup, AddressRefused, type AddressPolicy } from './address.js';
+import type { IntegrationConfig } from './integrations.js';
+
+export const USER_AGENT = 'asset-tracking-service/0.1 (+webhook)';
+export const MAX_STORED_BODY = 64 * 1024;
+const MAX_READ_BODY = 1024 * 1024;
+
+export type Outcome = 'success' | 'retry' | 'fail' | 'pause';
+
+/** Spec 6.4 and API.md 9: what each answer means. */
+export function classify(status: number | undefined, networkError: boolean, refused = false): Outcome {
+  if (refused) return 'fail'; // the address rules refuse the endpoint: retrying cannot help
+  if (networkError || status === undefined) return 'retry'; // timeouts, resets, DNS failures
+  if (status >= 200 && status < 300) return 'success';
+  if (status === 429) return 'pause';
+  if (status >= 500) return 'retry';
+  return 'fail'; // 1xx, 3xx (redirects are not followed) and 4xx other than 429
+}
+
+export interface SendResult {
+  outcome: Outcome;
+  httpStatus: number | null;
+  responseTimeMs: number;
+  receiptId: string | null;
+  error: string | null;
+  responseHeaders: Record<string, string> | null;
+  responseBody: string | null;
+  responseBodyBytes: number | null;
+  truncated: boolean;
+  retryAfterSeconds: number | null;
+}
+
+/** Retry-After as seconds or an HTTP date, clamped to 1 s .. 1 h; 60 s when absent or unreadable. */
+export function retryAfterSeconds(header: string | undefined, now = Date.now()): number {
+  let s = NaN;
+  if (header !== undefined) {
+    if (/^\s*\d+(\.\d+)?\s*$/.test(header)) s = Number(header);
+    else {
+      const at = Date.parse(header);
+      if (!Number.isNaN(at)) s = (at - now) / 1000;
+    }
+  }
+  if (Number.isNaN(s)) s = 60;
+  return Math.min(3600, Math.max(1, s));
+}
+
+/** Standard Webhooks signature over the exact body bytes: v1,base64(HMAC-SHA256(key, id.ts.body)). */
+export function sign(secret: string, id: string, timestamp: number, body: string): string {
+  const key = Buffer.from(secret.replace(/^whsec_/, ''), 'base64');
+  return 'v1,' + crypto.createHmac('sha256', key).update(`${id}.${timestamp}.${body}`).digest('base64');
+}
+
+/** Puts the event id at a dotted path, creating objects on the way (spec 6.3). */
+export function injectEventId(obj: Record<string, unknown>, eventId: string, path: string | null): Record<string, unknown> {
+  const parts = (path ?? 'eventId').split('.');
+  const out = structuredClone(obj);
+  let cur: Record<string, unknown> = out;
+  for (const p of parts.slice(0, -1)) {
+    const next = cur[p];
+    if (!next || typeof next !== 'object' || Array.isArray(next)) cur[p] = {};
+    cur = cur[p] as Record<string, unknown>;
+  }
+  cur[parts[parts.length - 1]!] = eventId;
+  return out;
+}
+
+// OAuth 2.0 client credentials: tokens cached per integration until shortly before they expire.
+const oauthCache = new Map<string, { token: string; until: number }>();
+const oauthPending = new Map<string, Promise<string>>(); // one fetch at a time per client
+
+async function oauthToken(cfg: IntegrationConfig, policy: AddressPolicy): Promise<string> {
+  const auth = cfg.webhook.auth;
+  if (!auth || auth.type !== 'oauth2') throw new Error('not an oauth2 integration');
+  if ('token' in auth) return auth.token;
+  const key = `${cfg.id}:${auth.tokenUrl}:${auth.clientId}`;
+  const hit = oauthCache.get(key);
+  if (hit && hit.until > Date.now()) return hit.token;
+  let pending = oauthPending.get(key);
+  if (!pending) {
+    pending = fetchOauthToken(cfg, auth, key, policy).finally(() => oauthPending.delete(key));
+    oauthPending.set(key, pending);
+  }
+  return pending;
+}
+
+async function fetchOauthToken(
+  cfg: IntegrationConfig,
+  auth: { tokenUrl: string; clientId: string; clientSecret: string; scope?: string },
+  key: string,
+  policy: AddressPolicy,
+): Promise<string> {
+  const form = new URLSearchParams({ grant_type: 'client_credentials', ...(auth.scope ? { scope: auth.scope } : {}) }).toString();
+  const res = await request(auth.tokenUrl, form, {
+    'content-type': 'application/x-www-form-urlencoded',
+    authorization: 'Basic ' + Buffer.from(`${encodeURIComponent(auth.clientId)}:${encodeURIComponent(auth.clientSecret)}`).toString('base64'),
+  }, cfg.webhook.timeoutMs, policy);
+  if (res.status === undefined || res.status < 200 || res.status >= 300) {
+    throw new Error(`token endpoint answered ${res.status ?? res.error}: ${(res.body ?? '').slice(0, 200)}`);
+  }
+  const body = JSON.parse(res.body ?? '{}') as { access_token?: string; expires_in?: number };
+  if (!body.access_token) throw new Error('token endpoint gave no access_token');
+  const life = Number(body.expires_in ?? 300);
+  oauthCache.set(key, { token: body.access_token, until: Date.now() + Math.max(0, life - 30) * 1000 });
+  return body.access_token;
+}
+
+async function authHeaders(cfg: IntegrationConfig, policy: AddressPolicy): Promise<Record<string, string>> {
+  const a = cfg.webhook.auth;
+  if (!a) return {};
+  switch (a.type) {
+    case 'apiKey':
+      return { authorization: `Bearer ${a.token}` };
+    case 'oauth2':
+      return { authorization: `Bearer ${await oauthToken(cfg, policy)}` };
+    case 'header':
+      return { [a.name.toLowerCase()]: a.value };
+    case 'basic':
+      return { authorization: 'Basic ' + Buffer.from(`${a.username}:${a.password}`).toString('base64') };
+  }
+}
+
+// Keep-alive connections, one pool per scheme and policy; new connections resolve through the
+// vetting lookup, and a kept connection stays on the address that was vetted when it opened.
+const agents = new WeakMap<AddressPolicy, { http: http.Agent; https: https.Agent }>();
+function agentFor(protocol: string, policy: AddressPolicy): http.Agent {
+  let a = agents.get(policy);
+  if (!a) {
+    const opts = { keepAlive: true, maxSockets: 256, lookup: vettedLookup(policy) } as http.AgentOptions;
+    a = { http: new http.Agent(opts), https: new https.Agent(opts as https.AgentOptions) };
+    agents.set(policy, a);
+  }
+  return protocol === 'https:' ? a.https : a.http;
+}
+
+export function closeAgents(policy: AddressPolicy): void {
+  const a = agents.get(policy);
+  a?.http.destroy();
+  a?.https.destroy();
+  agents.delete(policy);
+}
+
+interface RawResponse {
+  status?: number;
+  headers?: Record<string, string>;
+  body?: string;
+  bytes?: number;
+  truncated?: boolean;
+  error?: string;
+  refused?: boolean;
+  ms: number;
+}
+
+/** One POST: vetted address, hard timeout, no redirects, body read up to 1 MiB. */
+function request(url: string, body: string, headers: Record<string, string>, timeoutMs: number, policy: AddressPolicy): Promise<RawResponse> {
+  const started = performance.now();
+  const ms = () => Math.round(performance.now() - started);
+  return new Promise((resolve) => {
+    let u: URL;
+    try {
+      u = new URL(url);
+    } catch {
+      return resolve({ error: 'invalid URL', refused: true, ms: ms() });
+    }
+    if (u.protocol !== 'https:' && !(u.protocol === 'http:' && policy.allowHttp)) {
+      return resolve({ error: `${u.protocol} is not allowed`, refused: true, ms: ms() });
+    }
+    const host = u.hostname.replace(/^\[|\]$/g, '');
+    // IP literals are not looked up by node: vet them here; names are vetted by the lookup.
+    resolveVetted(host, policy).then(
+      () => {
+        const lib = u.protocol === 'https:' ? https : http;
+        let done = false;
+        const finish = (r: RawResponse) => {
+          if (done) return;
+          done = true;
+          clearTimeout(timer);
+          resolve(r);
+        };
+        const req = lib.request(
+          u,
+          {
+            method: 'POST',
+            headers: { ...headers, 'content-length': Buffer.byteLength(body) },
+            agent: agentFor(u.protocol, policy),
+          },
+          (res) => {
+            const chunks: Buffer[] = [];
+            let bytes = 0;
+            let kept = 0;
+            res.on('data', (c: Buffer) => {
+              bytes += c.length;
+              if (kept < MAX_STORED_BODY) {
+                chunks.push(c.subarray(0, MAX_STORED_BODY - kept));
+                kept += Math.min(c.length, MAX_STORED_BODY - kept);
+              }
+              if (bytes > MAX_READ_BODY) res.destroy(); // enough: we keep 64 KiB anyway
+            });
+            const end = () => {
+              const hdrs: Record<string, string> = {};
+              for (const [k, v] of Object.entries(res.headers)) if (v !== undefined) hdrs[k] = Array.isArray(v) ? v.join(', ') : v;
+              finish({ status: res.statusCode, headers: hdrs, body: Buffer.concat(chunks).toString('utf8'), bytes, truncated: bytes > kept, ms: ms() });
+            };
+            res.on('end', end);
+            res.on('close', end);
+            res.on('error', end);
+          },
+        );
+        const timer = setTimeout(() => {
+          req.destroy(new Error(`timed out after ${timeoutMs} ms`));
+        }, timeoutMs);
+        req.on('error', (e: NodeJS.ErrnoException) =>
+          finish({ error: e.message || e.code || 'network error', refused: e.code === 'ADDRESS_REFUSED' || e instanceof AddressRefused, ms: ms() }),
+        );
+        req.end(body);
+      },
+      (e: Error) => resolve({ error: e.message, refused: e instanceof AddressRefused, ms: ms() }),
+    );
+  });
+}
+
+export interface WebhookMessage {
+  url: string;
+  id: string; // webhook-id: the event id (single) or the batch id (batch)
+  objectType: string;
+  body: string;
+}
+
+export async function sendWebhook(cfg: IntegrationConfig, msg: WebhookMessage, policy: AddressPolicy): Promise<SendResult> {
+  const timestamp = Math.floor(Date.now() / 1000);
+  let headers: Record<string, string>;
+  try {
+    headers = {
+      'content-type': 'application/json',
+      'user-agent': USER_AGENT,
+      'webhook-object-type': msg.objectType,
+      'webhook-schema-version': '1',
+      'webhook-id': msg.id,
+      'webhook-timestamp': String(timestamp),
+      ...(cfg.webhook.signingSecret ? { 'webhook-signature': sign(cfg.webhook.signingSecret, msg.id, timestamp, msg.body) } : {}),
+      ...(await authHeaders(cfg, policy)),
+    };
+  } catch (e) {
+    // Could not get an OAuth token: retry later, like a network error.
+    return { outcome: 'retry', httpStatus: null, responseTimeMs: 0, receiptId: null, error: `auth: ${(e as Error).message}`, responseHeaders: null, responseBody: null, responseBodyBytes: null, truncated: false, retryAfterSeconds: null };
+  }
+  const r = await request(msg.url, msg.body, headers, cfg.webhook.timeoutMs, policy);
+  const outcome = classify(r.status, r.error !== undefined, r.refused);
+  let receiptId: string | null = null;
+  if (outcome === 'success' && r.body) {
+    try {
+      const parsed = JSON.parse(r.body) as { success?: unknown; id?: unknown };
+      if (parsed && typeof parsed === 'object' && (typeof parsed.id === 'string' || typeof parsed.id === 'number')) receiptId = String(parsed.id).slice(0, 255);
+    } catch {
+      /* a body is optional, and need not be JSON */
+    }
+  }
+  return {
+    outcome,
+    httpStatus: r.status ?? null,
+    responseTimeMs: r.ms,
+    receiptId,
+    error: r.error ?? (outcome === 'success' ? null : `HTTP ${r.status}`),
+    responseHeaders: r.headers ?? null,
+    responseBody: r.body ?? null,
+    responseBodyBytes: r.bytes ?? null,
+    truncated: r.truncated ?? false,
+    retryAfterSeconds: outcome === 'pause' ? retryAfterSeconds(r.headers?.['retry-after']) : null,
+  };
+}

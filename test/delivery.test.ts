@@ -1,0 +1,315 @@
+// Webhook push (spec 4.3, 5.2, 6.1-6.4, 6.7; API.md section 9) against a real local receiver: the
+// delivery rules of 6.4 row by row, single and batch bodies, every auth method, Standard Webhooks
+// signatures (verified with the npm `standardwebhooks` package), event-id injection, per-webhook
+// rate and concurrency limits measured by the receiver, redirects not followed, address refusals,
+// redelivery, the result stream and the test endpoint.
+import assert from 'node:assert/strict';
+import crypto from 'node:crypto';
+import { after, test } from 'node:test';
+import { Webhook } from 'standardwebhooks';
+import { isAllowedAddress, addressPolicy, embeddedIpv4 } from '../src/delivery/address.js';
+import { classify, retryAfterSeconds } from '../src/delivery/webhook.js';
+import { retryDelaySeconds } from '../src/delivery/engine.js';
+import { ownerWithKey, startApp, type TestApp } from './helpers.js';
+import { Receiver } from './receiver.js';
+
+const SECRET = 'whsec_' + crypto.randomBytes(24).toString('base64');
+const ta: TestApp = await startApp(undefined, { PUSH_ALLOW_HTTP: 'true', PUSH_ALLOWED_NETWORKS: '127.0.0.0/8', DELIVERY_POLL_MS: '100', RATE_LIMIT_MAX: '100000' });
+const rx = await new Receiver().start();
+after(() => rx.close());
+
+let n = 0;
+async function fleet(integration: Record<string, unknown>) {
+  const name = `fleet-${++n}`;
+  const o = await ownerWithKey(ta, name);
+  const asset = await ta.call('POST', '/api/v1/assets', { token: o.key, body: { name: 'A1' } });
+  const path = `/hook-${n}`;
+  const body = { name: `int-${n}`, channel: 'webhook', ownerIds: [o.ownerId], objectTypes: ['location'], destination: rx.url + path, retry: { scheduleSeconds: [0.2] }, ...integration };
+  const r = await ta.call('POST', '/api/v1/integrations', { token: ta.adminToken, body });
+  assert.equal(r.status, 201, r.raw);
+  return { ...o, assetId: asset.body.id as string, integrationId: r.body.id as string, path, integration: r.body };
+}
+
+async function store(key: string, assetId: string, count: number) {
+  const items = Array.from({ length: count }, (_, i) => ({ assetId, latitude: i % 90, longitude: 1, whenCreated: new Date(Date.now() - 60_000 + i).toISOString() }));
+  const r = await ta.call('POST', '/api/v1/locations', { token: key, body: items });
+  assert.equal(r.status, 201, r.raw);
+  return r.body as { id: string }[];
+}
+
+async function deliveries(integrationId: string) {
+  const r = await ta.call('GET', `/api/v1/integrations/${integrationId}/deliveries?limit=1000`, { token: ta.adminToken });
+  assert.equal(r.status, 200, r.raw);
+  return r.body as any[];
+}
+
+async function until(integrationId: string, cond: (d: any[]) => boolean, ms = 15_000) {
+  const end = Date.now() + ms;
+  for (;;) {
+    const d = await deliveries(integrationId);
+    if (cond(d)) return d;
+    if (Date.now() > end) throw new Error(`deliveries did not settle: ${JSON.stringify(d.map((x) => [x.status, x.attempts]))}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+test('single mode: one signed POST per record, stored status, time and receipt id; secrets never returned', async () => {
+  const f = await fleet({ webhook: { signingSecret: SECRET, auth: { type: 'apiKey', token: 'cust-key-1' } } });
+  assert.equal(f.integration.webhook.signingSecretSet, true);
+  assert.deepEqual(f.integration.webhook.auth, { type: 'apiKey' });
+  assert.ok(!JSON.stringify(f.integration).includes('cust-key-1'));
+  const stored = await store(f.key, f.assetId, 3);
+  const done = await until(f.integrationId, (d) => d.length === 3 && d.every((x) => x.status === 'SUCCEEDED'));
+  const got = rx.for(f.path);
+  assert.equal(got.length, 3);
+  const wh = new Webhook(SECRET);
+  for (const r of got) {
+    const payload = wh.verify(r.body, { 'webhook-id': r.headers['webhook-id'] as string, 'webhook-timestamp': r.headers['webhook-timestamp'] as string, 'webhook-signature': r.headers['webhook-signature'] as string }) as any;
+    assert.equal(r.headers['content-type'], 'application/json');
+    assert.equal(r.headers['webhook-object-type'], 'location');
+    assert.equal(r.headers['webhook-schema-version'], '1');
+    assert.equal(r.headers.authorization, 'Bearer cust-key-1');
+    assert.match(String(r.headers['user-agent']), /asset-tracking-service/);
+    assert.ok(!Array.isArray(payload), 'one object, no wrapper');
+    assert.ok(stored.some((s) => Number(s.id) === payload.id));
+    assert.ok(done.some((d) => d.eventId === r.headers['webhook-id']), 'webhook-id is the event id');
+  }
+  for (const d of done) {
+    assert.equal(d.attempts, 1);
+    assert.match(d.receiptId, /^rcpt-\d$/);
+    assert.equal(d.attemptsLog.length, 1);
+    assert.equal(d.attemptsLog[0].success, true);
+    assert.equal(d.attemptsLog[0].httpStatus, 200);
+    assert.ok(d.attemptsLog[0].responseTimeMs >= 0);
+  }
+  // A tampered body fails verification.
+  assert.throws(() => wh.verify(got[0]!.body + ' ', { 'webhook-id': got[0]!.headers['webhook-id'] as string, 'webhook-timestamp': got[0]!.headers['webhook-timestamp'] as string, 'webhook-signature': got[0]!.headers['webhook-signature'] as string }));
+});
+
+test('5xx and timeouts are retried until success; 4xx and 3xx fail at once with the response stored; redirects are not followed', async () => {
+  const retry = await fleet({ webhook: { timeoutMs: 300 } });
+  rx.on(retry.path, (_r, k) => (k === 1 ? { status: 503, body: 'busy' } : k === 2 ? { status: 200, delayMs: 600 } : { status: 200, body: '{"success":true,"id":"ok-3"}' }));
+  await store(retry.key, retry.assetId, 1);
+  const [d] = await until(retry.integrationId, (x) => x[0]?.status === 'SUCCEEDED');
+  assert.equal(d.attempts, 3);
+  assert.deepEqual(d.attemptsLog.map((a: any) => [a.success, a.httpStatus]), [[false, 503], [false, null], [true, 200]]);
+  assert.equal(d.attemptsLog[0].responseBody, 'busy');
+  assert.match(d.attemptsLog[1].error, /timed out/);
+  assert.equal(d.receiptId, 'ok-3');
+
+  const gone = await fleet({});
+  rx.on(gone.path, () => ({ status: 404, headers: { 'x-why': 'nope' }, body: '{"error":"unknown endpoint"}' }));
+  rx.on(`${gone.path}-target`, () => ({ status: 200 }));
+  await store(gone.key, gone.assetId, 1);
+  const [g] = await until(gone.integrationId, (x) => x[0]?.status === 'FAILED');
+  assert.equal(g.attempts, 1);
+  assert.equal(g.attemptsLog[0].httpStatus, 404);
+  assert.equal(g.attemptsLog[0].responseHeaders['x-why'], 'nope');
+  assert.equal(g.attemptsLog[0].responseBody, '{"error":"unknown endpoint"}');
+
+  const moved = await fleet({});
+  rx.on(moved.path, () => ({ status: 302, headers: { location: `${rx.url}${moved.path}-target` } }));
+  await store(moved.key, moved.assetId, 1);
+  const [m] = await until(moved.integrationId, (x) => x[0]?.status === 'FAILED');
+  assert.equal(m.attemptsLog[0].httpStatus, 302);
+  await new Promise((r) => setTimeout(r, 300));
+  assert.equal(rx.for(`${moved.path}-target`).length, 0, 'the redirect was not followed');
+  assert.equal(rx.for(moved.path).length, 1, 'no further attempts');
+});
+
+test('429 pauses the whole integration for Retry-After without using up an attempt', async () => {
+  const f = await fleet({ retry: { scheduleSeconds: [0.1], maxAttempts: 1 } });
+  rx.on(f.path, (_r, k) => (k === 1 ? { status: 429, headers: { 'retry-after': '1' } } : { status: 200 }));
+  await store(f.key, f.assetId, 1);
+  const [d] = await until(f.integrationId, (x) => x[0]?.status === 'SUCCEEDED');
+  const times = rx.for(f.path).map((r) => r.at);
+  assert.equal(times.length, 2);
+  assert.ok(times[1]! - times[0]! >= 950, `paused ${times[1]! - times[0]!} ms`);
+  assert.equal(d.attempts, 1, 'the 429 did not use up the only attempt');
+  assert.deepEqual(d.attemptsLog.map((a: any) => a.httpStatus), [429, 200]);
+  // Unit: Retry-After as seconds or an HTTP date, clamped; 60 s when absent.
+  assert.equal(retryAfterSeconds('5'), 5);
+  assert.equal(retryAfterSeconds(undefined), 60);
+  assert.equal(retryAfterSeconds('0'), 1);
+  assert.equal(retryAfterSeconds('99999'), 3600);
+  const dated = retryAfterSeconds(new Date(Date.now() + 30_000).toUTCString());
+  assert.ok(dated > 28.9 && dated <= 30, String(dated));
+});
+
+test('the retry schedule ends in FAILED after maxAttempts, and redeliver sends it again', async () => {
+  const f = await fleet({ retry: { scheduleSeconds: [0.05, 0.1], maxAttempts: 3 } });
+  let healthy = false;
+  rx.on(f.path, () => (healthy ? { status: 200 } : { status: 500 }));
+  await store(f.key, f.assetId, 2);
+  const failed = await until(f.integrationId, (x) => x.length === 2 && x.every((d) => d.status === 'FAILED'));
+  assert.ok(failed.every((d) => d.attempts === 3 && d.attemptsLog.length === 3));
+  healthy = true;
+  const one = await ta.call('POST', `/api/v1/integrations/${f.integrationId}/deliveries/${failed[0].id}/redeliver`, { token: ta.adminToken });
+  assert.equal(one.status, 202);
+  await until(f.integrationId, (x) => x.filter((d) => d.status === 'SUCCEEDED').length === 1);
+  const all = await ta.call('POST', `/api/v1/integrations/${f.integrationId}/deliveries/redeliver`, {
+    token: ta.adminToken,
+    body: { from: new Date(Date.now() - 3600_000).toISOString(), to: new Date(Date.now() + 60_000).toISOString() },
+  });
+  assert.deepEqual(all.body, { count: 1 });
+  await until(f.integrationId, (x) => x.every((d) => d.status === 'SUCCEEDED'));
+  // Unit: the schedule's last step repeats, with +-20% jitter.
+  assert.equal(retryDelaySeconds([5, 30], 1, () => 0.5), 5);
+  assert.equal(retryDelaySeconds([5, 30], 7, () => 0.5), 30);
+  assert.ok(Math.abs(retryDelaySeconds([10], 1, () => 0) - 8) < 1e-9);
+  assert.ok(Math.abs(retryDelaySeconds([10], 1, () => 1) - 12) < 1e-9);
+  assert.deepEqual([classify(204, false), classify(429, false), classify(502, false), classify(410, false), classify(301, false), classify(undefined, true)], ['success', 'pause', 'retry', 'fail', 'fail', 'retry']);
+});
+
+test('batch mode: JSON arrays of one type, at most batchSize, retried with the same body and id; event ids injected at a nested path', async () => {
+  const f = await fleet({
+    objectTypes: ['location', 'sensordata'],
+    webhook: { mode: 'batch', batchSize: 4, injectEventId: true, injectEventIdPath: 'meta.trace.eventId', signingSecret: SECRET },
+  });
+  rx.on(f.path, (_r, k) => (k === 1 ? { status: 500 } : { status: 200 }));
+  await store(f.key, f.assetId, 10);
+  await ta.call('POST', '/api/v1/sensor-data', { token: f.key, body: [{ assetId: f.assetId, sensorId: 's', type: 'TEMPERATURE', value: 1 }] });
+  const done = await until(f.integrationId, (x) => x.length === 11 && x.every((d) => d.status === 'SUCCEEDED'));
+  const got = rx.for(f.path);
+  const first = got[0]!;
+  const retried = got.find((r, i) => i > 0 && r.headers['webhook-id'] === first.headers['webhook-id']);
+  assert.ok(retried, 'the failed batch was sent again with the same webhook-id');
+  assert.equal(retried!.body, first.body, 'and byte for byte the same body');
+  const wh = new Webhook(SECRET);
+  const seen = new Set<string>();
+  for (const r of got.filter((x) => x !== first)) {
+    const arr = wh.verify(r.body, { 'webhook-id': r.headers['webhook-id'] as string, 'webhook-timestamp': r.headers['webhook-timestamp'] as string, 'webhook-signature': r.headers['webhook-signature'] as string }) as any[];
+    assert.ok(Array.isArray(arr) && arr.length >= 1 && arr.length <= 4);
+    const type = r.headers['webhook-object-type'];
+    for (const o of arr) {
+      assert.equal(type === 'sensordata', 'sensorId' in o, 'one object type per batch');
+      assert.match(o.meta.trace.eventId, /^[0-9a-f-]{36}$/);
+      seen.add(o.meta.trace.eventId);
+    }
+  }
+  assert.equal(seen.size, 11);
+  assert.deepEqual([...seen].sort(), done.map((d) => d.eventId).sort());
+  assert.ok(done.every((d) => d.batchId));
+});
+
+test('auth methods: OAuth 2.0 static and client credentials (token fetched once and cached), custom header, basic', async () => {
+  let tokenCalls = 0;
+  rx.on('/oauth/token', (r) => {
+    tokenCalls++;
+    assert.equal(r.headers.authorization, 'Basic ' + Buffer.from('cid:csecret').toString('base64'));
+    assert.match(r.body, /grant_type=client_credentials/);
+    return { status: 200, body: JSON.stringify({ access_token: 'fetched-token', expires_in: 3600, token_type: 'Bearer' }) };
+  });
+  const cases = [
+    [{ type: 'oauth2', token: 'static-oauth' }, (h: any) => h.authorization === 'Bearer static-oauth'],
+    [{ type: 'oauth2', tokenUrl: `${rx.url}/oauth/token`, clientId: 'cid', clientSecret: 'csecret', scope: 'push' }, (h: any) => h.authorization === 'Bearer fetched-token'],
+    [{ type: 'header', name: 'X-Api-Token', value: 'hdr-secret' }, (h: any) => h['x-api-token'] === 'hdr-secret'],
+    [{ type: 'basic', username: 'u', password: 'p w' }, (h: any) => h.authorization === 'Basic ' + Buffer.from('u:p w').toString('base64')],
+  ] as const;
+  for (const [auth, check] of cases) {
+    const f = await fleet({ webhook: { auth } });
+    await store(f.key, f.assetId, 2);
+    await until(f.integrationId, (x) => x.length === 2 && x.every((d) => d.status === 'SUCCEEDED'));
+    for (const r of rx.for(f.path)) assert.ok(check(r.headers), `${auth.type}: ${JSON.stringify(r.headers)}`);
+    const got = await ta.call('GET', `/api/v1/integrations/${f.integrationId}`, { token: ta.adminToken });
+    assert.ok(!/secret|static-oauth|p w/.test(JSON.stringify(got.body.webhook.auth)), 'write-only');
+  }
+  assert.equal(tokenCalls, 1, 'the client-credentials token is cached');
+});
+
+test('maxConcurrentRequests and maxItemsPerMinute hold, as the receiver measures them', async () => {
+  const conc = await fleet({ webhook: { maxConcurrentRequests: 2 } });
+  rx.maxInFlight = 0;
+  rx.on(conc.path, () => ({ status: 200, delayMs: 150 }));
+  await store(conc.key, conc.assetId, 10);
+  await until(conc.integrationId, (x) => x.length === 10 && x.every((d) => d.status === 'SUCCEEDED'));
+  assert.ok(rx.maxInFlight <= 2, `max in flight ${rx.maxInFlight}`);
+  assert.equal(rx.maxInFlight, 2);
+
+  const rate = await fleet({ webhook: { maxItemsPerMinute: 120 } }); // 2 per second
+  await store(rate.key, rate.assetId, 8);
+  await until(rate.integrationId, (x) => x.length === 8 && x.every((d) => d.status === 'SUCCEEDED'), 20_000);
+  const t = rx.for(rate.path).map((r) => r.at);
+  const span = t[t.length - 1]! - t[0]!;
+  // Capacity 2 then 118/60 per second: 8 items need at least (8 - 2) / 1.97 = 3 s.
+  assert.ok(span >= 2900, `8 items at 120/min took ${span} ms`);
+  for (let i = 0; i < t.length; i++) {
+    const inSecond = t.filter((x) => x >= t[i]! && x < t[i]! + 1000).length;
+    assert.ok(inSecond <= 4, `${inSecond} items within one second`);
+  }
+});
+
+test('addresses: http and private hosts refused at save time unless allowed; mapped, NAT64 and 6to4 forms recognised', async () => {
+  const strict = addressPolicy(false, []);
+  for (const ip of ['127.0.0.1', '10.1.2.3', '172.16.0.1', '192.168.1.1', '169.254.169.254', '100.64.0.1', '0.0.0.0', '::1', 'fe80::1', 'fd00:ec2::254', '::ffff:127.0.0.1', '::ffff:a9fe:a9fe', '64:ff9b::a00:1', '2002:c0a8:0101::1', '::127.0.0.1']) {
+    assert.equal(isAllowedAddress(ip, strict), false, ip);
+  }
+  for (const ip of ['93.184.216.34', '2606:4700::6810:85e5', '::ffff:93.184.216.34', '64:ff9b::5db8:d822']) assert.equal(isAllowedAddress(ip, strict), true, ip);
+  assert.equal(embeddedIpv4('2002:c0a8:0101::1'), '192.168.1.1');
+  assert.equal(isAllowedAddress('10.0.0.5', addressPolicy(false, ['10.0.0.0/8'])), true);
+
+  const o = await ownerWithKey(ta, `addr-${++n}`);
+  const bad = async (destination: string, env?: string) => {
+    const r = await ta.call('POST', '/api/v1/integrations', { token: ta.adminToken, body: { name: `bad-${++n}`, channel: 'webhook', ownerIds: [o.ownerId], destination } });
+    assert.equal(r.status, 400, `${destination}: ${r.raw}`);
+    assert.equal(r.body.field, '/destination', env);
+  };
+  await bad('http://169.254.169.254/latest/meta-data');
+  await bad('http://[::ffff:10.0.0.1]/hook');
+  await bad('http://10.0.0.1/hook');
+  await bad('ftp://example.com/hook');
+  await bad('http://user:pw@127.0.0.1/hook');
+  // The test endpoint applies the same rules at connect time.
+  const t = await ta.call('POST', '/api/v1/webhooks/test', { token: o.key, body: { url: 'http://192.168.0.10/hook' } });
+  assert.equal(t.status, 200);
+  assert.equal(t.body.success, false);
+  assert.match(t.body.error, /not a public address/);
+});
+
+test('webhook test endpoint (spec 4.3) sends one sample Asset now, with the integration\'s auth and signature', async () => {
+  const f = await fleet({ webhook: { signingSecret: SECRET, auth: { type: 'apiKey', token: 'k-test' } } });
+  rx.on('/probe', () => ({ status: 200, body: '{"success":true,"id":"probe-1"}' }));
+  const r = await ta.call('POST', '/api/v1/webhooks/test', { token: f.key, body: { url: `${rx.url}/probe`, integrationId: f.integrationId } });
+  assert.equal(r.status, 200, r.raw);
+  assert.equal(r.body.success, true);
+  assert.equal(r.body.status, 200);
+  assert.equal(r.body.receiptId, 'probe-1');
+  const got = rx.for('/probe').at(-1)!;
+  assert.match(String(got.headers['webhook-id']), /^test_/);
+  assert.equal(got.headers.authorization, 'Bearer k-test');
+  const asset = new Webhook(SECRET).verify(got.body, { 'webhook-id': got.headers['webhook-id'] as string, 'webhook-timestamp': got.headers['webhook-timestamp'] as string, 'webhook-signature': got.headers['webhook-signature'] as string }) as any;
+  assert.ok(asset.id && asset.name && asset.ownerId && asset.whenCreated);
+  const other = await ownerWithKey(ta, `other-${++n}`);
+  const hidden = await ta.call('POST', '/api/v1/webhooks/test', { token: other.key, body: { url: `${rx.url}/probe`, integrationId: f.integrationId } });
+  assert.equal(hidden.status, 404, 'another owner cannot borrow an integration\'s credentials');
+  const down = await ta.call('POST', '/api/v1/webhooks/test', { token: f.key, body: { url: 'http://127.0.0.1:1/nothing' } });
+  assert.equal(down.body.success, false);
+  assert.ok(down.body.error);
+});
+
+test('the result stream gives one line per attempt for the channel, as NDJSON and as SSE', async () => {
+  const f = await fleet({});
+  await store(f.key, f.assetId, 2);
+  await until(f.integrationId, (x) => x.length === 2 && x.every((d) => d.status === 'SUCCEEDED'));
+  const res = await fetch(`${ta.url}/api/v1/deliveries/stream?channel=webhook`, { headers: { authorization: `Bearer ${ta.adminToken}` } });
+  assert.equal(res.status, 200);
+  assert.match(res.headers.get('content-type') ?? '', /ndjson/);
+  const lines = (await res.text()).trim().split('\n').map((l) => JSON.parse(l));
+  const mine = lines.filter((l) => l.integrationId === f.integrationId);
+  assert.equal(mine.length, 2);
+  assert.ok(mine.every((l) => l.channel === 'webhook' && l.objectType === 'location' && l.eventId && l.success === true));
+  const ac = new AbortController();
+  const sse = await fetch(`${ta.url}/api/v1/deliveries/stream?channel=webhook&since=${encodeURIComponent(new Date().toISOString())}`, {
+    headers: { authorization: `Bearer ${ta.adminToken}`, accept: 'text/event-stream' },
+    signal: ac.signal,
+  });
+  assert.match(sse.headers.get('content-type') ?? '', /event-stream/);
+  const reader = sse.body!.getReader();
+  await store(f.key, f.assetId, 1);
+  let text = '';
+  const end = Date.now() + 10_000;
+  while (!/data: /.test(text) && Date.now() < end) text += new TextDecoder().decode((await reader.read()).value);
+  ac.abort();
+  assert.match(text, /data: \{.*"integrationId":"[0-9a-f-]+"/);
+  assert.equal((await ta.call('GET', '/api/v1/deliveries/stream?channel=webhook', { token: f.key })).status, 403);
+});
