@@ -15,6 +15,8 @@ export interface Answer {
   headers?: Record<string, string>;
   body?: string;
   delayMs?: number;
+  /** Called only when the answer was handed to a sender still waiting for it. */
+  onSent?: () => void;
 }
 export type Responder = (r: Received, n: number) => Answer | Promise<Answer>;
 
@@ -64,6 +66,7 @@ export class Receiver {
     if (a.delayMs) await new Promise((x) => setTimeout(x, a.delayMs));
     this.inFlight--;
     if (res.destroyed) return;
+    if (a.onSent) res.once('finish', a.onSent);
     res.writeHead(a.status, { 'content-type': 'application/json', ...(a.headers ?? {}) });
     res.end(a.body ?? '');
   }

@@ -217,11 +217,12 @@ export class DeliveryEngine {
     let tokens = perMinute === null ? Infinity : Math.min(capacity, state.tokens + rate * state.elapsed);
     const lease = Math.max(this.s.leaseSeconds, w.timeoutMs / 1000 + 5);
     const jobs: Job[] = [];
-    const claimSql = (extra: string, limit: string) => `
+    // Leases due deliveries (a whole retry batch: every pending member, whatever its own due time).
+    const claimSql = (extra: string, limit: string, due = true) => `
       WITH c AS (
         UPDATE deliveries SET lease_until = now() + make_interval(secs => $2)
          WHERE id IN (SELECT id FROM deliveries
-                       WHERE integration_id = $1 AND status = 'PENDING' AND next_attempt_at <= now()
+                       WHERE integration_id = $1 AND status = 'PENDING' ${due ? 'AND next_attempt_at <= now()' : ''}
                          AND (lease_until IS NULL OR lease_until <= now()) ${extra}
                        ORDER BY next_attempt_at, id LIMIT ${limit} FOR UPDATE SKIP LOCKED)
         RETURNING id, attempts, first_attempt_at, event_id, object_type, outbox_id, batch_id)
@@ -241,19 +242,24 @@ export class DeliveryEngine {
     }
 
     // Batch mode. First the batches that failed before: retried whole, same body, same webhook-id.
+    // A batch is sent only when every pending member could be leased, so no part of it goes twice.
     const { rows: retryBatches } = await q.query<{ batch_id: string; n: number }>(
       `SELECT batch_id, count(*)::int AS n FROM deliveries
-        WHERE integration_id = $1 AND status = 'PENDING' AND batch_id IS NOT NULL AND next_attempt_at <= now()
-          AND (lease_until IS NULL OR lease_until <= now())
-        GROUP BY batch_id ORDER BY min(next_attempt_at) LIMIT $2`,
+        WHERE integration_id = $1 AND status = 'PENDING' AND batch_id IS NOT NULL
+        GROUP BY batch_id
+       HAVING min(next_attempt_at) <= now() AND bool_and(lease_until IS NULL OR lease_until <= now())
+        ORDER BY min(next_attempt_at) LIMIT $2`,
       [integrationId, requests],
     );
     for (const b of retryBatches) {
       if (b.n > tokens) break;
-      const { rows } = await q.query<Claimed>(claimSql('AND batch_id = $3', '1000'), [integrationId, lease, b.batch_id]);
-      if (!rows.length) continue;
+      const { rows } = await q.query<Claimed>(claimSql('AND batch_id = $3', '1000', false), [integrationId, lease, b.batch_id]);
       const { rows: body } = await q.query<{ body: string; object_type: ObjectType }>('SELECT body, object_type FROM delivery_batches WHERE id = $1', [b.batch_id]);
-      if (!body[0]) continue;
+      if (rows.length !== b.n || !body[0]) {
+        // Some member is busy elsewhere (or the batch changed): leave the whole batch for later.
+        if (rows.length) await q.query('UPDATE deliveries SET lease_until = NULL WHERE id = ANY($1::int8[])', [rows.map((r) => r.id)]);
+        continue;
+      }
       jobs.push({ integration: cfg, deliveries: rows, batchId: b.batch_id, body: body[0].body, objectType: body[0].object_type, webhookId: b.batch_id });
       tokens -= rows.length;
       requests--;
@@ -337,6 +343,8 @@ export class DeliveryEngine {
     const pauses = new Map<string, number>();
     for (const { job, result, at } of batch) {
       const cfg = job.integration;
+      // One retry time per request, so the members of a batch stay together.
+      const jitter = Math.random();
       if (result.outcome === 'pause') pauses.set(cfg.id, Math.max(pauses.get(cfg.id) ?? 0, result.retryAfterSeconds ?? 60));
       for (const d of job.deliveries) {
         const made = d.attempts + (result.outcome === 'pause' ? 0 : 1);
@@ -348,7 +356,7 @@ export class DeliveryEngine {
         else if (result.outcome === 'pause') next = new Date(at.getTime() + (result.retryAfterSeconds ?? 60) * 1000);
         else {
           const deadline = first.getTime() + cfg.retry.deadlineHours * 3600_000;
-          next = new Date(at.getTime() + retryDelaySeconds(cfg.retry.scheduleSeconds, made) * 1000);
+          next = new Date(at.getTime() + retryDelaySeconds(cfg.retry.scheduleSeconds, made, () => jitter) * 1000);
           if (made >= cfg.retry.maxAttempts || next.getTime() > deadline) {
             status = 'FAILED';
             next = null;
