@@ -67,6 +67,8 @@ export class DeliveryEngine {
   private readonly onWake = () => this.wake();
   private sweepTimer?: NodeJS.Timeout;
   readonly workerId = crypto.randomUUID();
+  /** Requests this process has sent (for /metrics and tests). */
+  requestsSent = 0;
 
   constructor(
     private readonly db: Db,
@@ -306,6 +308,7 @@ export class DeliveryEngine {
   }
 
   private startJob(job: Job): void {
+    this.requestsSent++;
     const url = job.integration.destinations[job.objectType] ?? job.integration.destination;
     const p = sendWebhook(job.integration, { url, id: job.webhookId, objectType: job.objectType, body: job.body }, this.policy)
       .then((result) => {
