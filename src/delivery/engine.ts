@@ -211,7 +211,7 @@ export class DeliveryEngine {
     if (state.paused) return [];
     const { rows: fl } = await q.query<{ n: number }>(
       `SELECT count(DISTINCT COALESCE(batch_id::text, id::text))::int AS n FROM deliveries
-        WHERE integration_id = $1 AND status = 'PENDING' AND lease_until > now()`,
+        WHERE integration_id = $1 AND status = 'PENDING' AND lease_until IS NOT NULL AND lease_until > now()`,
       [integrationId],
     );
     let requests = Math.min(budget, w.maxConcurrentRequests - fl[0]!.n);
@@ -326,8 +326,11 @@ export class DeliveryEngine {
   private scheduleFlush(): void {
     if (this.flushing) return;
     this.flushing = (async () => {
-      await new Promise((r) => setTimeout(r, 10)); // gather completions that land together
-      while (this.completions.length) await this.flush();
+      await new Promise((r) => setTimeout(r, 3)); // gather completions that land together
+      while (this.completions.length) {
+        await this.flush();
+        this.wake(); // written results free their integration's request slots: claim again
+      }
     })().finally(() => {
       this.flushing = undefined;
       if (this.completions.length) this.scheduleFlush();
