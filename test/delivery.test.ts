@@ -311,7 +311,13 @@ test('the result stream gives one line per attempt for the channel, as NDJSON an
   while (!/data: /.test(text) && Date.now() < end) text += new TextDecoder().decode((await reader.read()).value);
   ac.abort();
   assert.match(text, /data: \{.*"integrationId":"[0-9a-f-]+"/);
-  assert.equal((await ta.call('GET', '/api/v1/deliveries/stream?channel=webhook', { token: f.key })).status, 403);
+  // A non-admin sees the results of integrations scoped to its own owners only.
+  const own = await fetch(`${ta.url}/api/v1/deliveries/stream?channel=webhook`, { headers: { authorization: `Bearer ${f.key}` } });
+  const ownLines = (await own.text()).trim().split('\n').filter(Boolean).map((l) => JSON.parse(l));
+  assert.ok(ownLines.length >= 2 && ownLines.every((l) => l.integrationId === f.integrationId));
+  const stranger = await ownerWithKey(ta, `stranger-${++n}`);
+  const none = await fetch(`${ta.url}/api/v1/deliveries/stream?channel=webhook`, { headers: { authorization: `Bearer ${stranger.key}` } });
+  assert.equal((await none.text()).trim(), '');
 });
 
 test('retention: succeeded deliveries go after 7 days, failed after 30, removed in bulk', async () => {

@@ -183,18 +183,24 @@ export async function historyRoutes(app: FastifyInstance, opts: { db: Db; secret
     since: Type.Optional(DateTime),
   });
   app.get('/deliveries/stream', {
-    config: admin,
-    schema: { tags, summary: 'Delivery results of a channel: NDJSON for a window (default the last 24 h), or SSE (Accept: text/event-stream) that keeps following', querystring: StreamQuery },
+    schema: {
+      tags,
+      summary:
+        'Delivery results of a channel: NDJSON for a window (default the last 24 h), or SSE (Accept: text/event-stream) that keeps following. An operator sees every integration; anyone else those whose owners it all sees',
+      querystring: StreamQuery,
+    },
     handler: async (req, reply) => {
       const q = req.query as Static<typeof StreamQuery>;
       const since = q.since ?? new Date(Date.now() - 86400_000).toISOString();
+      const visible = await req.tenancy.visibleOwners();
       const fetchFrom = async (afterId: string, fromTime: string, limit: number) =>
         (
           await db.query<any>(
             `SELECT a.*, d.event_id, d.object_type, i.channel FROM delivery_attempts a
                JOIN deliveries d ON d.id = a.delivery_id JOIN integrations i ON i.id = a.integration_id
-              WHERE i.channel = $1 AND a.when_attempted >= $2 AND a.id > $3 ORDER BY a.id LIMIT $4`,
-            [q.channel, fromTime, afterId, limit],
+              WHERE i.channel = $1 AND a.when_attempted >= $2 AND a.id > $3 AND ($5::uuid[] IS NULL OR i.owner_ids <@ $5::uuid[])
+              ORDER BY a.id LIMIT $4`,
+            [q.channel, fromTime, afterId, limit, visible === 'all' ? null : visible],
           )
         ).rows;
       const line = (a: any) => ({ ...attemptApi(a), integrationId: a.integration_id, channel: a.channel, eventId: a.event_id, objectType: a.object_type });
