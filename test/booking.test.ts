@@ -3,21 +3,11 @@
 // points and unique within the owner; ownerId defaults to the caller's; parents see their children's.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { ownerWithKey, startApp, type Res, type TestApp } from './helpers.js';
+import { ownerWithKey, startApp, type Res, type TestApp, ok, bad } from './helpers.js';
 
 const ta = await startApp(undefined, { RATE_LIMIT_MAX: '100000', RATE_LIMIT_CONCURRENT: '1000' });
 const TYPE = 'MAERSK_V1';
 
-function ok(r: Res, status: number, what = ''): any {
-  assert.equal(r.status, status, `${what}: expected ${status}, got ${r.status} ${r.raw.slice(0, 500)}`);
-  return r.body;
-}
-function bad(r: Res, status: number, field: string | undefined, what = '') {
-  assert.equal(r.status, status, `${what}: expected ${status}, got ${r.status} ${r.raw.slice(0, 500)}`);
-  assert.equal(typeof r.body?.error, 'string', `${what}: error member`);
-  assert.equal(typeof r.body?.message, 'string', `${what}: message member`);
-  if (field !== undefined) assert.equal(r.body.field, field, `${what}: field (${r.raw.slice(0, 500)})`);
-}
 
 let n = 0;
 async function tenant(app: TestApp, label: string, opts: { parentId?: string; scopes?: ('read' | 'write')[] } = {}) {

@@ -3,20 +3,10 @@
 // open command reads EXPIRED; every other move is a 409.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { ownerWithKey, startApp, type Res } from './helpers.js';
+import { ownerWithKey, startApp, type Res, ok, bad } from './helpers.js';
 
 const ta = await startApp(undefined, { RATE_LIMIT_MAX: '100000', RATE_LIMIT_CONCURRENT: '1000' });
 
-function ok(r: Res, status: number, what = ''): any {
-  assert.equal(r.status, status, `${what}: expected ${status}, got ${r.status} ${r.raw}`);
-  return r.body;
-}
-function bad(r: Res, status: number, field: string | undefined, what = '') {
-  assert.equal(r.status, status, `${what}: expected ${status}, got ${r.status} ${r.raw}`);
-  assert.equal(typeof r.body?.error, 'string', `${what}: error member`);
-  assert.equal(typeof r.body?.message, 'string', `${what}: message member`);
-  if (field !== undefined) assert.equal(r.body.field, field, `${what}: field (${r.raw})`);
-}
 
 let n = 0;
 async function tenant(label: string, opts: { parentId?: string } = {}) {

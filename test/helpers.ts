@@ -6,6 +6,7 @@ import crypto from 'node:crypto';
 import net, { type AddressInfo } from 'node:net';
 import { after, type TestContext } from 'node:test';
 import pg from 'pg';
+import assert from 'node:assert/strict';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../src/app.js';
 import { loadConfig, type Config } from '../src/config.js';
@@ -171,4 +172,18 @@ export async function ownerWithKey(
   });
   if (k.status !== 201) throw new Error(`key create failed: ${k.status} ${k.raw}`);
   return { ownerId: o.body.id, key: k.body.key };
+}
+
+/** Asserts a status and returns the body. */
+export function ok(r: Res, status: number, what = ''): any {
+  assert.equal(r.status, status, `${what}: expected ${status}, got ${r.status} ${r.raw.slice(0, 500)}`);
+  return r.body;
+}
+
+/** Asserts an error status in the envelope, and the offending field when given. */
+export function bad(r: Res, status: number, field: string | undefined, what = ''): void {
+  assert.equal(r.status, status, `${what}: expected ${status}, got ${r.status} ${r.raw.slice(0, 500)}`);
+  assert.equal(typeof r.body?.error, 'string', `${what}: error member`);
+  assert.equal(typeof r.body?.message, 'string', `${what}: message member`);
+  if (field !== undefined) assert.equal(r.body.field, field, `${what}: field (${r.raw.slice(0, 500)})`);
 }

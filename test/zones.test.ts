@@ -3,7 +3,7 @@
 // newer than the asset's latest that enters or leaves a zone creates an INFO event; late ones never do.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { ownerWithKey, startApp, type Res } from './helpers.js';
+import { ownerWithKey, startApp, type Res, ok, bad } from './helpers.js';
 
 // One service for the whole file (PGlite takes seconds to start); every test makes its own owners.
 const ta = await startApp(undefined, { RATE_LIMIT_MAX: '100000', RATE_LIMIT_CONCURRENT: '1000' });
@@ -14,16 +14,6 @@ const DEG = Math.PI / 180;
 const BASE = Math.floor(Date.now() / 1000) * 1000 - 3 * 86400_000;
 const at = (minutes: number) => new Date(BASE + minutes * 60_000).toISOString().replace(/\.\d{3}Z$/, 'Z');
 
-function ok(r: Res, status: number, what = ''): any {
-  assert.equal(r.status, status, `${what}: expected ${status}, got ${r.status} ${r.raw}`);
-  return r.body;
-}
-function bad(r: Res, status: number, field: string | undefined, what = '') {
-  assert.equal(r.status, status, `${what}: expected ${status}, got ${r.status} ${r.raw}`);
-  assert.equal(typeof r.body?.error, 'string', `${what}: error member`);
-  assert.equal(typeof r.body?.message, 'string', `${what}: message member`);
-  if (field !== undefined) assert.equal(r.body.field, field, `${what}: field (${r.raw})`);
-}
 
 let n = 0;
 async function tenant(label: string, opts: { parentId?: string } = {}) {

@@ -5,7 +5,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
 import type { Db, Queryable } from '../db/db.js';
 import { ApiError, notFound } from '../http/errors.js';
-import { cursorColumn, keyset, page, PageQuery } from '../http/paging.js';
+import { listPage, PageQuery } from '../http/paging.js';
 import { DateTime, IdParam, isUuid, iso, Nullable, Str, Uuid } from '../http/schemas.js';
 import type { Tenancy } from '../tenancy/tenancy.js';
 import { appendToOutbox, deliveryWakeups } from '../outbox/outbox.js';
@@ -105,18 +105,19 @@ export async function assetRoutes(app: FastifyInstance, { db }: { db: Db }): Pro
     schema: { tags, summary: 'List visible assets', querystring: AssetList, response: { 200: Type.Array(Asset) } },
     handler: async (req, reply) => {
       const query = req.query as Static<typeof AssetList>;
-      const params: unknown[] = [];
-      const where = [await req.tenancy.where('owner_id', params)];
-      if (query.name !== undefined) where.push(`name = $${params.push(query.name)}`);
-      if (query.ownerId !== undefined) where.push(`owner_id = $${params.push(query.ownerId)}::uuid`);
-      if (query.assetId?.length) where.push(`id = ANY($${params.push(query.assetId)}::uuid[])`);
-      const ks = keyset(query, params, { defaultOrder: 'asc', idType: 'uuid' });
-      const { rows } = await db.query<Row & { _cursor_ts: string }>(
-        `SELECT ${SELECT}, ${cursorColumn()} FROM assets WHERE ${[...where, ...ks.where].join(' AND ')}
-          ORDER BY ${ks.orderBy} LIMIT ${ks.fetch}`,
-        params,
-      );
-      return page(req, reply, ks, rows, req.server.publicUrl).map(toApi);
+      const rows = await listPage<Row>(db, req, reply, {
+        select: SELECT,
+        from: 'assets',
+        ownerColumn: 'owner_id',
+        defaultOrder: 'asc',
+        idType: 'uuid',
+        filters: (params, where) => {
+          if (query.name !== undefined) where.push(`name = $${params.push(query.name)}`);
+          if (query.ownerId !== undefined) where.push(`owner_id = $${params.push(query.ownerId)}::uuid`);
+          if (query.assetId?.length) where.push(`id = ANY($${params.push(query.assetId)}::uuid[])`);
+        },
+      });
+      return rows.map(toApi);
     },
   });
 

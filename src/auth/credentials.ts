@@ -2,12 +2,12 @@
 // response, and kept only as digests (API keys, client secrets) or scrypt hashes (passwords).
 // A non-admin creates API keys only for owners it sees, with scopes no wider than its own.
 import crypto from 'node:crypto';
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
 import type { Db, Queryable } from '../db/db.js';
 import { ApiError, forbidden, notFound } from '../http/errors.js';
 import { API_KEY_PREFIX } from '../http/guard.js';
-import { cursorColumn, keyset, page, PageQuery } from '../http/paging.js';
+import { listPage, PageQuery } from '../http/paging.js';
 import { DateTime, IdParam, isUuid, iso, Nullable, ScopeSchema, Str, Uuid } from '../http/schemas.js';
 import { digest, hashPassword, randomSecret } from './crypto.js';
 import type { Scope } from './tokens.js';
@@ -20,21 +20,21 @@ const Grant = Type.Union([Type.Literal('password'), Type.Literal('refresh_token'
 async function listOwned<R>(
   db: Db,
   req: FastifyRequest,
-  reply: Parameters<typeof page>[1],
+  reply: FastifyReply,
   table: string,
   select: string,
   query: PageQuery & { ownerId?: string },
 ): Promise<R[]> {
-  const params: unknown[] = [];
-  const where = [await req.tenancy.where('owner_id', params)];
-  if (query.ownerId !== undefined) where.push(`owner_id = $${params.push(query.ownerId)}::uuid`);
-  const ks = keyset(query, params, { defaultOrder: 'asc', idType: 'uuid' });
-  const { rows } = await db.query<R & { id: string; _cursor_ts: string }>(
-    `SELECT ${select}, ${cursorColumn()} FROM ${table} WHERE ${[...where, ...ks.where].join(' AND ')}
-      ORDER BY ${ks.orderBy} LIMIT ${ks.fetch}`,
-    params,
-  );
-  return page(req, reply, ks, rows, req.server.publicUrl);
+  return listPage<R & { id: string }>(db, req, reply, {
+    select,
+    from: table,
+    ownerColumn: 'owner_id',
+    defaultOrder: 'asc',
+    idType: 'uuid',
+    filters: (params, where) => {
+      if (query.ownerId !== undefined) where.push(`owner_id = $${params.push(query.ownerId)}::uuid`);
+    },
+  });
 }
 
 const OwnedList = Type.Intersect([PageQuery, Type.Object({ ownerId: Type.Optional(Uuid) })]);

@@ -6,7 +6,7 @@ import { Type, type Static } from '@sinclair/typebox';
 import type { Config } from '../config.js';
 import type { Db, Queryable } from '../db/db.js';
 import { ApiError, badRequest, notFound } from '../http/errors.js';
-import { cursorColumn, keyset, page, PageQuery } from '../http/paging.js';
+import { listPage, PageQuery } from '../http/paging.js';
 import { DateTime, IdParam, iso, isUuid, Nullable, Str, Uuid } from '../http/schemas.js';
 import type { Tenancy } from '../tenancy/tenancy.js';
 
@@ -92,16 +92,18 @@ export async function bookingRoutes(app: FastifyInstance, { db, cfg }: { db: Db;
     schema: { tags, summary: 'List booking data', querystring: BookingList, response: { 200: Type.Array(Booking) } },
     handler: async (req, reply) => {
       const query = req.query as Static<typeof BookingList>;
-      const params: unknown[] = [];
-      const where = [await req.tenancy.where('owner_id', params)];
-      if (query.ownerId !== undefined) where.push(`owner_id = $${params.push(query.ownerId)}::uuid`);
-      if (query.name !== undefined) where.push(`name = $${params.push(query.name)}`);
-      const ks = keyset(query, params, { defaultOrder: 'asc', idType: 'uuid' });
-      const { rows } = await db.query<Row & { _cursor_ts: string }>(
-        `SELECT ${SELECT}, ${cursorColumn()} FROM booking_data WHERE ${[...where, ...ks.where].join(' AND ')} ORDER BY ${ks.orderBy} LIMIT ${ks.fetch}`,
-        params,
-      );
-      return page(req, reply, ks, rows, req.server.publicUrl).map(toApi);
+      const rows = await listPage<Row>(db, req, reply, {
+        select: SELECT,
+        from: 'booking_data',
+        ownerColumn: 'owner_id',
+        defaultOrder: 'asc',
+        idType: 'uuid',
+        filters: (params, where) => {
+          if (query.ownerId !== undefined) where.push(`owner_id = $${params.push(query.ownerId)}::uuid`);
+          if (query.name !== undefined) where.push(`name = $${params.push(query.name)}`);
+        },
+      });
+      return rows.map(toApi);
     },
   });
 

@@ -8,7 +8,7 @@ import { Type, type Static } from '@sinclair/typebox';
 import type { Config } from '../config.js';
 import type { Db, Queryable } from '../db/db.js';
 import { ApiError, badRequest, conflict, notFound } from '../http/errors.js';
-import { cursorColumn, keyset, page, PageQuery } from '../http/paging.js';
+import { listPage, PageQuery } from '../http/paging.js';
 import { DateTime, IdParam, iso, isInt8Id, Str, Uuid } from '../http/schemas.js';
 import type { Tenancy } from '../tenancy/tenancy.js';
 
@@ -121,22 +121,24 @@ export async function commandRoutes(app: FastifyInstance, { db }: { db: Db; cfg:
     schema: { tags, summary: 'List commands (device side: status=PENDING), newest first by default', querystring: CommandList, response: { 200: Type.Array(Command) } },
     handler: async (req, reply) => {
       const query = req.query as Static<typeof CommandList>;
-      const params: unknown[] = [];
-      const where = [await req.tenancy.where('owner_id', params)];
-      if (query.assetId?.length) where.push(`asset_id = ANY($${params.push(query.assetId)}::uuid[])`);
-      if (query.ownerId !== undefined) where.push(`owner_id = $${params.push(query.ownerId)}::uuid`);
-      if (query.type !== undefined) where.push(`type = $${params.push(query.type)}`);
-      if (query.status === 'EXPIRED') where.push(`status IN ('PENDING', 'SENT') AND expires_at <= now()`);
-      else if (query.status !== undefined) {
-        where.push(`status = $${params.push(query.status)}`);
-        if (OPEN.includes(query.status)) where.push('expires_at > now()');
-      }
-      const ks = keyset(query, params, { defaultOrder: 'desc', idType: 'int8' });
-      const { rows } = await db.query<Row & { _cursor_ts: string }>(
-        `SELECT ${SELECT}, ${cursorColumn()} FROM commands WHERE ${[...where, ...ks.where].join(' AND ')} ORDER BY ${ks.orderBy} LIMIT ${ks.fetch}`,
-        params,
-      );
-      return page(req, reply, ks, rows, req.server.publicUrl).map(toApi);
+      const rows = await listPage<Row>(db, req, reply, {
+        select: SELECT,
+        from: 'commands',
+        ownerColumn: 'owner_id',
+        defaultOrder: 'desc',
+        idType: 'int8',
+        filters: (params, where) => {
+          if (query.assetId?.length) where.push(`asset_id = ANY($${params.push(query.assetId)}::uuid[])`);
+          if (query.ownerId !== undefined) where.push(`owner_id = $${params.push(query.ownerId)}::uuid`);
+          if (query.type !== undefined) where.push(`type = $${params.push(query.type)}`);
+          if (query.status === 'EXPIRED') where.push(`status IN ('PENDING', 'SENT') AND expires_at <= now()`);
+          else if (query.status !== undefined) {
+            where.push(`status = $${params.push(query.status)}`);
+            if (OPEN.includes(query.status)) where.push('expires_at > now()');
+          }
+        },
+      });
+      return rows.map(toApi);
     },
   });
 

@@ -6,7 +6,7 @@ import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
 import type { Db } from '../db/db.js';
 import { ApiError, badRequest, notFound } from '../http/errors.js';
-import { cursorColumn, keyset, page, PageQuery } from '../http/paging.js';
+import { listPage, PageQuery } from '../http/paging.js';
 import { DateTime, iso, isInt8Id, isUuid, Nullable, Uuid } from '../http/schemas.js';
 import { deliveryWakeups } from '../outbox/outbox.js';
 import type { AddressPolicy } from './address.js';
@@ -101,17 +101,20 @@ export async function historyRoutes(app: FastifyInstance, opts: { db: Db; secret
       const id = (req.params as { id: string }).id;
       await checkIntegration(id);
       const query = req.query as Static<typeof List>;
-      const params: unknown[] = [id];
-      const where = ['d.integration_id = $1'];
-      if (query.status) where.push(`d.status = $${params.push(query.status)}`);
-      if (query.eventId) where.push(`d.event_id = $${params.push(query.eventId)}::uuid`);
-      const ks = keyset(query, params, { defaultOrder: 'desc', idType: 'int8', timeColumn: 'd.when_created', idColumn: 'd.id' });
-      const { rows } = await db.query<any>(
-        `SELECT d.*, o.object_id, ${cursorColumn('d.when_created')} FROM deliveries d JOIN outbox o ON o.id = d.outbox_id
-          WHERE ${[...where, ...ks.where].join(' AND ')} ORDER BY ${ks.orderBy} LIMIT ${ks.fetch}`,
-        params,
-      );
-      const pageRows = page(req, reply, ks, rows, req.server.publicUrl);
+      const pageRows = await listPage<any>(db, req, reply, {
+        select: 'd.*, o.object_id',
+        from: 'deliveries d JOIN outbox o ON o.id = d.outbox_id',
+        ownerColumn: null, // operator only
+        defaultOrder: 'desc',
+        idType: 'int8',
+        timeColumn: 'd.when_created',
+        idColumn: 'd.id',
+        filters: (params, where) => {
+          where.push(`d.integration_id = $${params.push(id)}::uuid`);
+          if (query.status) where.push(`d.status = $${params.push(query.status)}`);
+          if (query.eventId) where.push(`d.event_id = $${params.push(query.eventId)}::uuid`);
+        },
+      });
       const { rows: attempts } = await db.query<AttemptRow>(
         'SELECT * FROM delivery_attempts WHERE delivery_id = ANY($1::int8[]) ORDER BY delivery_id, attempt, id',
         [pageRows.map((r) => r.id)],

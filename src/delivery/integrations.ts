@@ -7,7 +7,7 @@ import { Type, type Static } from '@sinclair/typebox';
 import type { Db, Queryable } from '../db/db.js';
 import { decrypt, encrypt } from '../auth/crypto.js';
 import { ApiError, badRequest, notFound } from '../http/errors.js';
-import { cursorColumn, keyset, page, PageQuery } from '../http/paging.js';
+import { listPage, PageQuery } from '../http/paging.js';
 import { DateTime, IdParam, iso, isUuid, Nullable, Str, Uuid } from '../http/schemas.js';
 import { OBJECT_TYPES, type ObjectType } from '../outbox/outbox.js';
 import type { Tenancy } from '../tenancy/tenancy.js';
@@ -277,15 +277,17 @@ export async function integrationRoutes(app: FastifyInstance, opts: { db: Db; se
     schema: { tags, summary: 'List push integrations (admin)', querystring: List, response: { 200: Type.Array(Integration) } },
     handler: async (req, reply) => {
       const query = req.query as Static<typeof List>;
-      const params: unknown[] = [];
-      const where = ['TRUE'];
-      if (query.name !== undefined) where.push(`name = $${params.push(query.name)}`);
-      const ks = keyset(query, params, { defaultOrder: 'asc', idType: 'uuid' });
-      const { rows } = await db.query<Row & { _cursor_ts: string }>(
-        `SELECT ${SELECT}, ${cursorColumn()} FROM integrations WHERE ${[...where, ...ks.where].join(' AND ')} ORDER BY ${ks.orderBy} LIMIT ${ks.fetch}`,
-        params,
-      );
-      return page(req, reply, ks, rows, req.server.publicUrl).map(toApi);
+      const rows = await listPage<Row>(db, req, reply, {
+        select: SELECT,
+        from: 'integrations',
+        ownerColumn: null, // operator only
+        defaultOrder: 'asc',
+        idType: 'uuid',
+        filters: (params, where) => {
+          if (query.name !== undefined) where.push(`name = $${params.push(query.name)}`);
+        },
+      });
+      return rows.map(toApi);
     },
   });
 

@@ -4,7 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
 import type { Db } from '../db/db.js';
 import { notFound } from '../http/errors.js';
-import { cursorColumn, keyset, page, PageQuery } from '../http/paging.js';
+import { listPage, PageQuery } from '../http/paging.js';
 import { DateTime, IdParam, iso, isInt8Id, Nullable, Uuid } from '../http/schemas.js';
 
 const Reading = Type.Object({ value: Type.String(), whenCreated: DateTime }, { additionalProperties: true });
@@ -57,17 +57,19 @@ export async function eventRoutes(app: FastifyInstance, { db }: { db: Db }): Pro
     schema: { tags, summary: 'List events, newest first by default', querystring: EventList, response: { 200: Type.Array(Event) } },
     handler: async (req, reply) => {
       const query = req.query as Static<typeof EventList>;
-      const params: unknown[] = [];
-      const where = [await req.tenancy.where('owner_id', params)];
-      if (query.assetId?.length) where.push(`asset_id = ANY($${params.push(query.assetId)}::uuid[])`);
-      if (query.ownerId !== undefined) where.push(`owner_id = $${params.push(query.ownerId)}::uuid`);
-      if (query.severity !== undefined) where.push(`severity = $${params.push(query.severity)}`);
-      const ks = keyset(query, params, { defaultOrder: 'desc', idType: 'int8' });
-      const { rows } = await db.query<Row & { _cursor_ts: string }>(
-        `SELECT *, ${cursorColumn()} FROM events WHERE ${[...where, ...ks.where].join(' AND ')} ORDER BY ${ks.orderBy} LIMIT ${ks.fetch}`,
-        params,
-      );
-      return page(req, reply, ks, rows, req.server.publicUrl).map(toApi);
+      const rows = await listPage<Row>(db, req, reply, {
+        select: '*',
+        from: 'events',
+        ownerColumn: 'owner_id',
+        defaultOrder: 'desc',
+        idType: 'int8',
+        filters: (params, where) => {
+          if (query.assetId?.length) where.push(`asset_id = ANY($${params.push(query.assetId)}::uuid[])`);
+          if (query.ownerId !== undefined) where.push(`owner_id = $${params.push(query.ownerId)}::uuid`);
+          if (query.severity !== undefined) where.push(`severity = $${params.push(query.severity)}`);
+        },
+      });
+      return rows.map(toApi);
     },
   });
   app.get('/events/:id', {

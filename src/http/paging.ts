@@ -99,3 +99,40 @@ export function page<R extends { _cursor_ts?: string; id: string }>(
   }
   return out;
 }
+
+export interface ListSpec {
+  /** Columns to return (the row needs `id`). */
+  select: string;
+  /** Table, or a join, to read from. */
+  from: string;
+  /** The owner id column the caller's tenancy filters on; null for operator-only lists. */
+  ownerColumn: string | null;
+  defaultOrder: 'asc' | 'desc';
+  idType: 'uuid' | 'int8';
+  timeColumn?: string;
+  idColumn?: string;
+  /** Adds the resource's own filters: push values onto params, conditions onto where. */
+  filters?: (params: unknown[], where: string[]) => void;
+}
+
+/**
+ * One page of a list (API.md section 5): the tenancy filter, the resource's filters, keyset paging
+ * and the Link header, in the one shape every list shares.
+ */
+export async function listPage<R extends { id: string }>(
+  db: { query<T>(text: string, params?: unknown[]): Promise<{ rows: T[] }> },
+  req: FastifyRequest,
+  reply: FastifyReply,
+  spec: ListSpec,
+): Promise<R[]> {
+  const params: unknown[] = [];
+  const where = spec.ownerColumn === null ? ['TRUE'] : [await req.tenancy.where(spec.ownerColumn, params)];
+  spec.filters?.(params, where);
+  const time = spec.timeColumn ?? 'when_created';
+  const ks = keyset(req.query as PageQuery, params, { defaultOrder: spec.defaultOrder, idType: spec.idType, timeColumn: time, ...(spec.idColumn ? { idColumn: spec.idColumn } : {}) });
+  const { rows } = await db.query<R & { _cursor_ts: string }>(
+    `SELECT ${spec.select}, ${cursorColumn(time)} FROM ${spec.from} WHERE ${[...where, ...ks.where].join(' AND ')} ORDER BY ${ks.orderBy} LIMIT ${ks.fetch}`,
+    params,
+  );
+  return page(req, reply, ks, rows, req.server.publicUrl);
+}

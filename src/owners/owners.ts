@@ -6,7 +6,7 @@ import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
 import type { Db, Queryable } from '../db/db.js';
 import { badRequest, conflict, forbidden, notFound } from '../http/errors.js';
-import { cursorColumn, keyset, page, PageQuery } from '../http/paging.js';
+import { listPage, PageQuery } from '../http/paging.js';
 import { DateTime, IdParam, isUuid, iso, Nullable, Str, Uuid } from '../http/schemas.js';
 import type { Tenancy } from '../tenancy/tenancy.js';
 
@@ -105,17 +105,20 @@ export async function ownerRoutes(app: FastifyInstance, { db }: { db: Db }): Pro
     schema: { tags, summary: 'List visible owners', querystring: OwnerList, response: { 200: Type.Array(Owner) } },
     handler: async (req, reply) => {
       const query = req.query as Static<typeof OwnerList>;
-      const params: unknown[] = [];
-      const where = [await req.tenancy.where('o.id', params)];
-      if (query.name !== undefined) where.push(`o.name = $${params.push(query.name)}`);
-      if (query.ownerId !== undefined) where.push(`o.parent_id = $${params.push(query.ownerId)}::uuid`);
-      const ks = keyset(query, params, { defaultOrder: 'asc', idType: 'uuid', timeColumn: 'o.when_created', idColumn: 'o.id' });
-      const { rows } = await db.query<Row>(
-        `SELECT ${SELECT}, ${cursorColumn('o.when_created')} FROM owners o
-          WHERE ${[...where, ...ks.where].join(' AND ')} ORDER BY ${ks.orderBy} LIMIT ${ks.fetch}`,
-        params,
-      );
-      return page(req, reply, ks, rows, req.server.publicUrl).map(toApi);
+      const rows = await listPage<Row>(db, req, reply, {
+        select: SELECT,
+        from: 'owners o',
+        ownerColumn: 'o.id',
+        defaultOrder: 'asc',
+        idType: 'uuid',
+        timeColumn: 'o.when_created',
+        idColumn: 'o.id',
+        filters: (params, where) => {
+          if (query.name !== undefined) where.push(`o.name = $${params.push(query.name)}`);
+          if (query.ownerId !== undefined) where.push(`o.parent_id = $${params.push(query.ownerId)}::uuid`);
+        },
+      });
+      return rows.map(toApi);
     },
   });
 

@@ -7,7 +7,7 @@ import { Type, type Static, type TObject, type TProperties } from '@sinclair/typ
 import type { Config } from '../config.js';
 import type { Db, Queryable } from '../db/db.js';
 import { ApiError, badRequest, notFound } from '../http/errors.js';
-import { cursorColumn, keyset, page, PageQuery } from '../http/paging.js';
+import { listPage, PageQuery } from '../http/paging.js';
 import { DateTime, IdParam, iso, isInt8Id, Nullable, Str, Uuid } from '../http/schemas.js';
 import { deliveryWakeups, matchIntegrations, outboxCtes, sqlIso, type ObjectType } from '../outbox/outbox.js';
 import type { Tenancy } from '../tenancy/tenancy.js';
@@ -432,18 +432,19 @@ export async function recordRoutes(app: FastifyInstance, { db, cfg }: { db: Db; 
       schema: { tags, summary: `List ${def.what}, newest first by default`, querystring: ListQuery, response: { 200: Type.Array(def.output) } },
       handler: async (req, reply) => {
         const query = req.query as PageQuery & { assetId?: string[]; ownerId?: string };
-        const params: unknown[] = [];
-        const where = [await req.tenancy.where('owner_id', params)];
-        if (query.assetId?.length) where.push(`asset_id = ANY($${params.push(query.assetId)}::uuid[])`);
-        if (query.ownerId !== undefined) where.push(`owner_id = $${params.push(query.ownerId)}::uuid`);
-        def.filters?.apply(query, params, where);
-        const ks = keyset(query, params, { defaultOrder: 'desc', idType: 'int8' });
-        const { rows } = await db.query<{ id: string; _cursor_ts: string }>(
-          `SELECT *, ${cursorColumn()} FROM ${def.table} WHERE ${[...where, ...ks.where].join(' AND ')}
-            ORDER BY ${ks.orderBy} LIMIT ${ks.fetch}`,
-          params,
-        );
-        return page(req, reply, ks, rows, req.server.publicUrl).map(def.toApi);
+        const rows = await listPage<{ id: string }>(db, req, reply, {
+          select: '*',
+          from: def.table,
+          ownerColumn: 'owner_id',
+          defaultOrder: 'desc',
+          idType: 'int8',
+          filters: (params, where) => {
+            if (query.assetId?.length) where.push(`asset_id = ANY($${params.push(query.assetId)}::uuid[])`);
+            if (query.ownerId !== undefined) where.push(`owner_id = $${params.push(query.ownerId)}::uuid`);
+            def.filters?.apply(query, params, where);
+          },
+        });
+        return rows.map(def.toApi);
       },
     });
 

@@ -6,7 +6,7 @@
 import type { FastifyInstance } from 'fastify';
 import { Type } from '@sinclair/typebox';
 import type { Db, Queryable } from '../db/db.js';
-import { cursorColumn, keyset, page, PageQuery } from '../http/paging.js';
+import { listPage, PageQuery } from '../http/paging.js';
 import { Uuid } from '../http/schemas.js';
 import { round, type Prepared, type RecordDef } from '../records/records.js';
 import { contains, type Circle, type Geometry } from './geo.js';
@@ -145,17 +145,20 @@ function routes(app: FastifyInstance, db: Db, def: RecordDef): void {
     },
     handler: async (req, reply) => {
       const query = req.query as PageQuery & { assetId?: string[]; ownerId?: string };
-      const params: unknown[] = [];
-      const where = [await req.tenancy.where('l.owner_id', params)];
-      if (query.assetId?.length) where.push(`p.asset_id = ANY($${params.push(query.assetId)}::uuid[])`);
-      if (query.ownerId !== undefined) where.push(`l.owner_id = $${params.push(query.ownerId)}::uuid`);
-      const ks = keyset(query, params, { defaultOrder: 'desc', idType: 'int8', timeColumn: 'l.when_created', idColumn: 'l.id' });
-      const { rows } = await db.query<{ id: string; _cursor_ts: string }>(
-        `SELECT l.*, ${cursorColumn('l.when_created')} FROM asset_positions p JOIN locations l ON l.id = p.location_id
-          WHERE ${[...where, ...ks.where].join(' AND ')} ORDER BY ${ks.orderBy} LIMIT ${ks.fetch}`,
-        params,
-      );
-      return page(req, reply, ks, rows, req.server.publicUrl).map(def.toApi);
+      const rows = await listPage<{ id: string }>(db, req, reply, {
+        select: 'l.*',
+        from: 'asset_positions p JOIN locations l ON l.id = p.location_id',
+        ownerColumn: 'l.owner_id',
+        defaultOrder: 'desc',
+        idType: 'int8',
+        timeColumn: 'l.when_created',
+        idColumn: 'l.id',
+        filters: (params, where) => {
+          if (query.assetId?.length) where.push(`p.asset_id = ANY($${params.push(query.assetId)}::uuid[])`);
+          if (query.ownerId !== undefined) where.push(`l.owner_id = $${params.push(query.ownerId)}::uuid`);
+        },
+      });
+      return rows.map(def.toApi);
     },
   });
 }

@@ -4,7 +4,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
 import type { Db, Queryable } from '../db/db.js';
 import { ApiError, badRequest, notFound } from '../http/errors.js';
-import { cursorColumn, keyset, page, PageQuery } from '../http/paging.js';
+import { listPage, PageQuery } from '../http/paging.js';
 import { DateTime, IdParam, iso, isInt8Id, Nullable, Str, Uuid } from '../http/schemas.js';
 import type { Tenancy } from '../tenancy/tenancy.js';
 import { mergePatch } from '../booking/booking.js';
@@ -109,17 +109,19 @@ export async function zoneRoutes(app: FastifyInstance, { db }: { db: Db }): Prom
     schema: { tags, summary: 'List visible zones', querystring: ZoneList, response: { 200: Type.Array(Zone) } },
     handler: async (req, reply) => {
       const query = req.query as Static<typeof ZoneList>;
-      const params: unknown[] = [];
-      const where = [await req.tenancy.where('owner_id', params)];
-      if (query.ownerId !== undefined) where.push(`owner_id = $${params.push(query.ownerId)}::uuid`);
-      if (query.name !== undefined) where.push(`name = $${params.push(query.name)}`);
-      if (query.type !== undefined) where.push(`type = $${params.push(query.type)}`);
-      const ks = keyset(query, params, { defaultOrder: 'asc', idType: 'int8' });
-      const { rows } = await db.query<Row & { _cursor_ts: string }>(
-        `SELECT ${SELECT}, ${cursorColumn()} FROM zones WHERE ${[...where, ...ks.where].join(' AND ')} ORDER BY ${ks.orderBy} LIMIT ${ks.fetch}`,
-        params,
-      );
-      return page(req, reply, ks, rows, req.server.publicUrl).map(toApi);
+      const rows = await listPage<Row>(db, req, reply, {
+        select: SELECT,
+        from: 'zones',
+        ownerColumn: 'owner_id',
+        defaultOrder: 'asc',
+        idType: 'int8',
+        filters: (params, where) => {
+          if (query.ownerId !== undefined) where.push(`owner_id = $${params.push(query.ownerId)}::uuid`);
+          if (query.name !== undefined) where.push(`name = $${params.push(query.name)}`);
+          if (query.type !== undefined) where.push(`type = $${params.push(query.type)}`);
+        },
+      });
+      return rows.map(toApi);
     },
   });
 
