@@ -58,8 +58,7 @@ CREATE INDEX deliveries_due_idx ON deliveries (integration_id, next_attempt_at, 
 -- claim, so each gets a partial index instead of scanning the integration's whole backlog.
 CREATE INDEX deliveries_leased_idx ON deliveries (integration_id) INCLUDE (lease_until, batch_id)
   WHERE status = 'PENDING' AND lease_until IS NOT NULL;
-CREATE INDEX deliveries_batched_idx ON deliveries (integration_id, batch_id) INCLUDE (next_attempt_at, lease_until)
-  WHERE status = 'PENDING' AND batch_id IS NOT NULL;
+CREATE INDEX deliveries_batched_idx ON deliveries (integration_id, batch_id) WHERE status = 'PENDING' AND batch_id IS NOT NULL;
 CREATE INDEX deliveries_integration_created_idx ON deliveries (integration_id, when_created, id);
 CREATE INDEX deliveries_event_idx ON deliveries (event_id);
 CREATE INDEX deliveries_completed_idx ON deliveries (completed_at) WHERE completed_at IS NOT NULL;

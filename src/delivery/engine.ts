@@ -220,13 +220,15 @@ export class DeliveryEngine {
     const lease = Math.max(this.s.leaseSeconds, w.timeoutMs / 1000 + 5);
     const jobs: Job[] = [];
     // Leases due deliveries (a whole retry batch: every pending member, whatever its own due time).
+    // `= ANY(ARRAY(...))` makes the update fetch the chosen rows by primary key; `IN (...)` lets the
+    // planner hash-join against a scan of the whole table, which grows with the backlog.
     const claimSql = (extra: string, limit: string, due = true) => `
       WITH c AS (
         UPDATE deliveries SET lease_until = now() + make_interval(secs => $2)
-         WHERE id IN (SELECT id FROM deliveries
+         WHERE id = ANY(ARRAY(SELECT id FROM deliveries
                        WHERE integration_id = $1 AND status = 'PENDING' ${due ? 'AND next_attempt_at <= now()' : ''}
                          AND (lease_until IS NULL OR lease_until <= now()) ${extra}
-                       ORDER BY next_attempt_at, id LIMIT ${limit} FOR UPDATE SKIP LOCKED)
+                       ORDER BY next_attempt_at, id LIMIT ${limit} FOR UPDATE SKIP LOCKED))
         RETURNING id, attempts, first_attempt_at, event_id, object_type, outbox_id, batch_id)
       SELECT c.id, c.attempts, c.first_attempt_at, c.event_id, c.object_type, c.batch_id, o.payload
         FROM c JOIN outbox o ON o.id = c.outbox_id ORDER BY c.id`;
@@ -352,6 +354,7 @@ export class DeliveryEngine {
       // One retry time per request, so the members of a batch stay together.
       const jitter = Math.random();
       if (result.outcome === 'pause') pauses.set(cfg.id, Math.max(pauses.get(cfg.id) ?? 0, result.retryAfterSeconds ?? 60));
+      const ok = result.outcome === 'success';
       for (const d of job.deliveries) {
         const made = d.attempts + (result.outcome === 'pause' ? 0 : 1);
         const first = d.first_attempt_at ?? at;
@@ -371,7 +374,8 @@ export class DeliveryEngine {
         rows.push([
           d.id, status, made, next?.toISOString() ?? null, first.toISOString(), at.toISOString(), result.receiptId,
           made + (result.outcome === 'pause' ? 1 : 0), result.outcome === 'success', result.httpStatus, result.responseTimeMs, result.error,
-          result.responseHeaders ? JSON.stringify(result.responseHeaders) : null, result.responseBody, result.responseBodyBytes,
+          // spec 6.4: a success keeps status, time and receipt; failures keep the whole response.
+          ok || !result.responseHeaders ? null : JSON.stringify(result.responseHeaders), ok ? null : result.responseBody, ok ? null : result.responseBodyBytes,
           result.truncated, job.batchId, cfg.id,
         ]);
       }
@@ -421,7 +425,7 @@ export class DeliveryEngine {
     for (const [status, days] of [['SUCCEEDED', this.s.succeededRetentionDays], ['FAILED', this.s.failedRetentionDays]] as const) {
       for (;;) {
         const { rowCount } = await this.db.query(
-          `DELETE FROM deliveries WHERE id IN (SELECT id FROM deliveries WHERE status = $1 AND completed_at < now() - make_interval(days => $2) LIMIT 10000)`,
+          `DELETE FROM deliveries WHERE id = ANY(ARRAY(SELECT id FROM deliveries WHERE status = $1 AND completed_at < now() - make_interval(days => $2) LIMIT 10000))`,
           [status, days],
         );
         removed += rowCount;
