@@ -9,22 +9,9 @@ import { ApiError, badRequest, notFound } from '../http/errors.js';
 import { listPage, PageQuery } from '../http/paging.js';
 import { DateTime, IdParam, iso, isUuid, Nullable, Str, Uuid } from '../http/schemas.js';
 import type { Tenancy } from '../tenancy/tenancy.js';
+import { mergePatch } from '../http/merge-patch.js';
 
 const MAX_JSON_BYTES = 64 * 1024;
-
-const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
-
-/** RFC 7396 MergePatch(target, patch): objects merge recursively, null removes a member, anything else replaces. */
-export function mergePatch(target: unknown, patch: unknown): unknown {
-  if (!isPlainObject(patch)) return patch;
-  // A null-prototype copy, so a member named __proto__ stays an ordinary member.
-  const out: Record<string, unknown> = Object.assign(Object.create(null), isPlainObject(target) ? target : {});
-  for (const [k, v] of Object.entries(patch)) {
-    if (v === null) delete out[k];
-    else out[k] = mergePatch(out[k], v);
-  }
-  return out;
-}
 
 export async function bookingRoutes(app: FastifyInstance, { db, cfg }: { db: Db; cfg: Config }): Promise<void> {
   const TypeLiteral = Type.Literal(cfg.BOOKING_DATA_TYPE);

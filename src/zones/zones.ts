@@ -7,7 +7,7 @@ import { ApiError, badRequest, notFound } from '../http/errors.js';
 import { listPage, PageQuery } from '../http/paging.js';
 import { DateTime, IdParam, iso, isInt8Id, Nullable, Str, Uuid } from '../http/schemas.js';
 import type { Tenancy } from '../tenancy/tenancy.js';
-import { mergePatch } from '../booking/booking.js';
+import { mergePatch } from '../http/merge-patch.js';
 import { bbox, validateCircle, validateGeometry, type Circle, type Geometry } from './geo.js';
 
 const GeometrySchema = Type.Object(
