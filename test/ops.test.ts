@@ -19,6 +19,8 @@ test('healthz, readyz, metrics and the docs page answer without credentials', as
   assert.match(text, /http_requests_total\{method="GET",route="\/api\/v1\/owners",status="200"\} 1/);
   assert.match(text, /http_request_duration_seconds_bucket/);
   assert.match(text, /process_cpu_user_seconds_total/);
+  assert.match(text, /delivery_requests_sent_total \d+/);
+  assert.match(text, /deliveries_pending 0/);
   const docs = await fetch(`${ta.url}/docs`);
   assert.equal(docs.status, 200);
   assert.match(await docs.text(), /swagger-ui-bundle\.js/);

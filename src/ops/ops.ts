@@ -35,6 +35,28 @@ export const opsRoutes = fp(async function opsRoutes(app: FastifyInstance, { db 
     buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
     registers: [registry],
   });
+  // Push delivery: what this process sent, and the deliveries waiting in the whole database.
+  new client.Gauge({
+    name: 'delivery_requests_sent_total',
+    help: 'Webhook requests this process has sent since it started',
+    registers: [registry],
+    collect() {
+      this.set(app.services.engine?.requestsSent ?? 0);
+    },
+  });
+  new client.Gauge({
+    name: 'deliveries_pending',
+    help: 'Deliveries not yet succeeded or failed, over all integrations',
+    registers: [registry],
+    async collect() {
+      try {
+        const { rows } = await db.query<{ n: string }>("SELECT count(*)::int8 AS n FROM deliveries WHERE status = 'PENDING'");
+        this.set(Number(rows[0]?.n ?? 0));
+      } catch {
+        /* the database is away: keep the last value */
+      }
+    },
+  });
   app.addHook('onResponse', async (req, reply) => {
     const route = req.routeOptions.url ?? 'unknown';
     requests.inc({ method: req.method, route, status: String(reply.statusCode) });
