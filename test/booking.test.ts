@@ -3,7 +3,7 @@
 // points and unique within the owner; ownerId defaults to the caller's; parents see their children's.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { ownerWithKey, startApp, type Res, type TestApp, ok, bad } from './helpers.js';
+import { ownerWithKey, startApp, type TestApp, ok, bad } from './helpers.js';
 
 const ta = await startApp(undefined, { RATE_LIMIT_MAX: '100000', RATE_LIMIT_CONCURRENT: '1000' });
 const TYPE = 'MAERSK_V1';

@@ -3,7 +3,7 @@
 // open command reads EXPIRED; every other move is a 409.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { ownerWithKey, startApp, type Res, ok, bad } from './helpers.js';
+import { ownerWithKey, startApp, ok, bad } from './helpers.js';
 
 const ta = await startApp(undefined, { RATE_LIMIT_MAX: '100000', RATE_LIMIT_CONCURRENT: '1000' });
 

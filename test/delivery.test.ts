@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import { after, test } from 'node:test';
 import { Webhook } from 'standardwebhooks';
-import { isAllowedAddress, addressPolicy, embeddedIpv4 } from '../src/delivery/address.js';
+import { isAllowedAddress, addressPolicy, embeddedIpv4, vetUrl, vettedLookup } from '../src/delivery/address.js';
 import { classify, retryAfterSeconds } from '../src/delivery/webhook.js';
 import { retryDelaySeconds } from '../src/delivery/engine.js';
 import { ownerWithKey, startApp, type TestApp } from './helpers.js';
@@ -340,4 +340,44 @@ test('retention: succeeded deliveries go after 7 days, failed after 30, removed 
   assert.deepEqual(left, [ok[1], failed[1]].sort());
   const attempts = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM delivery_attempts WHERE delivery_id = ANY($1::int8[])', [[ok[0], failed[0]]]);
   assert.equal(attempts.rows[0]!.n, 0, 'their attempts went with them');
+});
+
+test('https is required unless allowed, and a host name is vetted again when dialled', async () => {
+  const strict = addressPolicy(false, []);
+  await assert.rejects(vetUrl('http://93.184.216.34/hook', strict), /must use https/);
+  await assert.rejects(vetUrl('https://127.0.0.1/hook', strict), /not a public address/);
+  assert.equal((await vetUrl('https://93.184.216.34/hook', strict)).hostname, '93.184.216.34');
+  // Connect time: the lookup the HTTP client uses refuses a name that resolves to loopback.
+  const err = await new Promise<NodeJS.ErrnoException | null>((resolve) => vettedLookup(strict)('localhost', {}, (e) => resolve(e)));
+  assert.equal(err?.code, 'ADDRESS_REFUSED');
+  assert.match(String(err?.message), /not a public address/);
+});
+
+test('credentials are stored encrypted; a disabled integration keeps its pending deliveries, a deleted one sends nothing more', async () => {
+  const f = await fleet({ retry: { scheduleSeconds: [0.5] }, webhook: { auth: { type: 'apiKey', token: 'plain-token-7' }, signingSecret: SECRET } });
+  const { rows } = await ta.app.services.db.query<{ secrets: string }>('SELECT secrets FROM integrations WHERE id = $1', [f.integrationId]);
+  assert.ok(rows[0]!.secrets.startsWith('v1:'));
+  assert.ok(!rows[0]!.secrets.includes('plain-token-7') && !rows[0]!.secrets.includes(SECRET.slice(6, 20)));
+
+  rx.on(f.path, (_r, k) => (k === 1 ? { status: 503 } : { status: 200 }));
+  await store(f.key, f.assetId, 1);
+  await rx.waitFor(() => rx.for(f.path).length === 1, 10_000, 'first attempt');
+  const off = await ta.call('PATCH', `/api/v1/integrations/${f.integrationId}`, { token: ta.adminToken, body: { enabled: false } });
+  assert.equal(off.status, 200);
+  await new Promise((r) => setTimeout(r, 1500));
+  assert.equal(rx.for(f.path).length, 1, 'nothing is sent while disabled');
+  const [pending] = await deliveries(f.integrationId);
+  assert.equal(pending.status, 'PENDING');
+  await ta.call('PATCH', `/api/v1/integrations/${f.integrationId}`, { token: ta.adminToken, body: { enabled: true } });
+  await until(f.integrationId, (x) => x[0]?.status === 'SUCCEEDED');
+
+  const g = await fleet({ retry: { scheduleSeconds: [0.5] } });
+  rx.on(g.path, () => ({ status: 503 }));
+  await store(g.key, g.assetId, 1);
+  await rx.waitFor(() => rx.for(g.path).length === 1, 10_000, 'first attempt');
+  assert.equal((await ta.call('DELETE', `/api/v1/integrations/${g.integrationId}`, { token: ta.adminToken })).status, 204);
+  await new Promise((r) => setTimeout(r, 1500));
+  assert.equal(rx.for(g.path).length, 1, 'a deleted integration sends nothing more');
+  const left = await ta.app.services.db.query<{ n: number }>('SELECT count(*)::int AS n FROM deliveries WHERE integration_id = $1', [g.integrationId]);
+  assert.equal(left.rows[0]!.n, 0);
 });

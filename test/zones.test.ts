@@ -3,7 +3,7 @@
 // newer than the asset's latest that enters or leaves a zone creates an INFO event; late ones never do.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { ownerWithKey, startApp, type Res, ok, bad } from './helpers.js';
+import { ownerWithKey, startApp, ok, bad } from './helpers.js';
 
 // One service for the whole file (PGlite takes seconds to start); every test makes its own owners.
 const ta = await startApp(undefined, { RATE_LIMIT_MAX: '100000', RATE_LIMIT_CONCURRENT: '1000' });

@@ -4,7 +4,7 @@ import crypto from 'node:crypto';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
 import type { Db, Queryable } from '../db/db.js';
-import { ApiError, notFound } from '../http/errors.js';
+import { notFound } from '../http/errors.js';
 import { listPage, PageQuery } from '../http/paging.js';
 import { DateTime, IdParam, isUuid, iso, Nullable, Str, Uuid } from '../http/schemas.js';
 import type { Tenancy } from '../tenancy/tenancy.js';
@@ -90,8 +90,6 @@ const pushAsset = (q: Queryable, r: Row) => appendToOutbox(q, 'asset', [{ object
 /** After the commit: the delivery engine looks for the new deliveries (asset changes are rare). */
 const wakeDelivery = () => deliveryWakeups.emit('wake');
 
-const nameTaken = (e: unknown) => (e as { code?: string; constraint?: string }).code === '23505';
-const takenError = () => new ApiError('NAME_TAKEN', 'An asset with this name already exists for this owner.', { field: '/name' });
 
 function tagsOf(body: Partial<AssetWrite>): string | null | undefined {
   if (body.tags !== undefined) return body.tags;
@@ -126,25 +124,20 @@ export async function assetRoutes(app: FastifyInstance, { db }: { db: Db }): Pro
     schema: { tags, summary: 'Create an asset', body: AssetWrite, response: { 201: Asset } },
     handler: async (req, reply) => {
       const body = req.body as AssetWrite;
-      const ownerId = body.ownerId ?? req.tenancy.principal.ownerId;
-      await req.tenancy.assertOwner(ownerId);
+      const ownerId = await req.tenancy.ownerFor(body.ownerId);
       const id = crypto.randomUUID();
-      try {
-        const row = await db.tx(async (q) => {
-          const { rows } = await q.query<Row>(
-            `INSERT INTO assets (id, owner_id, name, disabled, note, tags, box_id)
-             VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING ${SELECT}`,
-            [id, ownerId, body.name, body.disabled ?? false, body.note ?? null, tagsOf(body) ?? null, body.boxId ?? null],
-          );
-          await pushAsset(q, rows[0]!);
-          return rows[0]!;
-        });
-        wakeDelivery();
-        reply.code(201).header('Location', `${req.server.publicUrl}/api/v1/assets/${id}`);
-        return toApi(row);
-      } catch (e) {
-        throw nameTaken(e) ? takenError() : e;
-      }
+      const row = await db.tx(async (q) => {
+        const { rows } = await q.query<Row>(
+          `INSERT INTO assets (id, owner_id, name, disabled, note, tags, box_id)
+           VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING ${SELECT}`,
+          [id, ownerId, body.name, body.disabled ?? false, body.note ?? null, tagsOf(body) ?? null, body.boxId ?? null],
+        );
+        await pushAsset(q, rows[0]!);
+        return rows[0]!;
+      });
+      wakeDelivery();
+      reply.code(201).header('Location', `${req.server.publicUrl}/api/v1/assets/${id}`);
+      return toApi(row);
     },
   });
 
@@ -156,39 +149,35 @@ export async function assetRoutes(app: FastifyInstance, { db }: { db: Db }): Pro
   const update = (mode: 'put' | 'patch') => async (req: FastifyRequest) => {
     const id = (req.params as { id: string }).id;
     const body = req.body as Partial<AssetWrite>;
-    try {
-      const out = await db.tx(async (q) => {
-        const cur = await getAsset(q, req.tenancy, id, true);
-        const keep = <T>(v: T | undefined, old: T, dflt: T) => (mode === 'put' ? (v === undefined ? dflt : v) : v === undefined ? old : v);
-        const ownerId = body.ownerId ?? cur.owner_id;
-        if (ownerId !== cur.owner_id) await req.tenancy.assertOwner(ownerId, '/ownerId', q);
-        const { rows } = await q.query<Row>(
-          `UPDATE assets SET name = $2, disabled = $3, note = $4, tags = $5, box_id = $6, owner_id = $7, when_updated = now()
-            WHERE id = $1 RETURNING ${SELECT}`,
-          [
-            id,
-            body.name ?? cur.name,
-            keep(body.disabled, cur.disabled, false),
-            keep(body.note, cur.note, null),
-            keep(tagsOf(body), cur.tags, null),
-            keep(body.boxId, cur.box_id, null),
-            ownerId,
-          ],
-        );
-        if (ownerId !== cur.owner_id) {
-          // A data record belongs to its asset's owner (API.md 3): its records move with it.
-          for (const t of [...RECORD_DEFS.map((d) => d.table), 'events', 'commands']) {
-            await q.query(`UPDATE ${t} SET owner_id = $2 WHERE asset_id = $1`, [id, ownerId]);
-          }
+    const out = await db.tx(async (q) => {
+      const cur = await getAsset(q, req.tenancy, id, true);
+      const keep = <T>(v: T | undefined, old: T, dflt: T) => (mode === 'put' ? (v === undefined ? dflt : v) : v === undefined ? old : v);
+      const ownerId = body.ownerId ?? cur.owner_id;
+      if (ownerId !== cur.owner_id) await req.tenancy.assertOwner(ownerId, '/ownerId', q);
+      const { rows } = await q.query<Row>(
+        `UPDATE assets SET name = $2, disabled = $3, note = $4, tags = $5, box_id = $6, owner_id = $7, when_updated = now()
+          WHERE id = $1 RETURNING ${SELECT}`,
+        [
+          id,
+          body.name ?? cur.name,
+          keep(body.disabled, cur.disabled, false),
+          keep(body.note, cur.note, null),
+          keep(tagsOf(body), cur.tags, null),
+          keep(body.boxId, cur.box_id, null),
+          ownerId,
+        ],
+      );
+      if (ownerId !== cur.owner_id) {
+        // A data record belongs to its asset's owner (API.md 3): its records move with it.
+        for (const t of [...RECORD_DEFS.map((d) => d.table), 'events', 'commands']) {
+          await q.query(`UPDATE ${t} SET owner_id = $2 WHERE asset_id = $1`, [id, ownerId]);
         }
-        await pushAsset(q, rows[0]!);
-        return toApi(rows[0]!);
-      });
-      wakeDelivery();
-      return out;
-    } catch (e) {
-      throw nameTaken(e) ? takenError() : e;
-    }
+      }
+      await pushAsset(q, rows[0]!);
+      return toApi(rows[0]!);
+    });
+    wakeDelivery();
+    return out;
   };
 
   app.put('/assets/:id', {

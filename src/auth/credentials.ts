@@ -5,7 +5,7 @@ import crypto from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
 import type { Db, Queryable } from '../db/db.js';
-import { ApiError, forbidden, notFound } from '../http/errors.js';
+import { forbidden, notFound } from '../http/errors.js';
 import { API_KEY_PREFIX } from '../http/guard.js';
 import { listPage, PageQuery } from '../http/paging.js';
 import { DateTime, IdParam, isUuid, iso, Nullable, ScopeSchema, Str, Uuid } from '../http/schemas.js';
@@ -184,10 +184,6 @@ export async function createApiKey(q: Queryable, k: { name: string; ownerId: str
 
 export async function credentialRoutes(app: FastifyInstance, { db }: { db: Db }): Promise<void> {
   const admin = { scope: 'admin' as const };
-  const taken = (field: string, what: string) => (e: unknown) => {
-    if ((e as { code?: string }).code === '23505') throw new ApiError('NAME_TAKEN', `That ${what} is already in use.`, { field });
-    throw e;
-  };
   const param = (req: FastifyRequest, what: string) => {
     const id = (req.params as { id: string }).id;
     if (!isUuid(id)) throw notFound(what);
@@ -206,7 +202,7 @@ export async function credentialRoutes(app: FastifyInstance, { db }: { db: Db })
     handler: async (req, reply) => {
       const b = req.body as Static<typeof UserCreate>;
       await req.tenancy.assertOwner(b.ownerId);
-      const id = await createUser(db, b).catch(taken('/username', 'username'));
+      const id = await createUser(db, b);
       if (b.disabled) await db.query('UPDATE users SET disabled = true WHERE id = $1', [id]);
       reply.code(201).header('Location', `${req.server.publicUrl}/api/v1/users/${id}`);
       return userApi(await req.tenancy.one<UserRow>(db, { select: USER_SELECT, from: 'users', ownerColumn: 'owner_id' }, id, 'user'));
@@ -260,12 +256,9 @@ export async function credentialRoutes(app: FastifyInstance, { db }: { db: Db })
     schema: { tags: ['clients'], summary: 'Create an OAuth client (admin); the secret is shown once', body: ClientCreate, response: { 201: ClientCreated } },
     handler: async (req, reply) => {
       const b = req.body as Static<typeof ClientCreate>;
-      const ownerId = b.ownerId ?? req.tenancy.principal.ownerId;
-      await req.tenancy.assertOwner(ownerId);
+      const ownerId = await req.tenancy.ownerFor(b.ownerId);
       const secret = randomSecret('', 32);
-      const id = await createClient(db, { clientId: b.clientId, secret, name: b.name ?? null, grants: b.grants, ownerId, scopes: b.scopes ?? ['read'] }).catch(
-        taken('/clientId', 'clientId'),
-      );
+      const id = await createClient(db, { clientId: b.clientId, secret, name: b.name ?? null, grants: b.grants, ownerId, scopes: b.scopes ?? ['read'] });
       const row = await req.tenancy.one<ClientRow>(db, { select: CLIENT_SELECT, from: 'clients', ownerColumn: 'owner_id' }, id, 'client');
       reply.code(201).header('Location', `${req.server.publicUrl}/api/v1/clients/${id}`);
       return { ...clientApi(row), clientSecret: secret };
@@ -292,8 +285,7 @@ export async function credentialRoutes(app: FastifyInstance, { db }: { db: Db })
     schema: { tags: ['api-keys'], summary: 'Create an API key; the key is shown once', body: ApiKeyCreate, response: { 201: ApiKeyCreated } },
     handler: async (req, reply) => {
       const b = req.body as Static<typeof ApiKeyCreate>;
-      const ownerId = b.ownerId ?? req.tenancy.principal.ownerId;
-      await req.tenancy.assertOwner(ownerId);
+      const ownerId = await req.tenancy.ownerFor(b.ownerId);
       const wider = b.scopes.filter((s) => !req.tenancy.has(s));
       if (wider.length) throw forbidden(`A key cannot have scopes its creator lacks: ${wider.join(', ')}.`);
       const created = await createApiKey(db, { name: b.name, ownerId, scopes: b.scopes, createdBy: req.tenancy.principal.actor });

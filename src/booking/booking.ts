@@ -5,7 +5,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
 import type { Config } from '../config.js';
 import type { Db, Queryable } from '../db/db.js';
-import { ApiError, badRequest, notFound } from '../http/errors.js';
+import { badRequest, notFound } from '../http/errors.js';
 import { listPage, PageQuery } from '../http/paging.js';
 import { DateTime, IdParam, iso, isUuid, Nullable, Str, Uuid } from '../http/schemas.js';
 import type { Tenancy } from '../tenancy/tenancy.js';
@@ -69,10 +69,6 @@ export async function bookingRoutes(app: FastifyInstance, { db, cfg }: { db: Db;
     if (Buffer.byteLength(text) > MAX_JSON_BYTES) throw badRequest('/jsonData must be at most 64 KiB of JSON.', '/jsonData');
     return text;
   };
-  const taken = (e: unknown) => {
-    if ((e as { code?: string }).code === '23505') throw new ApiError('NAME_TAKEN', 'Booking data with this name already exists for this owner.', { field: '/name' });
-    throw e;
-  };
   const tags = ['booking-data'];
 
   app.get('/booking-data', {
@@ -98,14 +94,12 @@ export async function bookingRoutes(app: FastifyInstance, { db, cfg }: { db: Db;
     schema: { tags, summary: 'Store booking data', body: BookingWrite, response: { 201: Booking } },
     handler: async (req, reply) => {
       const b = req.body as BookingWrite;
-      const ownerId = b.ownerId ?? req.tenancy.principal.ownerId;
-      await req.tenancy.assertOwner(ownerId);
+      const ownerId = await req.tenancy.ownerFor(b.ownerId);
       const { rows } = await db
         .query<Row>(
           `INSERT INTO booking_data (id, owner_id, name, type, json_data, who_created) VALUES ($1, $2, $3, $4, $5, $6) RETURNING ${SELECT}`,
           [crypto.randomUUID(), ownerId, b.name ?? null, b.type, json(b.jsonData), req.tenancy.principal.actor],
-        )
-        .catch(taken);
+        );
       reply.code(201).header('Location', `${req.server.publicUrl}/api/v1/booking-data/${rows[0]!.id}`);
       return toApi(rows[0]!);
     },
@@ -132,8 +126,7 @@ export async function bookingRoutes(app: FastifyInstance, { db, cfg }: { db: Db;
           [id, name, ownerId, b.type ?? cur.type, data],
         );
         return toApi(rows[0]!);
-      })
-      .catch(taken);
+      });
   };
   app.put('/booking-data/:id', {
     schema: { tags, summary: 'Replace booking data', params: IdParam, body: BookingWrite, response: { 200: Booking } },

@@ -261,15 +261,15 @@ export async function historyRoutes(app: FastifyInstance, opts: { db: Db; secret
         cfg = await loadIntegration(db, b.integrationId, secretsKey);
         // An integration is the operator's: a non-admin may use only one scoped to owners it sees.
         if (!cfg) throw new ApiError('NOT_FOUND', 'integration not found', { field: '/integrationId' });
-        if (!req.tenancy.isAdmin) {
-          const { rows } = await db.query<{ owner_ids: string[] }>('SELECT owner_ids::text[] AS owner_ids FROM integrations WHERE id = $1', [b.integrationId]);
-          const sees = await Promise.all((rows[0]?.owner_ids ?? []).map((o) => req.tenancy.sees(o)));
-          if (!sees.length || sees.some((s) => !s)) throw new ApiError('NOT_FOUND', 'integration not found', { field: '/integrationId' });
+        const visible = await req.tenancy.visibleOwners();
+        if (visible !== 'all' && !cfg.ownerIds.every((o) => visible.includes(o))) {
+          throw new ApiError('NOT_FOUND', 'integration not found', { field: '/integrationId' });
         }
       }
       const base: IntegrationConfig = cfg ?? {
         id: 'test',
         name: 'test',
+        ownerIds: [],
         enabled: true,
         destination: b.url,
         destinations: {},

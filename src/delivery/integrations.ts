@@ -104,6 +104,7 @@ export interface IntegrationConfig {
   id: string;
   name: string;
   enabled: boolean;
+  ownerIds: string[];
   destination: string;
   destinations: Partial<Record<ObjectType, string>>;
   retry: { scheduleSeconds: number[]; maxAttempts: number; deadlineHours: number };
@@ -173,6 +174,7 @@ export function loadConfigFromRow(r: Row, key: Buffer): IntegrationConfig {
     id: r.id,
     name: r.name,
     enabled: r.enabled,
+    ownerIds: r.owner_ids,
     destination: r.destination,
     destinations: r.destinations as IntegrationConfig['destinations'],
     retry: r.retry,
@@ -257,10 +259,6 @@ export async function integrationRoutes(app: FastifyInstance, opts: { db: Db; se
       return r.rows[0];
     });
   };
-  const taken = (e: unknown) => {
-    if ((e as { code?: string }).code === '23505') throw new ApiError('NAME_TAKEN', 'An integration with this name already exists.', { field: '/name' });
-    throw e;
-  };
   const write = (q: Queryable, id: string, v: Awaited<ReturnType<typeof compose>>, insert: boolean) =>
     q.query<Row>(
       insert
@@ -298,7 +296,7 @@ export async function integrationRoutes(app: FastifyInstance, opts: { db: Db; se
       const id = crypto.randomUUID();
       const row = await db.tx(async (q) => {
         const v = await compose(req.tenancy, q, req.body as IntegrationIn, null, 'create');
-        return (await write(q, id, v, true).catch(taken)).rows[0]!;
+        return (await write(q, id, v, true)).rows[0]!;
       });
       reply.code(201).header('Location', `${req.server.publicUrl}/api/v1/integrations/${id}`);
       return toApi(row);
@@ -316,7 +314,7 @@ export async function integrationRoutes(app: FastifyInstance, opts: { db: Db; se
     return db.tx(async (q) => {
       const cur = await get(q, id, true);
       const v = await compose(req.tenancy, q, req.body as Partial<IntegrationIn>, cur, mode);
-      return toApi((await write(q, id, v, false).catch(taken)).rows[0]!);
+      return toApi((await write(q, id, v, false)).rows[0]!);
     });
   };
   app.put('/integrations/:id', {

@@ -119,7 +119,10 @@ export function installErrorEnvelope(app: FastifyInstance): void {
     }
     // Unique and foreign-key violations that a service did not turn into a clearer error.
     const pg = err as unknown as { code?: string; constraint?: string };
-    if (pg.code === '23505') return send(req, reply, 'NAME_TAKEN', 409, 'A record with that unique value already exists.', uniqueField(pg.constraint));
+    if (pg.code === '23505') {
+      const u = (pg.constraint && UNIQUE[pg.constraint]) || { field: undefined, message: 'A record with that unique value already exists.' };
+      return send(req, reply, 'NAME_TAKEN', 409, u.message, u.field);
+    }
     if (pg.code === '23503') return send(req, reply, 'CONFLICT', 409, 'Other records still refer to this one.');
     if (isDatabaseUnavailable(err)) {
       req.log.warn({ err }, 'database unavailable');
@@ -163,10 +166,13 @@ export function installErrorEnvelope(app: FastifyInstance): void {
   });
 }
 
-const UNIQUE_FIELDS: Record<string, string> = {
-  owners_name_key: '/name',
-  assets_owner_name_key: '/name',
-  users_username_key: '/username',
-  clients_client_id_key: '/clientId',
+// Unique constraints (migrations/) and what a 409 says about each: the one place that maps them.
+const UNIQUE: Record<string, { field: string; message: string }> = {
+  owners_name_key: { field: '/name', message: 'An owner with this name already exists.' },
+  assets_owner_name_key: { field: '/name', message: 'An asset with this name already exists for this owner.' },
+  zones_owner_name_key: { field: '/name', message: 'A zone with this name already exists for this owner.' },
+  booking_data_owner_name_key: { field: '/name', message: 'Booking data with this name already exists for this owner.' },
+  users_username_key: { field: '/username', message: 'That username is already in use.' },
+  clients_client_id_key: { field: '/clientId', message: 'That clientId is already in use.' },
+  integrations_name_key: { field: '/name', message: 'An integration with this name already exists.' },
 };
-const uniqueField = (constraint?: string) => (constraint ? UNIQUE_FIELDS[constraint] : undefined);

@@ -19,7 +19,6 @@ export const ERRORS = {
   TOO_MANY_CONCURRENT: { status: 429, title: 'Too Many Requests' },
   INTERNAL: { status: 500, title: 'Internal Server Error' },
   DATABASE_UNAVAILABLE: { status: 503, title: 'Service Unavailable' },
-  SHUTTING_DOWN: { status: 503, title: 'Service Unavailable' },
 } as const;
 
 export type ErrorCode = keyof typeof ERRORS;

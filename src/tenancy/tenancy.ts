@@ -75,6 +75,13 @@ export class Tenancy {
     if (!(await this.sees(ownerId, q))) throw new ApiError('NOT_FOUND', `owner ${ownerId} not found`, { field });
   }
 
+  /** The owner a new record goes to: the one named (404 unless visible), else the caller's own. */
+  async ownerFor(ownerId: string | undefined, q: Queryable = this.db): Promise<string> {
+    const id = ownerId ?? this.principal.ownerId;
+    await this.assertOwner(id, '/ownerId', q);
+    return id;
+  }
+
   /**
    * Fetches one owned row by id with the tenancy filter applied, or 404.
    * `forUpdate` locks it for the rest of the transaction `q`.

@@ -3,7 +3,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
 import type { Db, Queryable } from '../db/db.js';
-import { ApiError, badRequest, notFound } from '../http/errors.js';
+import { badRequest, notFound } from '../http/errors.js';
 import { listPage, PageQuery } from '../http/paging.js';
 import { DateTime, IdParam, iso, isInt8Id, Nullable, Str, Uuid } from '../http/schemas.js';
 import type { Tenancy } from '../tenancy/tenancy.js';
@@ -98,10 +98,6 @@ function shape(geometry: Geometry | null, circle: Circle | null) {
   return [geometry ? JSON.stringify(geometry) : null, circle ? JSON.stringify(circle) : null, box?.minLat ?? null, box?.maxLat ?? null, box?.minLon ?? null, box?.maxLon ?? null];
 }
 
-const taken = (e: unknown) => {
-  if ((e as { code?: string }).code === '23505') throw new ApiError('NAME_TAKEN', 'A zone with this name already exists for this owner.', { field: '/name' });
-  throw e;
-};
 
 export async function zoneRoutes(app: FastifyInstance, { db }: { db: Db }): Promise<void> {
   const tags = ['zones'];
@@ -129,16 +125,14 @@ export async function zoneRoutes(app: FastifyInstance, { db }: { db: Db }): Prom
     schema: { tags, summary: 'Create a zone', body: ZoneWrite, response: { 201: Zone } },
     handler: async (req, reply) => {
       const b = req.body as ZoneWrite;
-      const ownerId = b.ownerId ?? req.tenancy.principal.ownerId;
-      await req.tenancy.assertOwner(ownerId);
+      const ownerId = await req.tenancy.ownerFor(b.ownerId);
       const geo = shape((b.geometry ?? null) as Geometry | null, b.circle ?? null);
       const { rows } = await db
         .query<Row>(
           `INSERT INTO zones (owner_id, name, type, note, geometry, circle, min_lat, max_lat, min_lon, max_lon)
            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING ${SELECT}`,
           [ownerId, b.name, b.type ?? null, b.note ?? null, ...geo],
-        )
-        .catch(taken);
+        );
       reply.code(201).header('Location', `${req.server.publicUrl}/api/v1/zones/${rows[0]!.id}`);
       return toApi(rows[0]!);
     },
@@ -167,8 +161,7 @@ export async function zoneRoutes(app: FastifyInstance, { db }: { db: Db }): Prom
           [id, b.name ?? cur.name, pick(b.type, cur.type, null), pick(b.note, cur.note, null), ownerId, ...shape(geometry, circle)],
         );
         return toApi(rows[0]!);
-      })
-      .catch(taken);
+      });
   };
   app.put('/zones/:id', { schema: { tags, summary: 'Replace a zone', params: IdParam, body: ZoneWrite, response: { 200: Zone } }, handler: update('put') });
   app.patch('/zones/:id', {
