@@ -88,7 +88,8 @@ export async function runIngestBench(): Promise<Record<string, unknown>> {
       const r = await post(base, token, '/api/v1/owners', { name: 'bench-fleet' });
       ownerId = r.id;
     }
-    const key = (await post(base, token, '/api/v1/api-keys', { name: `bench-${Date.now()}`, ownerId, scopes: ['read', 'write'] })).key as string;
+    const key = (await post(base, token, '/api/v1/api-keys', { name: `bench-${Date.now()}`, ownerId, scopes: ['read', 'write'] }))
+      .key as string;
     const { rows: have } = await db.query('SELECT id FROM assets WHERE owner_id = $1 ORDER BY name', [ownerId]);
     if (have.length < ASSETS) {
       await db.query(
@@ -104,19 +105,31 @@ export async function runIngestBench(): Promise<Record<string, unknown>> {
     const bodies = batches.map((b) => JSON.stringify(b));
     await post(base, key, '/api/v1/locations', batches[0]!.slice(0, 10)); // warm-up
     let t0 = performance.now();
-    await pool(CONCURRENCY, bodies.map((body) => () => postRaw(base, key, '/api/v1/locations', body)));
+    await pool(
+      CONCURRENCY,
+      bodies.map((body) => () => postRaw(base, key, '/api/v1/locations', body)),
+    );
     const apiSeconds = (performance.now() - t0) / 1000;
 
     // 2. The same rows with raw pg: one INSERT ... SELECT unnest per batch, 4 connections, no API.
     t0 = performance.now();
     await pool(
       CONCURRENCY,
-      batches.map((b) => () =>
-        db.query(
-          `INSERT INTO locations (asset_id, owner_id, latitude, longitude, speed, heading, when_created)
+      batches.map(
+        (b) => () =>
+          db.query(
+            `INSERT INTO locations (asset_id, owner_id, latitude, longitude, speed, heading, when_created)
            SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::float8[], $4::float8[], $5::float8[], $6::float8[], $7::timestamptz[])`,
-          [b.map((r) => r.assetId), b.map(() => ownerId), b.map((r) => r.latitude), b.map((r) => r.longitude), b.map((r) => r.speed), b.map((r) => r.heading), b.map((r) => r.whenCreated)],
-        ),
+            [
+              b.map((r) => r.assetId),
+              b.map(() => ownerId),
+              b.map((r) => r.latitude),
+              b.map((r) => r.longitude),
+              b.map((r) => r.speed),
+              b.map((r) => r.heading),
+              b.map((r) => r.whenCreated),
+            ],
+          ),
       ),
     );
     const rawSeconds = (performance.now() - t0) / 1000;
@@ -152,7 +165,9 @@ export async function runIngestBench(): Promise<Record<string, unknown>> {
     for (let i = 0; i < QUERIES; i++) {
       const asset = assets[Math.floor(Math.random() * assets.length)]!;
       const s = performance.now();
-      const res = await fetch(`${base}/api/v1/locations?assetId=${asset}&from=${encodeURIComponent(since)}&limit=1000`, { headers: { authorization: `Bearer ${key}` } });
+      const res = await fetch(`${base}/api/v1/locations?assetId=${asset}&from=${encodeURIComponent(since)}&limit=1000`, {
+        headers: { authorization: `Bearer ${key}` },
+      });
       const body = (await res.json()) as unknown[];
       lat.push(performance.now() - s);
       if (res.status !== 200) throw new Error(`list answered ${res.status}`);
@@ -180,7 +195,10 @@ export async function runIngestBench(): Promise<Record<string, unknown>> {
 async function tokenFor(base: string): Promise<string> {
   const res = await fetch(`${base}/auth/realms/tracking/protocol/openid-connect/token`, {
     method: 'POST',
-    headers: { authorization: 'Basic ' + Buffer.from('tracking-cli:bench-secret').toString('base64'), 'content-type': 'application/x-www-form-urlencoded' },
+    headers: {
+      authorization: `Basic ${Buffer.from('tracking-cli:bench-secret').toString('base64')}`,
+      'content-type': 'application/x-www-form-urlencoded',
+    },
     body: 'grant_type=password&username=operator&password=bench-password',
   });
   if (!res.ok) throw new Error(`token: ${res.status} ${await res.text()}`);
@@ -188,7 +206,11 @@ async function tokenFor(base: string): Promise<string> {
 }
 
 async function postRaw(base: string, token: string, path: string, body: string): Promise<any> {
-  const res = await fetch(`${base}${path}`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body });
+  const res = await fetch(`${base}${path}`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    body,
+  });
   const text = await res.text();
   if (res.status !== 201) throw new Error(`${path}: ${res.status} ${text.slice(0, 300)}`);
   return JSON.parse(text);

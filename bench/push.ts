@@ -52,10 +52,14 @@ async function rawClient(url: string, bodies: string[], concurrency: number): Pr
       while (next < bodies.length) {
         const body = bodies[next++]!;
         await new Promise<void>((resolve, reject) => {
-          const req = http.request(url, { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
-            res.resume();
-            res.on('end', resolve);
-          });
+          const req = http.request(
+            url,
+            { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } },
+            (res) => {
+              res.resume();
+              res.on('end', resolve);
+            },
+          );
           req.on('error', reject);
           req.end(body);
         });
@@ -100,11 +104,18 @@ export async function runPushBench(): Promise<Record<string, unknown>[]> {
   try {
     const token = await fetch(`${base}/auth/realms/tracking/protocol/openid-connect/token`, {
       method: 'POST',
-      headers: { authorization: 'Basic ' + Buffer.from('tracking-cli:bench-secret').toString('base64'), 'content-type': 'application/x-www-form-urlencoded' },
+      headers: {
+        authorization: `Basic ${Buffer.from('tracking-cli:bench-secret').toString('base64')}`,
+        'content-type': 'application/x-www-form-urlencoded',
+      },
       body: 'grant_type=password&username=operator&password=bench-password',
     }).then(async (r) => ((await r.json()) as { access_token: string }).access_token);
     const call = async (path: string, body: unknown) => {
-      const r = await fetch(`${base}/api/v1${path}`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+      const r = await fetch(`${base}/api/v1${path}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
       const text = await r.text();
       if (r.status !== 201) throw new Error(`${path}: ${r.status} ${text.slice(0, 200)}`);
       return JSON.parse(text);
@@ -124,13 +135,21 @@ export async function runPushBench(): Promise<Record<string, unknown>[]> {
       rx.arrivals.clear();
       // Ingest EVENTS locations in posts of 1000, 2 in flight, and wait until all have arrived.
       const posts = Array.from({ length: EVENTS / 1000 }, (_, p) =>
-        Array.from({ length: 1000 }, (_, i) => ({ assetId: assets[(p * 1000 + i) % assets.length], latitude: 1, longitude: 2, speed: 10, whenCreated: new Date(Date.now() - 60_000 + i).toISOString() })),
+        Array.from({ length: 1000 }, (_, i) => ({
+          assetId: assets[(p * 1000 + i) % assets.length],
+          latitude: 1,
+          longitude: 2,
+          speed: 10,
+          whenCreated: new Date(Date.now() - 60_000 + i).toISOString(),
+        })),
       );
       const t0 = performance.now();
       let nextPost = 0;
-      await Promise.all([0, 1].map(async () => {
-        while (nextPost < posts.length) await call('/locations', posts[nextPost++]);
-      }));
+      await Promise.all(
+        [0, 1].map(async () => {
+          while (nextPost < posts.length) await call('/locations', posts[nextPost++]);
+        }),
+      );
       const ingestSeconds = (performance.now() - t0) / 1000;
       while (rx.arrivals.size < EVENTS) await new Promise((r) => setTimeout(r, 20));
       const endToEnd = (performance.now() - t0) / 1000;
@@ -142,7 +161,10 @@ export async function runPushBench(): Promise<Record<string, unknown>[]> {
       );
       const lat = rows.map((r) => rx.arrivals.get(Number(r.id))! - Number(r.at)).sort((a, b) => a - b);
       // The raw client: the same number of bodies of the same size, same receiver, same concurrency.
-      const { rows: sample } = await db.query<{ payload: unknown }>('SELECT o.payload FROM outbox o JOIN deliveries d ON d.outbox_id = o.id WHERE d.integration_id = $1 LIMIT $2', [integration.id, mode.batchSize]);
+      const { rows: sample } = await db.query<{ payload: unknown }>(
+        'SELECT o.payload FROM outbox o JOIN deliveries d ON d.outbox_id = o.id WHERE d.integration_id = $1 LIMIT $2',
+        [integration.id, mode.batchSize],
+      );
       const one = JSON.stringify(mode.name === 'single' ? sample[0]!.payload : sample.map((s) => s.payload));
       const bodies = Array.from({ length: EVENTS / mode.batchSize }, () => one);
       rx.arrivals.clear();

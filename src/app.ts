@@ -80,7 +80,9 @@ export async function buildApp(cfg: Config, opts: { logger?: FastifyServerOption
     const boot = await bootstrap(db, cfg);
     const settings = { max: cfg.RATE_LIMIT_MAX, windowMs: cfg.RATE_LIMIT_WINDOW_SECONDS * 1000, concurrent: cfg.RATE_LIMIT_CONCURRENT };
     limiter = cfg.REDIS_URL
-      ? await RedisLimiter.connect(cfg.REDIS_URL, settings, (e) => app.log.warn({ err: e }, 'rate limit store unavailable; request admitted'))
+      ? await RedisLimiter.connect(cfg.REDIS_URL, settings, (e) =>
+          app.log.warn({ err: e }, 'rate limit store unavailable; request admitted'),
+        )
       : new MemoryLimiter(settings);
     app.decorate('publicUrl', cfg.publicUrl);
     app.decorate('services', { cfg, db, tokens, limiter, bootstrap: boot, engine: null });
@@ -143,7 +145,9 @@ export async function buildApp(cfg: Config, opts: { logger?: FastifyServerOption
         description: 'Assets, owners and their data; push to webhooks, MQTT and Kafka. Errors: {error, message, code, requestId, field}.',
       },
       servers: [{ url: cfg.publicUrl }],
-      components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'JWT from the token endpoint, or an API key' } } },
+      components: {
+        securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'JWT from the token endpoint, or an API key' } },
+      },
       security: [{ bearer: [] }],
     },
   });

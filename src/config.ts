@@ -4,12 +4,14 @@ import path from 'node:path';
 
 type Parser<T> = (raw: string) => T;
 
-const int = (min: number, max: number): Parser<number> => (raw) => {
-  if (!/^-?\d+$/.test(raw.trim())) throw new Error(`must be a whole number`);
-  const n = Number(raw);
-  if (n < min || n > max) throw new Error(`must be between ${min} and ${max}`);
-  return n;
-};
+const int =
+  (min: number, max: number): Parser<number> =>
+  (raw) => {
+    if (!/^-?\d+$/.test(raw.trim())) throw new Error(`must be a whole number`);
+    const n = Number(raw);
+    if (n < min || n > max) throw new Error(`must be between ${min} and ${max}`);
+    return n;
+  };
 const bool: Parser<boolean> = (raw) => {
   const v = raw.trim().toLowerCase();
   if (['1', 'true', 'yes', 'on'].includes(v)) return true;
@@ -17,20 +19,24 @@ const bool: Parser<boolean> = (raw) => {
   throw new Error('must be true or false');
 };
 const str: Parser<string> = (raw) => raw;
-const url = (protocols: string[]): Parser<string> => (raw) => {
-  let u: URL;
-  try {
-    u = new URL(raw);
-  } catch {
-    throw new Error('must be a URL');
-  }
-  if (!protocols.includes(u.protocol)) throw new Error(`must use ${protocols.join(' or ')}`);
-  return raw;
-};
-const oneOf = <T extends string>(values: readonly T[]): Parser<T> => (raw) => {
-  if (!(values as readonly string[]).includes(raw)) throw new Error(`must be one of ${values.join(', ')}`);
-  return raw as T;
-};
+const url =
+  (protocols: string[]): Parser<string> =>
+  (raw) => {
+    let u: URL;
+    try {
+      u = new URL(raw);
+    } catch {
+      throw new Error('must be a URL');
+    }
+    if (!protocols.includes(u.protocol)) throw new Error(`must use ${protocols.join(' or ')}`);
+    return raw;
+  };
+const oneOf =
+  <T extends string>(values: readonly T[]): Parser<T> =>
+  (raw) => {
+    if (!(values as readonly string[]).includes(raw)) throw new Error(`must be one of ${values.join(', ')}`);
+    return raw as T;
+  };
 const cidrList: Parser<string[]> = (raw) =>
   raw
     .split(',')
@@ -58,10 +64,13 @@ const spec = {
   DB_POOL_SIZE: [int(1, 200), '10'],
   REDIS_URL: [url(['redis:', 'rediss:']), undefined],
   LOG_LEVEL: [oneOf(LOG_LEVELS), 'info'],
-  AUTH_REALM: [(raw: string) => {
-    if (!/^[A-Za-z0-9_-]{1,64}$/.test(raw)) throw new Error('must be 1-64 letters, digits, _ or -');
-    return raw;
-  }, 'tracking'],
+  AUTH_REALM: [
+    (raw: string) => {
+      if (!/^[A-Za-z0-9_-]{1,64}$/.test(raw)) throw new Error('must be 1-64 letters, digits, _ or -');
+      return raw;
+    },
+    'tracking',
+  ],
   TOKEN_LIFE_SECONDS: [int(1, 86400), '1200'],
   REFRESH_TOKEN_LIFE_SECONDS: [int(1, 30 * 86400), '28800'],
   AUTH_EXTERNAL_ISSUER: [url(['http:', 'https:']), undefined],
@@ -84,20 +93,26 @@ const spec = {
   SHUTDOWN_TIMEOUT_MS: [int(0, 600_000), '10000'],
   PUSH_ALLOW_HTTP: [bool, 'false'],
   DELIVERY_ENABLED: [bool, 'true'],
-  DELIVERY_LEASE_SECONDS: [(raw: string) => {
-    const n = Number(raw);
-    if (!(n >= 0.5 && n <= 3600)) throw new Error('must be 0.5 to 3600 seconds');
-    return n;
-  }, '60'],
+  DELIVERY_LEASE_SECONDS: [
+    (raw: string) => {
+      const n = Number(raw);
+      if (!(n >= 0.5 && n <= 3600)) throw new Error('must be 0.5 to 3600 seconds');
+      return n;
+    },
+    '60',
+  ],
   DELIVERY_POLL_MS: [int(10, 60_000), '1000'],
   DELIVERY_MAX_IN_FLIGHT: [int(1, 10_000), '64'],
   DELIVERY_SUCCEEDED_RETENTION_DAYS: [int(1, 3650), '7'],
   DELIVERY_FAILED_RETENTION_DAYS: [int(1, 3650), '30'],
   PUSH_ALLOWED_NETWORKS: [cidrList, ''],
-  BOOKING_DATA_TYPE: [(raw: string) => {
-    if (!/^[A-Z][A-Z0-9]*_V1$/.test(raw)) throw new Error('must look like <CARRIER>_V1');
-    return raw;
-  }, 'MAERSK_V1'],
+  BOOKING_DATA_TYPE: [
+    (raw: string) => {
+      if (!/^[A-Z][A-Z0-9]*_V1$/.test(raw)) throw new Error('must look like <CARRIER>_V1');
+      return raw;
+    },
+    'MAERSK_V1',
+  ],
 } as const;
 
 type Spec = typeof spec;

@@ -16,8 +16,12 @@ test('the spec 4.2 token request sent by curl returns a JWT that expires 20 minu
   // URL's user and password parts, form body with scope=openid+profile+read.
   const authUrl = `http://${OPERATOR.clientId}:${OPERATOR.clientSecret}@${u.host}/auth/realms/tracking`;
   const { stdout } = await exec('curl', [
-    '-s', '-X', 'POST', `${authUrl}/protocol/openid-connect/token`,
-    '-d', `grant_type=password&scope=openid+profile+read&username=${OPERATOR.username}&password=${OPERATOR.password}`,
+    '-s',
+    '-X',
+    'POST',
+    `${authUrl}/protocol/openid-connect/token`,
+    '-d',
+    `grant_type=password&scope=openid+profile+read&username=${OPERATOR.username}&password=${OPERATOR.password}`,
   ]);
   const body = JSON.parse(stdout);
   assert.equal(body.token_type, 'Bearer');
@@ -52,7 +56,11 @@ test('wrong client secret, unknown user, wrong password and unsupported grants a
       body: form(body),
     });
   const good = basic(OPERATOR.clientId, OPERATOR.clientSecret);
-  let r = await post(basic(OPERATOR.clientId, 'wrong'), { grant_type: 'password', username: OPERATOR.username, password: OPERATOR.password });
+  let r = await post(basic(OPERATOR.clientId, 'wrong'), {
+    grant_type: 'password',
+    username: OPERATOR.username,
+    password: OPERATOR.password,
+  });
   assert.equal(r.status, 401);
   assert.equal(r.body.error, 'invalid_client');
   assert.ok(r.body.message);
@@ -64,7 +72,10 @@ test('wrong client secret, unknown user, wrong password and unsupported grants a
   r = await post(good, { grant_type: 'authorization_code' });
   assert.equal(r.status, 400);
   assert.equal(r.body.error, 'unsupported_grant_type');
-  r = await ta.call('POST', '/auth/realms/other/protocol/openid-connect/token', { headers: { authorization: good, 'content-type': 'application/x-www-form-urlencoded' }, body: 'grant_type=client_credentials' });
+  r = await ta.call('POST', '/auth/realms/other/protocol/openid-connect/token', {
+    headers: { authorization: good, 'content-type': 'application/x-www-form-urlencoded' },
+    body: 'grant_type=client_credentials',
+  });
   assert.equal(r.status, 404);
 });
 
@@ -108,12 +119,25 @@ test('forged tokens (wrong signature, alg none, wrong issuer, garbage) and missi
   const noneSameKid = `${Buffer.from(JSON.stringify({ alg: 'none', kid: header.kid, typ: 'JWT' })).toString('base64url')}.${p}.`;
   // HS256 with the public key as secret (algorithm confusion).
   const jwks = await ta.call('GET', '/auth/realms/tracking/protocol/openid-connect/certs');
-  const hs = await new jose.SignJWT(claims).setProtectedHeader({ alg: 'HS256', kid: header.kid! }).sign(new TextEncoder().encode(JSON.stringify(jwks.body.keys[0])));
+  const hs = await new jose.SignJWT(claims)
+    .setProtectedHeader({ alg: 'HS256', kid: header.kid! })
+    .sign(new TextEncoder().encode(JSON.stringify(jwks.body.keys[0])));
   // Wrong issuer, signed by a key the attacker controls.
-  const wrongIss = await new jose.SignJWT({ ...claims, iss: 'http://evil.example/auth/realms/tracking' }).setProtectedHeader({ alg: 'ES256', kid: header.kid! }).sign(privateKey);
+  const wrongIss = await new jose.SignJWT({ ...claims, iss: 'http://evil.example/auth/realms/tracking' })
+    .setProtectedHeader({ alg: 'ES256', kid: header.kid! })
+    .sign(privateKey);
   // Tampered payload with the real signature.
   const tampered = `${h}.${Buffer.from(JSON.stringify({ ...claims, roles: ['read', 'write', 'admin'], owner_id: '00000000-0000-0000-0000-000000000000' })).toString('base64url')}.${ta.adminToken.split('.')[2]}`;
-  for (const [name, token] of Object.entries({ wrongSig, none, noneSameKid, hs, wrongIss, tampered, garbage: 'not-a-jwt', unknownKey: 'atk_nope' })) {
+  for (const [name, token] of Object.entries({
+    wrongSig,
+    none,
+    noneSameKid,
+    hs,
+    wrongIss,
+    tampered,
+    garbage: 'not-a-jwt',
+    unknownKey: 'atk_nope',
+  })) {
     const r = await ta.call('GET', '/api/v1/owners', { token });
     assert.equal(r.status, 401, `${name}: ${r.raw}`);
     assert.equal(r.headers['www-authenticate'], 'Bearer', name);
@@ -141,7 +165,10 @@ test('a credential lacking the needed scope answers 403; admin routes need admin
   assert.equal(ok.status, 201);
   assert.match(ok.body.key, /^atk_/);
   const list = await ta.call('GET', '/api/v1/api-keys', { token: writer.key });
-  assert.ok(list.body.every((k: Record<string, unknown>) => !('key' in k)), 'the secret is shown only once');
+  assert.ok(
+    list.body.every((k: Record<string, unknown>) => !('key' in k)),
+    'the secret is shown only once',
+  );
   // A revoked key stops working at once.
   assert.equal((await ta.call('DELETE', `/api/v1/api-keys/${ok.body.id}`, { token: writer.key })).status, 204);
   assert.equal((await ta.call('GET', '/api/v1/assets', { token: ok.body.key })).status, 401);

@@ -8,12 +8,13 @@ import { ownerWithKey, startApp, type TestApp, ok, bad } from './helpers.js';
 const ta = await startApp(undefined, { RATE_LIMIT_MAX: '100000', RATE_LIMIT_CONCURRENT: '1000' });
 const TYPE = 'MAERSK_V1';
 
-
 let n = 0;
 async function tenant(app: TestApp, label: string, opts: { parentId?: string; scopes?: ('read' | 'write')[] } = {}) {
   const o = await ownerWithKey(app, `${label}-${++n}`, opts);
-  const call = (method: string, path: string, body?: unknown) => app.call(method, path, { token: o.key, ...(body === undefined ? {} : { body }) });
-  const create = async (body: Record<string, unknown>): Promise<any> => ok(await call('POST', '/api/v1/booking-data', body), 201, `create ${JSON.stringify(body).slice(0, 100)}`);
+  const call = (method: string, path: string, body?: unknown) =>
+    app.call(method, path, { token: o.key, ...(body === undefined ? {} : { body }) });
+  const create = async (body: Record<string, unknown>): Promise<any> =>
+    ok(await call('POST', '/api/v1/booking-data', body), 201, `create ${JSON.stringify(body).slice(0, 100)}`);
   const get = async (id: string): Promise<any> => ok(await call('GET', `/api/v1/booking-data/${id}`), 200, `get ${id}`);
   return { ...o, call, create, get };
 }
@@ -45,7 +46,14 @@ test('type must be exactly the configured literal (default MAERSK_V1)', async ()
 test('jsonData: any JSON value round-trips; at most 64 KiB; NUL refused', async () => {
   const a = await tenant(ta, 'json');
   const values: unknown[] = [
-    { booking: 'MAEU123', legs: [{ from: 'CNSHA', to: 'NLRTM', eta: '2026-11-22T06:04:15Z' }], reefer: true, setpoint: -18.5, seal: null, nested: { deep: { deeper: [1, 'two', false] } } },
+    {
+      booking: 'MAEU123',
+      legs: [{ from: 'CNSHA', to: 'NLRTM', eta: '2026-11-22T06:04:15Z' }],
+      reefer: true,
+      setpoint: -18.5,
+      seal: null,
+      nested: { deep: { deeper: [1, 'two', false] } },
+    },
     [1, 'two', { three: 3 }, null, [true]],
     'just a string with ümlauts and \u{1F6A2}',
     42,
@@ -65,31 +73,48 @@ test('jsonData: any JSON value round-trips; at most 64 KiB; NUL refused', async 
   assert.equal((await a.create({ type: TYPE, name: 'absent' })).jsonData, null, 'absent reads null');
   assert.equal((await a.create({ type: TYPE, name: 'null', jsonData: null })).jsonData, null);
   // Key order and member names with odd characters survive.
-  const odd = { 'a/b': 1, 'c~d': 2, '': 3, ' ': { 'ü': 4 } };
+  const odd = { 'a/b': 1, 'c~d': 2, '': 3, ' ': { ü: 4 } };
   assert.deepEqual((await a.create({ type: TYPE, jsonData: odd })).jsonData, odd);
 
   // 64 KiB of JSON: a string of 65,534 characters is exactly 65,536 bytes with its quotes.
   const exact = 'x'.repeat(64 * 1024 - 2);
   assert.equal((await a.create({ type: TYPE, name: 'exact', jsonData: exact })).jsonData.length, exact.length);
-  bad(await a.call('POST', '/api/v1/booking-data', { type: TYPE, name: 'over', jsonData: exact + 'x' }), 400, '/jsonData', '64 KiB + 1 byte');
+  bad(
+    await a.call('POST', '/api/v1/booking-data', { type: TYPE, name: 'over', jsonData: `${exact}x` }),
+    400,
+    '/jsonData',
+    '64 KiB + 1 byte',
+  );
   // Bytes, not characters: 32,768 two-byte characters are over.
-  bad(await a.call('POST', '/api/v1/booking-data', { type: TYPE, name: 'wide', jsonData: 'é'.repeat(32 * 1024) }), 400, '/jsonData', 'two-byte characters');
+  bad(
+    await a.call('POST', '/api/v1/booking-data', { type: TYPE, name: 'wide', jsonData: 'é'.repeat(32 * 1024) }),
+    400,
+    '/jsonData',
+    'two-byte characters',
+  );
   const big = { rows: Array.from({ length: 4000 }, (_, i) => ({ i, v: 'abcdefghij' })) };
   bad(await a.call('POST', '/api/v1/booking-data', { type: TYPE, name: 'big', jsonData: big }), 400, '/jsonData', 'a large object');
   const keep = await a.create({ type: TYPE, name: 'keep', jsonData: { a: 1 } });
-  bad(await a.call('PATCH', `/api/v1/booking-data/${keep.id}`, { jsonData: exact + 'x' }), 400, '/jsonData', 'patch over 64 KiB');
+  bad(await a.call('PATCH', `/api/v1/booking-data/${keep.id}`, { jsonData: `${exact}x` }), 400, '/jsonData', 'patch over 64 KiB');
   bad(await a.call('PUT', `/api/v1/booking-data/${keep.id}`, { type: TYPE, jsonData: [exact] }), 400, '/jsonData', 'put over 64 KiB');
   assert.deepEqual((await a.get(keep.id)).jsonData, { a: 1 }, 'unchanged');
   assert.equal((ok(await a.call('GET', '/api/v1/booking-data?name=over'), 200) as any[]).length, 0, 'nothing stored');
 
   // NUL anywhere inside jsonData (value or key) is a 400 naming where.
-  bad(await a.call('POST', '/api/v1/booking-data', { type: TYPE, jsonData: { a: { b: ['ok', 'n\u0000l'] } } }), 400, '/jsonData/a/b/1', 'NUL in a value');
+  bad(
+    await a.call('POST', '/api/v1/booking-data', { type: TYPE, jsonData: { a: { b: ['ok', 'n\u0000l'] } } }),
+    400,
+    '/jsonData/a/b/1',
+    'NUL in a value',
+  );
   bad(await a.call('POST', '/api/v1/booking-data', { type: TYPE, jsonData: { 'k\u0000': 1 } }), 400, '/jsonData/k\u0000', 'NUL in a key');
   bad(await a.call('POST', '/api/v1/booking-data', { type: TYPE, jsonData: '\u0000' }), 400, '/jsonData', 'NUL string');
   bad(await a.call('POST', '/api/v1/booking-data', { type: TYPE, name: 'n\u0000' }), 400, '/name', 'NUL in name');
   bad(await a.call('PATCH', `/api/v1/booking-data/${keep.id}`, { jsonData: ['\u0000'] }), 400, '/jsonData/0', 'NUL in a patch');
   // Escaped text that is not NUL stays as it is.
-  assert.deepEqual((await a.create({ type: TYPE, jsonData: { s: '\\u0000 is six characters' } })).jsonData, { s: '\\u0000 is six characters' });
+  assert.deepEqual((await a.create({ type: TYPE, jsonData: { s: '\\u0000 is six characters' } })).jsonData, {
+    s: '\\u0000 is six characters',
+  });
 });
 
 test('name: at most 50 code points, unique within the owner, free across owners', async () => {
@@ -115,13 +140,17 @@ test('name: at most 50 code points, unique within the owner, free across owners'
   bad(await a.call('PUT', `/api/v1/booking-data/${second.id}`, { type: TYPE, name: 'BKG-1' }), 409, '/name', 'put onto a taken name');
   bad(await a.call('PATCH', `/api/v1/booking-data/${second.id}`, { name: 'x'.repeat(51) }), 400, '/name', 'patch name 51');
   assert.equal((await a.get(second.id)).name, 'BKG-2');
-  assert.deepEqual((ok(await a.call('GET', '/api/v1/booking-data?name=BKG-1'), 200) as any[]).map((x) => x.id), [first.id], 'name filter');
+  assert.deepEqual(
+    (ok(await a.call('GET', '/api/v1/booking-data?name=BKG-1'), 200) as any[]).map((x) => x.id),
+    [first.id],
+    'name filter',
+  );
   // A name freed by a rename can be taken again.
   ok(await a.call('PATCH', `/api/v1/booking-data/${first.id}`, { name: 'BKG-1-old' }), 200);
   assert.equal((await a.create({ type: TYPE, name: 'BKG-1' })).name, 'BKG-1');
 });
 
-test('ownerId defaults to the caller\'s; a child\'s record is visible to the parent\'s key, not the other way; whoCreated set', async () => {
+test("ownerId defaults to the caller's; a child's record is visible to the parent's key, not the other way; whoCreated set", async () => {
   const parent = await tenant(ta, 'parent');
   const child = await tenant(ta, 'child', { parentId: parent.ownerId });
   const stranger = await tenant(ta, 'stranger');
@@ -129,7 +158,7 @@ test('ownerId defaults to the caller\'s; a child\'s record is visible to the par
     (ok(await ta.call('GET', '/api/v1/api-keys', { token: ta.adminToken }), 200) as any[]).find((k) => k.ownerId === ownerId).id;
 
   const mine = await parent.create({ type: TYPE, name: 'P' });
-  assert.equal(mine.ownerId, parent.ownerId, 'defaults to the caller\'s owner');
+  assert.equal(mine.ownerId, parent.ownerId, "defaults to the caller's owner");
   assert.equal(mine.whoCreated, `apikey:${await keyId(parent.ownerId)}`);
   assert.match(mine.id, /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/);
   assert.match(mine.whenCreated, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
@@ -142,11 +171,17 @@ test('ownerId defaults to the caller\'s; a child\'s record is visible to the par
   assert.deepEqual(await parent.get(childs.id), childs);
   const listed = (ok(await parent.call('GET', '/api/v1/booking-data'), 200) as any[]).map((x) => x.id).sort();
   assert.deepEqual(listed, [mine.id, childs.id].sort());
-  assert.deepEqual((ok(await parent.call('GET', `/api/v1/booking-data?ownerId=${child.ownerId}`), 200) as any[]).map((x) => x.id), [childs.id]);
+  assert.deepEqual(
+    (ok(await parent.call('GET', `/api/v1/booking-data?ownerId=${child.ownerId}`), 200) as any[]).map((x) => x.id),
+    [childs.id],
+  );
   bad(await child.call('GET', `/api/v1/booking-data/${mine.id}`), 404, undefined, 'child reads parent');
   bad(await child.call('PATCH', `/api/v1/booking-data/${mine.id}`, { name: 'x' }), 404, undefined, 'child patches parent');
   bad(await child.call('DELETE', `/api/v1/booking-data/${mine.id}`), 404, undefined, 'child deletes parent');
-  assert.deepEqual((ok(await child.call('GET', '/api/v1/booking-data'), 200) as any[]).map((x) => x.id), [childs.id]);
+  assert.deepEqual(
+    (ok(await child.call('GET', '/api/v1/booking-data'), 200) as any[]).map((x) => x.id),
+    [childs.id],
+  );
   for (const [m, body] of [['GET'], ['PATCH', { name: 'x' }], ['PUT', { type: TYPE }], ['DELETE']] as [string, unknown?][]) {
     bad(await stranger.call(m, `/api/v1/booking-data/${mine.id}`, body), 404, undefined, `stranger ${m}`);
   }
@@ -157,14 +192,34 @@ test('ownerId defaults to the caller\'s; a child\'s record is visible to the par
   assert.equal(forChild.ownerId, child.ownerId);
   assert.equal(forChild.whoCreated, mine.whoCreated, 'whoCreated is the actor, not the owner');
   assert.equal((await child.get(forChild.id)).name, 'for-child');
-  bad(await child.call('POST', '/api/v1/booking-data', { type: TYPE, ownerId: parent.ownerId }), 404, '/ownerId', 'child writes for parent');
+  bad(
+    await child.call('POST', '/api/v1/booking-data', { type: TYPE, ownerId: parent.ownerId }),
+    404,
+    '/ownerId',
+    'child writes for parent',
+  );
   bad(await child.call('POST', '/api/v1/booking-data', { type: TYPE, ownerId: 'nope' }), 400, '/ownerId', 'ownerId not a uuid');
-  bad(await child.call('PATCH', `/api/v1/booking-data/${childs.id}`, { ownerId: parent.ownerId }), 404, '/ownerId', 'child moves a record to its parent');
-  const moved = ok(await parent.call('PATCH', `/api/v1/booking-data/${forChild.id}`, { ownerId: parent.ownerId }), 200, 'parent takes it over');
+  bad(
+    await child.call('PATCH', `/api/v1/booking-data/${childs.id}`, { ownerId: parent.ownerId }),
+    404,
+    '/ownerId',
+    'child moves a record to its parent',
+  );
+  const moved = ok(
+    await parent.call('PATCH', `/api/v1/booking-data/${forChild.id}`, { ownerId: parent.ownerId }),
+    200,
+    'parent takes it over',
+  );
   assert.equal(moved.ownerId, parent.ownerId);
   bad(await child.call('GET', `/api/v1/booking-data/${forChild.id}`), 404, undefined, 'gone from the child');
   // whoCreated and other read-only fields in a body are ignored.
-  const ro = await parent.create({ type: TYPE, name: 'ro', whoCreated: 'mallory', id: '00000000-0000-4000-8000-000000000000', whenCreated: '2000-01-01T00:00:00Z' });
+  const ro = await parent.create({
+    type: TYPE,
+    name: 'ro',
+    whoCreated: 'mallory',
+    id: '00000000-0000-4000-8000-000000000000',
+    whenCreated: '2000-01-01T00:00:00Z',
+  });
   assert.equal(ro.whoCreated, mine.whoCreated);
   assert.notEqual(ro.id, '00000000-0000-4000-8000-000000000000');
   assert.notEqual(ro.whenCreated, '2000-01-01T00:00:00Z');
@@ -179,10 +234,20 @@ test('ownerId defaults to the caller\'s; a child\'s record is visible to the par
 
 test('PUT replaces, PATCH merges (RFC 7396, into jsonData too), DELETE removes', async () => {
   const a = await tenant(ta, 'verbs');
-  const b = await a.create({ type: TYPE, name: 'BKG', jsonData: { vessel: 'Emma', voyage: '123W', legs: [1, 2], cargo: { kind: 'reefer', setpoint: -18 } } });
+  const b = await a.create({
+    type: TYPE,
+    name: 'BKG',
+    jsonData: { vessel: 'Emma', voyage: '123W', legs: [1, 2], cargo: { kind: 'reefer', setpoint: -18 } },
+  });
 
   // PATCH: absent members are kept, null clears, objects merge recursively, arrays and scalars replace.
-  let p = ok(await a.call('PATCH', `/api/v1/booking-data/${b.id}`, { jsonData: { voyage: '124E', legs: [3], cargo: { setpoint: -20, kind: null }, port: 'NLRTM' } }), 200, 'patch');
+  let p = ok(
+    await a.call('PATCH', `/api/v1/booking-data/${b.id}`, {
+      jsonData: { voyage: '124E', legs: [3], cargo: { setpoint: -20, kind: null }, port: 'NLRTM' },
+    }),
+    200,
+    'patch',
+  );
   assert.deepEqual(p.jsonData, { vessel: 'Emma', voyage: '124E', legs: [3], cargo: { setpoint: -20 }, port: 'NLRTM' });
   assert.equal(p.name, 'BKG');
   assert.equal(p.type, TYPE);
@@ -193,7 +258,11 @@ test('PUT replaces, PATCH merges (RFC 7396, into jsonData too), DELETE removes',
   assert.deepEqual(p.jsonData, { vessel: 'Emma', voyage: '124E', legs: [3], cargo: { setpoint: -20 }, port: 'NLRTM' }, 'jsonData kept');
   p = ok(await a.call('PATCH', `/api/v1/booking-data/${b.id}`, { jsonData: ['now', 'an', 'array'] }), 200, 'patch with an array');
   assert.deepEqual(p.jsonData, ['now', 'an', 'array']);
-  p = ok(await a.call('PATCH', `/api/v1/booking-data/${b.id}`, { jsonData: { back: 'to an object' } }), 200, 'patch an array with an object');
+  p = ok(
+    await a.call('PATCH', `/api/v1/booking-data/${b.id}`, { jsonData: { back: 'to an object' } }),
+    200,
+    'patch an array with an object',
+  );
   assert.deepEqual(p.jsonData, { back: 'to an object' });
   p = ok(await a.call('PATCH', `/api/v1/booking-data/${b.id}`, { name: null, jsonData: null }), 200, 'patch nulls');
   assert.equal(p.name, null);

@@ -7,24 +7,34 @@ import { ownerWithKey, startApp, ok, bad } from './helpers.js';
 
 const ta = await startApp(undefined, { RATE_LIMIT_MAX: '100000', RATE_LIMIT_CONCURRENT: '1000' });
 
-
 let n = 0;
 async function tenant(label: string, opts: { parentId?: string } = {}) {
   const o = await ownerWithKey(ta, `${label}-${++n}`, opts);
-  const call = (method: string, path: string, body?: unknown) => ta.call(method, path, { token: o.key, ...(body === undefined ? {} : { body }) });
+  const call = (method: string, path: string, body?: unknown) =>
+    ta.call(method, path, { token: o.key, ...(body === undefined ? {} : { body }) });
   const asset = async (name: string, reefer = true): Promise<string> => {
     const id = ok(await call('POST', '/api/v1/assets', { name }), 201, `asset ${name}`).id;
-    if (reefer) ok(await call('POST', '/api/v1/reefer-data', { assetId: id, reeferClass: 'MH', data: { supplyAirTemperature: 4.5 } }), 201, 'reefer data');
+    if (reefer)
+      ok(
+        await call('POST', '/api/v1/reefer-data', { assetId: id, reeferClass: 'MH', data: { supplyAirTemperature: 4.5 } }),
+        201,
+        'reefer data',
+      );
     return id;
   };
-  const command = async (body: Record<string, unknown>): Promise<any> => ok(await call('POST', '/api/v1/commands', body), 201, `command ${JSON.stringify(body)}`);
+  const command = async (body: Record<string, unknown>): Promise<any> =>
+    ok(await call('POST', '/api/v1/commands', body), 201, `command ${JSON.stringify(body)}`);
   const status = async (id: string): Promise<string> => ok(await call('GET', `/api/v1/commands/${id}`), 200, `get ${id}`).status;
   const list = async (query: string): Promise<any[]> => ok(await call('GET', `/api/v1/commands?${query}`), 200, `list ?${query}`);
   return { ...o, call, asset, command, status, list };
 }
 
 async function readOnlyKey(ownerId: string): Promise<string> {
-  return ok(await ta.call('POST', '/api/v1/api-keys', { token: ta.adminToken, body: { name: `ro-${++n}`, ownerId, scopes: ['read'] } }), 201, 'reader key').key;
+  return ok(
+    await ta.call('POST', '/api/v1/api-keys', { token: ta.adminToken, body: { name: `ro-${++n}`, ownerId, scopes: ['read'] } }),
+    201,
+    'reader key',
+  ).key;
 }
 
 test('create: only for assets that sent reefer data; type echoed as command; uniqueId generated and unique per asset; validation', async () => {
@@ -65,15 +75,34 @@ test('create: only for assets that sent reefer data; type echoed as command; uni
   assert.equal(mine.uniqueId, 'corr-1');
   const dup = await a.call('POST', '/api/v1/commands', { assetId: reefer, type: 'START_PTI', uniqueId: 'corr-1' });
   bad(dup, 409, '/uniqueId', 'repeated uniqueId');
-  assert.equal((await a.command({ assetId: quiet, type: 'START_PTI', uniqueId: 'corr-1' })).uniqueId, 'corr-1', 'same uniqueId, another asset');
+  assert.equal(
+    (await a.command({ assetId: quiet, type: 'START_PTI', uniqueId: 'corr-1' })).uniqueId,
+    'corr-1',
+    'same uniqueId, another asset',
+  );
   assert.equal((await a.list(`assetId=${reefer}`)).length, 1, 'the refused duplicate stored nothing');
 
   // Every type; the four SET_ types need a numeric parameters.value.
   for (const type of ['SET_TEMPERATURE', 'SET_HUMIDITY', 'SET_CO2', 'SET_O2']) {
     bad(await a.call('POST', '/api/v1/commands', { assetId: reefer, type }), 400, '/parameters/value', `${type} without parameters`);
-    bad(await a.call('POST', '/api/v1/commands', { assetId: reefer, type, parameters: {} }), 400, '/parameters/value', `${type} without value`);
-    bad(await a.call('POST', '/api/v1/commands', { assetId: reefer, type, parameters: { value: '5' } }), 400, '/parameters/value', `${type} text value`);
-    bad(await a.call('POST', '/api/v1/commands', { assetId: reefer, type, parameters: { value: null } }), 400, '/parameters/value', `${type} null value`);
+    bad(
+      await a.call('POST', '/api/v1/commands', { assetId: reefer, type, parameters: {} }),
+      400,
+      '/parameters/value',
+      `${type} without value`,
+    );
+    bad(
+      await a.call('POST', '/api/v1/commands', { assetId: reefer, type, parameters: { value: '5' } }),
+      400,
+      '/parameters/value',
+      `${type} text value`,
+    );
+    bad(
+      await a.call('POST', '/api/v1/commands', { assetId: reefer, type, parameters: { value: null } }),
+      400,
+      '/parameters/value',
+      `${type} null value`,
+    );
     assert.equal((await a.command({ assetId: reefer, type, parameters: { value: 0 } })).command, type);
   }
   for (const type of ['START_DEFROST', 'START_PTI', 'POWER_ON', 'POWER_OFF']) {
@@ -84,12 +113,27 @@ test('create: only for assets that sent reefer data; type echoed as command; uni
   bad(await a.call('POST', '/api/v1/commands', { assetId: reefer }), 400, '/type', 'type missing');
   bad(await a.call('POST', '/api/v1/commands', { type: 'POWER_ON' }), 400, '/assetId', 'assetId missing');
   bad(await a.call('POST', '/api/v1/commands', { assetId: reefer, type: 'POWER_ON', ttlSeconds: 0 }), 400, '/ttlSeconds', 'ttl 0');
-  bad(await a.call('POST', '/api/v1/commands', { assetId: reefer, type: 'POWER_ON', ttlSeconds: 1.5 }), 400, '/ttlSeconds', 'fractional ttl');
+  bad(
+    await a.call('POST', '/api/v1/commands', { assetId: reefer, type: 'POWER_ON', ttlSeconds: 1.5 }),
+    400,
+    '/ttlSeconds',
+    'fractional ttl',
+  );
   bad(await a.call('POST', '/api/v1/commands', { assetId: reefer, type: 'POWER_ON', uniqueId: '' }), 400, '/uniqueId', 'empty uniqueId');
   bad(await a.call('POST', '/api/v1/commands', { assetId: reefer, type: 'POWER_ON', uniqueId: 'u\u0000' }), 400, '/uniqueId', 'NUL');
-  bad(await a.call('POST', '/api/v1/commands', { assetId: reefer, type: 'POWER_ON', ownerId: '00000000-0000-4000-8000-000000000000' }), 400, '/ownerId', 'another ownerId');
+  bad(
+    await a.call('POST', '/api/v1/commands', { assetId: reefer, type: 'POWER_ON', ownerId: '00000000-0000-4000-8000-000000000000' }),
+    400,
+    '/ownerId',
+    'another ownerId',
+  );
   assert.equal((await a.command({ assetId: reefer, type: 'POWER_ON', ownerId: a.ownerId })).ownerId, a.ownerId, 'its own ownerId');
-  bad(await a.call('POST', '/api/v1/commands', { assetId: '00000000-0000-4000-8000-000000000000', type: 'POWER_ON' }), 404, '/assetId', 'unknown asset');
+  bad(
+    await a.call('POST', '/api/v1/commands', { assetId: '00000000-0000-4000-8000-000000000000', type: 'POWER_ON' }),
+    404,
+    '/assetId',
+    'unknown asset',
+  );
   assert.equal((await a.command({ assetId: reefer, type: 'POWER_ON', ttlSeconds: 60 })).ttlSeconds, 60);
 });
 
@@ -102,9 +146,19 @@ test('lifecycle: the device side lists PENDING, moves PENDING -> SENT -> ACKNOWL
   await a.command({ assetId: other, type: 'POWER_ON' });
 
   // The device polls its PENDING commands.
-  assert.deepEqual((await a.list(`status=PENDING&assetId=${reefer}&order=asc`)).map((x) => x.id), [c.id, d.id]);
-  assert.deepEqual((await a.list(`status=PENDING&assetId=${reefer}`)).map((x) => x.id), [d.id, c.id], 'newest first by default');
-  assert.deepEqual((await a.list(`type=START_DEFROST&assetId=${reefer}`)).map((x) => x.id), [d.id]);
+  assert.deepEqual(
+    (await a.list(`status=PENDING&assetId=${reefer}&order=asc`)).map((x) => x.id),
+    [c.id, d.id],
+  );
+  assert.deepEqual(
+    (await a.list(`status=PENDING&assetId=${reefer}`)).map((x) => x.id),
+    [d.id, c.id],
+    'newest first by default',
+  );
+  assert.deepEqual(
+    (await a.list(`type=START_DEFROST&assetId=${reefer}`)).map((x) => x.id),
+    [d.id],
+  );
   bad(await a.call('GET', '/api/v1/commands?status=DONE'), 400, '/status', 'unknown status filter');
 
   const patch = (id: string, status: string) => a.call('PATCH', `/api/v1/commands/${id}`, { status });
@@ -118,8 +172,15 @@ test('lifecycle: the device side lists PENDING, moves PENDING -> SENT -> ACKNOWL
   const sent = ok(await patch(c.id, 'SENT'), 200, 'PENDING -> SENT');
   assert.equal(sent.status, 'SENT');
   assert.ok(Date.parse(sent.whenUpdated) >= Date.parse(c.whenUpdated));
-  assert.deepEqual((await a.list(`status=PENDING&assetId=${reefer}`)).map((x) => x.id), [d.id], 'no longer pending');
-  assert.deepEqual((await a.list(`status=SENT&assetId=${reefer}`)).map((x) => x.id), [c.id]);
+  assert.deepEqual(
+    (await a.list(`status=PENDING&assetId=${reefer}`)).map((x) => x.id),
+    [d.id],
+    'no longer pending',
+  );
+  assert.deepEqual(
+    (await a.list(`status=SENT&assetId=${reefer}`)).map((x) => x.id),
+    [c.id],
+  );
   bad(await patch(c.id, 'SENT'), 409, '/status', 'SENT -> SENT');
   bad(await patch(c.id, 'CANCELLED'), 409, '/status', 'SENT -> CANCELLED');
   bad(await a.call('DELETE', `/api/v1/commands/${c.id}`), 409, undefined, 'DELETE a SENT command');
@@ -139,7 +200,10 @@ test('lifecycle: the device side lists PENDING, moves PENDING -> SENT -> ACKNOWL
   assert.equal(del.status, 204, del.raw);
   assert.equal(del.raw, '');
   assert.equal(await a.status(e.id), 'CANCELLED');
-  assert.deepEqual((await a.list(`status=CANCELLED&assetId=${reefer}`)).map((x) => x.id), [e.id]);
+  assert.deepEqual(
+    (await a.list(`status=CANCELLED&assetId=${reefer}`)).map((x) => x.id),
+    [e.id],
+  );
   bad(await a.call('DELETE', `/api/v1/commands/${e.id}`), 409, undefined, 'cancel twice');
   for (const to of ['SENT', 'ACKNOWLEDGED', 'FAILED']) bad(await patch(e.id, to), 409, '/status', `CANCELLED -> ${to}`);
   // PATCH to CANCELLED is the same move as DELETE.
@@ -169,7 +233,10 @@ test('time-to-live: an open command past it reads EXPIRED, is listed as EXPIRED 
   ok(await a.call('PATCH', `/api/v1/commands/${sent.id}`, { status: 'SENT' }), 200);
   const pending = await a.command({ assetId: reefer, type: 'POWER_ON', ttlSeconds: 1 });
   assert.equal(pending.ttlSeconds, 1);
-  assert.deepEqual((await a.list(`status=PENDING&assetId=${reefer}&order=asc`)).map((x) => x.id), [lasting.id, pending.id]);
+  assert.deepEqual(
+    (await a.list(`status=PENDING&assetId=${reefer}&order=asc`)).map((x) => x.id),
+    [lasting.id, pending.id],
+  );
 
   await new Promise((r) => setTimeout(r, 1500));
   assert.equal(await a.status(pending.id), 'EXPIRED');
@@ -177,18 +244,31 @@ test('time-to-live: an open command past it reads EXPIRED, is listed as EXPIRED 
   assert.equal(await a.status(acked.id), 'ACKNOWLEDGED', 'a closed command never expires');
   assert.equal(await a.status(cancelled.id), 'CANCELLED');
   assert.equal(await a.status(lasting.id), 'PENDING');
-  assert.deepEqual((await a.list(`status=EXPIRED&assetId=${reefer}&order=asc`)).map((x) => x.id), [sent.id, pending.id]);
-  assert.deepEqual((await a.list(`status=PENDING&assetId=${reefer}`)).map((x) => x.id), [lasting.id]);
-  assert.deepEqual((await a.list(`status=SENT&assetId=${reefer}`)).map((x) => x.id), []);
+  assert.deepEqual(
+    (await a.list(`status=EXPIRED&assetId=${reefer}&order=asc`)).map((x) => x.id),
+    [sent.id, pending.id],
+  );
+  assert.deepEqual(
+    (await a.list(`status=PENDING&assetId=${reefer}`)).map((x) => x.id),
+    [lasting.id],
+  );
+  assert.deepEqual(
+    (await a.list(`status=SENT&assetId=${reefer}`)).map((x) => x.id),
+    [],
+  );
   const all = await a.list(`assetId=${reefer}&order=asc`);
-  assert.deepEqual(all.map((x) => x.status), ['PENDING', 'ACKNOWLEDGED', 'CANCELLED', 'EXPIRED', 'EXPIRED'], 'the list shows the effective status');
+  assert.deepEqual(
+    all.map((x) => x.status),
+    ['PENDING', 'ACKNOWLEDGED', 'CANCELLED', 'EXPIRED', 'EXPIRED'],
+    'the list shows the effective status',
+  );
   bad(await a.call('PATCH', `/api/v1/commands/${pending.id}`, { status: 'SENT' }), 409, '/status', 'EXPIRED -> SENT');
   bad(await a.call('PATCH', `/api/v1/commands/${sent.id}`, { status: 'ACKNOWLEDGED' }), 409, '/status', 'EXPIRED -> ACKNOWLEDGED');
   bad(await a.call('DELETE', `/api/v1/commands/${pending.id}`), 409, undefined, 'cancel an EXPIRED command');
   assert.equal(await a.status(pending.id), 'EXPIRED');
 });
 
-test('tenancy and scopes: another owner\'s command is 404; a read-only key reads but cannot write; a parent commands its child\'s assets', async () => {
+test("tenancy and scopes: another owner's command is 404; a read-only key reads but cannot write; a parent commands its child's assets", async () => {
   const a = await tenant('ten-a');
   const b = await tenant('ten-b');
   const ar = await a.asset('a-r');
@@ -200,7 +280,7 @@ test('tenancy and scopes: another owner\'s command is 404; a read-only key reads
   assert.equal(await b.status(bc.id), 'PENDING', 'untouched');
   assert.deepEqual(await a.list(`assetId=${br}`), []);
   assert.ok((await a.list('')).every((x) => x.ownerId === a.ownerId));
-  bad(await a.call('POST', '/api/v1/commands', { assetId: br, type: 'POWER_ON' }), 404, '/assetId', 'another owner\'s asset');
+  bad(await a.call('POST', '/api/v1/commands', { assetId: br, type: 'POWER_ON' }), 404, '/assetId', "another owner's asset");
 
   const ro = await readOnlyKey(a.ownerId);
   const ac = await a.command({ assetId: ar, type: 'POWER_OFF' });
@@ -216,8 +296,13 @@ test('tenancy and scopes: another owner\'s command is 404; a read-only key reads
   const child = await tenant('ten-child', { parentId: a.ownerId });
   const cr = await child.asset('c-r');
   const pc = await a.command({ assetId: cr, type: 'SET_O2', parameters: { value: 21 } });
-  assert.equal(pc.ownerId, child.ownerId, 'a command belongs to its asset\'s owner');
+  assert.equal(pc.ownerId, child.ownerId, "a command belongs to its asset's owner");
   assert.equal(ok(await child.call('PATCH', `/api/v1/commands/${pc.id}`, { status: 'SENT' }), 200).status, 'SENT');
   bad(await child.call('GET', `/api/v1/commands/${ac.id}`), 404, undefined, 'child reads parent command');
-  bad(await a.call('POST', '/api/v1/commands', { assetId: cr, type: 'POWER_ON', ownerId: a.ownerId }), 400, '/ownerId', 'the parent\'s ownerId on a child asset');
+  bad(
+    await a.call('POST', '/api/v1/commands', { assetId: cr, type: 'POWER_ON', ownerId: a.ownerId }),
+    400,
+    '/ownerId',
+    "the parent's ownerId on a child asset",
+  );
 });

@@ -29,7 +29,9 @@ function rng(seed: number) {
 }
 
 if (TEST_DB === 'postgres') {
-  test('SIGKILL three times during ingest and delivery: nothing accepted is lost, every event delivered, duplicates bounded', { timeout: 300_000 }, async (t) => {
+  test('SIGKILL three times during ingest and delivery: nothing accepted is lost, every event delivered, duplicates bounded', {
+    timeout: 300_000,
+  }, async (t) => {
     const databaseUrl = await createTestDatabase();
     const port = await freePort();
     const base = `http://127.0.0.1:${port}`;
@@ -85,12 +87,19 @@ if (TEST_DB === 'postgres') {
     await startService();
     const tokenRes = await fetch(`${base}/auth/realms/tracking/protocol/openid-connect/token`, {
       method: 'POST',
-      headers: { authorization: 'Basic ' + Buffer.from('tracking-cli:crash-secret').toString('base64'), 'content-type': 'application/x-www-form-urlencoded' },
+      headers: {
+        authorization: `Basic ${Buffer.from('tracking-cli:crash-secret').toString('base64')}`,
+        'content-type': 'application/x-www-form-urlencoded',
+      },
       body: 'grant_type=password&username=operator&password=crash-password',
     });
     const token = ((await tokenRes.json()) as { access_token: string }).access_token;
     const api = async (path: string, body: unknown) => {
-      const r = await fetch(`${base}/api/v1${path}`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+      const r = await fetch(`${base}/api/v1${path}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
       return { status: r.status, body: (await r.json()) as any };
     };
     const owner = (await api('/owners', { name: 'crash-fleet' })).body;
@@ -154,7 +163,9 @@ if (TEST_DB === 'postgres') {
     const stored = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM locations WHERE id = ANY($1::int8[])', [acknowledged]);
     assert.equal(stored.rows[0]!.n, acknowledged.length);
     // 2. Every event in the database reached the receiver at least once.
-    const events = (await db.query<{ event_id: string }>("SELECT event_id FROM outbox WHERE object_type = 'location'")).rows.map((r) => r.event_id);
+    const events = (await db.query<{ event_id: string }>("SELECT event_id FROM outbox WHERE object_type = 'location'")).rows.map(
+      (r) => r.event_id,
+    );
     assert.ok(events.length >= RECORDS);
     const missing = events.filter((e) => !delivered.has(e));
     assert.equal(missing.length, 0, `${missing.length} events never reached the receiver`);
@@ -172,7 +183,8 @@ if (TEST_DB === 'postgres') {
     //    `concurrency` requests of `batch` events are unwritten when a process dies.
     let duplicates = 0;
     for (const n of delivered.values()) duplicates += n - 1;
-    const timedOut = (await db.query<{ n: number }>("SELECT count(*)::int AS n FROM delivery_attempts WHERE error LIKE 'timed out%'")).rows[0]!.n;
+    const timedOut = (await db.query<{ n: number }>("SELECT count(*)::int AS n FROM delivery_attempts WHERE error LIKE 'timed out%'"))
+      .rows[0]!.n;
     const bound = kills * BATCH * CONCURRENCY;
     const byKills = Math.max(0, duplicates - timedOut);
     console.log(

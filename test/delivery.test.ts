@@ -13,8 +13,13 @@ import { retryDelaySeconds } from '../src/delivery/engine.js';
 import { ownerWithKey, startApp, type TestApp } from './helpers.js';
 import { Receiver } from './receiver.js';
 
-const SECRET = 'whsec_' + crypto.randomBytes(24).toString('base64');
-const ta: TestApp = await startApp(undefined, { PUSH_ALLOW_HTTP: 'true', PUSH_ALLOWED_NETWORKS: '127.0.0.0/8', DELIVERY_POLL_MS: '100', RATE_LIMIT_MAX: '100000' });
+const SECRET = `whsec_${crypto.randomBytes(24).toString('base64')}`;
+const ta: TestApp = await startApp(undefined, {
+  PUSH_ALLOW_HTTP: 'true',
+  PUSH_ALLOWED_NETWORKS: '127.0.0.0/8',
+  DELIVERY_POLL_MS: '100',
+  RATE_LIMIT_MAX: '100000',
+});
 const rx = await new Receiver().start();
 after(() => rx.close());
 
@@ -24,14 +29,27 @@ async function fleet(integration: Record<string, unknown>) {
   const o = await ownerWithKey(ta, name);
   const asset = await ta.call('POST', '/api/v1/assets', { token: o.key, body: { name: 'A1' } });
   const path = `/hook-${n}`;
-  const body = { name: `int-${n}`, channel: 'webhook', ownerIds: [o.ownerId], objectTypes: ['location'], destination: rx.url + path, retry: { scheduleSeconds: [0.2] }, ...integration };
+  const body = {
+    name: `int-${n}`,
+    channel: 'webhook',
+    ownerIds: [o.ownerId],
+    objectTypes: ['location'],
+    destination: rx.url + path,
+    retry: { scheduleSeconds: [0.2] },
+    ...integration,
+  };
   const r = await ta.call('POST', '/api/v1/integrations', { token: ta.adminToken, body });
   assert.equal(r.status, 201, r.raw);
   return { ...o, assetId: asset.body.id as string, integrationId: r.body.id as string, path, integration: r.body };
 }
 
 async function store(key: string, assetId: string, count: number) {
-  const items = Array.from({ length: count }, (_, i) => ({ assetId, latitude: i % 90, longitude: 1, whenCreated: new Date(Date.now() - 60_000 + i).toISOString() }));
+  const items = Array.from({ length: count }, (_, i) => ({
+    assetId,
+    latitude: i % 90,
+    longitude: 1,
+    whenCreated: new Date(Date.now() - 60_000 + i).toISOString(),
+  }));
   const r = await ta.call('POST', '/api/v1/locations', { token: key, body: items });
   assert.equal(r.status, 201, r.raw);
   return r.body as { id: string }[];
@@ -64,7 +82,11 @@ test('single mode: one signed POST per record, stored status, time and receipt i
   assert.equal(got.length, 3);
   const wh = new Webhook(SECRET);
   for (const r of got) {
-    const payload = wh.verify(r.body, { 'webhook-id': r.headers['webhook-id'] as string, 'webhook-timestamp': r.headers['webhook-timestamp'] as string, 'webhook-signature': r.headers['webhook-signature'] as string }) as any;
+    const payload = wh.verify(r.body, {
+      'webhook-id': r.headers['webhook-id'] as string,
+      'webhook-timestamp': r.headers['webhook-timestamp'] as string,
+      'webhook-signature': r.headers['webhook-signature'] as string,
+    }) as any;
     assert.equal(r.headers['content-type'], 'application/json');
     assert.equal(r.headers['webhook-object-type'], 'location');
     assert.equal(r.headers['webhook-schema-version'], '1');
@@ -72,7 +94,10 @@ test('single mode: one signed POST per record, stored status, time and receipt i
     assert.match(String(r.headers['user-agent']), /asset-tracking-service/);
     assert.ok(!Array.isArray(payload), 'one object, no wrapper');
     assert.ok(stored.some((s) => Number(s.id) === payload.id));
-    assert.ok(done.some((d) => d.eventId === r.headers['webhook-id']), 'webhook-id is the event id');
+    assert.ok(
+      done.some((d) => d.eventId === r.headers['webhook-id']),
+      'webhook-id is the event id',
+    );
   }
   for (const d of done) {
     assert.equal(d.attempts, 1);
@@ -83,16 +108,35 @@ test('single mode: one signed POST per record, stored status, time and receipt i
     assert.ok(d.attemptsLog[0].responseTimeMs >= 0);
   }
   // A tampered body fails verification.
-  assert.throws(() => wh.verify(got[0]!.body + ' ', { 'webhook-id': got[0]!.headers['webhook-id'] as string, 'webhook-timestamp': got[0]!.headers['webhook-timestamp'] as string, 'webhook-signature': got[0]!.headers['webhook-signature'] as string }));
+  assert.throws(() =>
+    wh.verify(`${got[0]!.body} `, {
+      'webhook-id': got[0]!.headers['webhook-id'] as string,
+      'webhook-timestamp': got[0]!.headers['webhook-timestamp'] as string,
+      'webhook-signature': got[0]!.headers['webhook-signature'] as string,
+    }),
+  );
 });
 
 test('5xx and timeouts are retried until success; 4xx and 3xx fail at once with the response stored; redirects are not followed', async () => {
   const retry = await fleet({ webhook: { timeoutMs: 300 } });
-  rx.on(retry.path, (_r, k) => (k === 1 ? { status: 503, body: 'busy' } : k === 2 ? { status: 200, delayMs: 600 } : { status: 200, body: '{"success":true,"id":"ok-3"}' }));
+  rx.on(retry.path, (_r, k) =>
+    k === 1
+      ? { status: 503, body: 'busy' }
+      : k === 2
+        ? { status: 200, delayMs: 600 }
+        : { status: 200, body: '{"success":true,"id":"ok-3"}' },
+  );
   await store(retry.key, retry.assetId, 1);
   const [d] = await until(retry.integrationId, (x) => x[0]?.status === 'SUCCEEDED');
   assert.equal(d.attempts, 3);
-  assert.deepEqual(d.attemptsLog.map((a: any) => [a.success, a.httpStatus]), [[false, 503], [false, null], [true, 200]]);
+  assert.deepEqual(
+    d.attemptsLog.map((a: any) => [a.success, a.httpStatus]),
+    [
+      [false, 503],
+      [false, null],
+      [true, 200],
+    ],
+  );
   assert.equal(d.attemptsLog[0].responseBody, 'busy');
   assert.match(d.attemptsLog[1].error, /timed out/);
   assert.equal(d.receiptId, 'ok-3');
@@ -126,7 +170,10 @@ test('429 pauses the whole integration for Retry-After without using up an attem
   assert.equal(times.length, 2);
   assert.ok(times[1]! - times[0]! >= 950, `paused ${times[1]! - times[0]!} ms`);
   assert.equal(d.attempts, 1, 'the 429 did not use up the only attempt');
-  assert.deepEqual(d.attemptsLog.map((a: any) => a.httpStatus), [429, 200]);
+  assert.deepEqual(
+    d.attemptsLog.map((a: any) => a.httpStatus),
+    [429, 200],
+  );
   // Unit: Retry-After as seconds or an HTTP date, clamped; 60 s when absent.
   assert.equal(retryAfterSeconds('5'), 5);
   assert.equal(retryAfterSeconds(undefined), 60);
@@ -144,7 +191,9 @@ test('the retry schedule ends in FAILED after maxAttempts, and redeliver sends i
   const failed = await until(f.integrationId, (x) => x.length === 2 && x.every((d) => d.status === 'FAILED'));
   assert.ok(failed.every((d) => d.attempts === 3 && d.attemptsLog.length === 3));
   healthy = true;
-  const one = await ta.call('POST', `/api/v1/integrations/${f.integrationId}/deliveries/${failed[0].id}/redeliver`, { token: ta.adminToken });
+  const one = await ta.call('POST', `/api/v1/integrations/${f.integrationId}/deliveries/${failed[0].id}/redeliver`, {
+    token: ta.adminToken,
+  });
   assert.equal(one.status, 202);
   await until(f.integrationId, (x) => x.filter((d) => d.status === 'SUCCEEDED').length === 1);
   const all = await ta.call('POST', `/api/v1/integrations/${f.integrationId}/deliveries/redeliver`, {
@@ -154,11 +203,27 @@ test('the retry schedule ends in FAILED after maxAttempts, and redeliver sends i
   assert.deepEqual(all.body, { count: 1 });
   await until(f.integrationId, (x) => x.every((d) => d.status === 'SUCCEEDED'));
   // Unit: the schedule's last step repeats, with +-20% jitter.
-  assert.equal(retryDelaySeconds([5, 30], 1, () => 0.5), 5);
-  assert.equal(retryDelaySeconds([5, 30], 7, () => 0.5), 30);
+  assert.equal(
+    retryDelaySeconds([5, 30], 1, () => 0.5),
+    5,
+  );
+  assert.equal(
+    retryDelaySeconds([5, 30], 7, () => 0.5),
+    30,
+  );
   assert.ok(Math.abs(retryDelaySeconds([10], 1, () => 0) - 8) < 1e-9);
   assert.ok(Math.abs(retryDelaySeconds([10], 1, () => 1) - 12) < 1e-9);
-  assert.deepEqual([classify(204, false), classify(429, false), classify(502, false), classify(410, false), classify(301, false), classify(undefined, true)], ['success', 'pause', 'retry', 'fail', 'fail', 'retry']);
+  assert.deepEqual(
+    [
+      classify(204, false),
+      classify(429, false),
+      classify(502, false),
+      classify(410, false),
+      classify(301, false),
+      classify(undefined, true),
+    ],
+    ['success', 'pause', 'retry', 'fail', 'fail', 'retry'],
+  );
 });
 
 test('batch mode: JSON arrays of one type, at most batchSize, retried with the same body and id; event ids injected at a nested path', async () => {
@@ -168,7 +233,10 @@ test('batch mode: JSON arrays of one type, at most batchSize, retried with the s
   });
   rx.on(f.path, (_r, k) => (k === 1 ? { status: 500 } : { status: 200 }));
   await store(f.key, f.assetId, 10);
-  await ta.call('POST', '/api/v1/sensor-data', { token: f.key, body: [{ assetId: f.assetId, sensorId: 's', type: 'TEMPERATURE', value: 1 }] });
+  await ta.call('POST', '/api/v1/sensor-data', {
+    token: f.key,
+    body: [{ assetId: f.assetId, sensorId: 's', type: 'TEMPERATURE', value: 1 }],
+  });
   const done = await until(f.integrationId, (x) => x.length === 11 && x.every((d) => d.status === 'SUCCEEDED'));
   const got = rx.for(f.path);
   const first = got[0]!;
@@ -178,7 +246,11 @@ test('batch mode: JSON arrays of one type, at most batchSize, retried with the s
   const wh = new Webhook(SECRET);
   const seen = new Set<string>();
   for (const r of got.filter((x) => x !== first)) {
-    const arr = wh.verify(r.body, { 'webhook-id': r.headers['webhook-id'] as string, 'webhook-timestamp': r.headers['webhook-timestamp'] as string, 'webhook-signature': r.headers['webhook-signature'] as string }) as any[];
+    const arr = wh.verify(r.body, {
+      'webhook-id': r.headers['webhook-id'] as string,
+      'webhook-timestamp': r.headers['webhook-timestamp'] as string,
+      'webhook-signature': r.headers['webhook-signature'] as string,
+    }) as any[];
     assert.ok(Array.isArray(arr) && arr.length >= 1 && arr.length <= 4);
     const type = r.headers['webhook-object-type'];
     for (const o of arr) {
@@ -196,15 +268,18 @@ test('auth methods: OAuth 2.0 static and client credentials (token fetched once 
   let tokenCalls = 0;
   rx.on('/oauth/token', (r) => {
     tokenCalls++;
-    assert.equal(r.headers.authorization, 'Basic ' + Buffer.from('cid:csecret').toString('base64'));
+    assert.equal(r.headers.authorization, `Basic ${Buffer.from('cid:csecret').toString('base64')}`);
     assert.match(r.body, /grant_type=client_credentials/);
     return { status: 200, body: JSON.stringify({ access_token: 'fetched-token', expires_in: 3600, token_type: 'Bearer' }) };
   });
   const cases = [
     [{ type: 'oauth2', token: 'static-oauth' }, (h: any) => h.authorization === 'Bearer static-oauth'],
-    [{ type: 'oauth2', tokenUrl: `${rx.url}/oauth/token`, clientId: 'cid', clientSecret: 'csecret', scope: 'push' }, (h: any) => h.authorization === 'Bearer fetched-token'],
+    [
+      { type: 'oauth2', tokenUrl: `${rx.url}/oauth/token`, clientId: 'cid', clientSecret: 'csecret', scope: 'push' },
+      (h: any) => h.authorization === 'Bearer fetched-token',
+    ],
     [{ type: 'header', name: 'X-Api-Token', value: 'hdr-secret' }, (h: any) => h['x-api-token'] === 'hdr-secret'],
-    [{ type: 'basic', username: 'u', password: 'p w' }, (h: any) => h.authorization === 'Basic ' + Buffer.from('u:p w').toString('base64')],
+    [{ type: 'basic', username: 'u', password: 'p w' }, (h: any) => h.authorization === `Basic ${Buffer.from('u:p w').toString('base64')}`],
   ] as const;
   for (const [auth, check] of cases) {
     const f = await fleet({ webhook: { auth } });
@@ -241,16 +316,36 @@ test('maxConcurrentRequests and maxItemsPerMinute hold, as the receiver measures
 
 test('addresses: http and private hosts refused at save time unless allowed; mapped, NAT64 and 6to4 forms recognised', async () => {
   const strict = addressPolicy(false, []);
-  for (const ip of ['127.0.0.1', '10.1.2.3', '172.16.0.1', '192.168.1.1', '169.254.169.254', '100.64.0.1', '0.0.0.0', '::1', 'fe80::1', 'fd00:ec2::254', '::ffff:127.0.0.1', '::ffff:a9fe:a9fe', '64:ff9b::a00:1', '2002:c0a8:0101::1', '::127.0.0.1']) {
+  for (const ip of [
+    '127.0.0.1',
+    '10.1.2.3',
+    '172.16.0.1',
+    '192.168.1.1',
+    '169.254.169.254',
+    '100.64.0.1',
+    '0.0.0.0',
+    '::1',
+    'fe80::1',
+    'fd00:ec2::254',
+    '::ffff:127.0.0.1',
+    '::ffff:a9fe:a9fe',
+    '64:ff9b::a00:1',
+    '2002:c0a8:0101::1',
+    '::127.0.0.1',
+  ]) {
     assert.equal(isAllowedAddress(ip, strict), false, ip);
   }
-  for (const ip of ['93.184.216.34', '2606:4700::6810:85e5', '::ffff:93.184.216.34', '64:ff9b::5db8:d822']) assert.equal(isAllowedAddress(ip, strict), true, ip);
+  for (const ip of ['93.184.216.34', '2606:4700::6810:85e5', '::ffff:93.184.216.34', '64:ff9b::5db8:d822'])
+    assert.equal(isAllowedAddress(ip, strict), true, ip);
   assert.equal(embeddedIpv4('2002:c0a8:0101::1'), '192.168.1.1');
   assert.equal(isAllowedAddress('10.0.0.5', addressPolicy(false, ['10.0.0.0/8'])), true);
 
   const o = await ownerWithKey(ta, `addr-${++n}`);
   const bad = async (destination: string, env?: string) => {
-    const r = await ta.call('POST', '/api/v1/integrations', { token: ta.adminToken, body: { name: `bad-${++n}`, channel: 'webhook', ownerIds: [o.ownerId], destination } });
+    const r = await ta.call('POST', '/api/v1/integrations', {
+      token: ta.adminToken,
+      body: { name: `bad-${++n}`, channel: 'webhook', ownerIds: [o.ownerId], destination },
+    });
     assert.equal(r.status, 400, `${destination}: ${r.raw}`);
     assert.equal(r.body.field, '/destination', env);
   };
@@ -266,10 +361,13 @@ test('addresses: http and private hosts refused at save time unless allowed; map
   assert.match(t.body.error, /not a public address/);
 });
 
-test('webhook test endpoint (spec 4.3) sends one sample Asset now, with the integration\'s auth and signature', async () => {
+test("webhook test endpoint (spec 4.3) sends one sample Asset now, with the integration's auth and signature", async () => {
   const f = await fleet({ webhook: { signingSecret: SECRET, auth: { type: 'apiKey', token: 'k-test' } } });
   rx.on('/probe', () => ({ status: 200, body: '{"success":true,"id":"probe-1"}' }));
-  const r = await ta.call('POST', '/api/v1/webhooks/test', { token: f.key, body: { url: `${rx.url}/probe`, integrationId: f.integrationId } });
+  const r = await ta.call('POST', '/api/v1/webhooks/test', {
+    token: f.key,
+    body: { url: `${rx.url}/probe`, integrationId: f.integrationId },
+  });
   assert.equal(r.status, 200, r.raw);
   assert.equal(r.body.success, true);
   assert.equal(r.body.status, 200);
@@ -277,11 +375,18 @@ test('webhook test endpoint (spec 4.3) sends one sample Asset now, with the inte
   const got = rx.for('/probe').at(-1)!;
   assert.match(String(got.headers['webhook-id']), /^test_/);
   assert.equal(got.headers.authorization, 'Bearer k-test');
-  const asset = new Webhook(SECRET).verify(got.body, { 'webhook-id': got.headers['webhook-id'] as string, 'webhook-timestamp': got.headers['webhook-timestamp'] as string, 'webhook-signature': got.headers['webhook-signature'] as string }) as any;
+  const asset = new Webhook(SECRET).verify(got.body, {
+    'webhook-id': got.headers['webhook-id'] as string,
+    'webhook-timestamp': got.headers['webhook-timestamp'] as string,
+    'webhook-signature': got.headers['webhook-signature'] as string,
+  }) as any;
   assert.ok(asset.id && asset.name && asset.ownerId && asset.whenCreated);
   const other = await ownerWithKey(ta, `other-${++n}`);
-  const hidden = await ta.call('POST', '/api/v1/webhooks/test', { token: other.key, body: { url: `${rx.url}/probe`, integrationId: f.integrationId } });
-  assert.equal(hidden.status, 404, 'another owner cannot borrow an integration\'s credentials');
+  const hidden = await ta.call('POST', '/api/v1/webhooks/test', {
+    token: other.key,
+    body: { url: `${rx.url}/probe`, integrationId: f.integrationId },
+  });
+  assert.equal(hidden.status, 404, "another owner cannot borrow an integration's credentials");
   const down = await ta.call('POST', '/api/v1/webhooks/test', { token: f.key, body: { url: 'http://127.0.0.1:1/nothing' } });
   assert.equal(down.body.success, false);
   assert.ok(down.body.error);
@@ -294,7 +399,10 @@ test('the result stream gives one line per attempt for the channel, as NDJSON an
   const res = await fetch(`${ta.url}/api/v1/deliveries/stream?channel=webhook`, { headers: { authorization: `Bearer ${ta.adminToken}` } });
   assert.equal(res.status, 200);
   assert.match(res.headers.get('content-type') ?? '', /ndjson/);
-  const lines = (await res.text()).trim().split('\n').map((l) => JSON.parse(l));
+  const lines = (await res.text())
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l));
   const mine = lines.filter((l) => l.integrationId === f.integrationId);
   assert.equal(mine.length, 2);
   assert.ok(mine.every((l) => l.channel === 'webhook' && l.objectType === 'location' && l.eventId && l.success === true));
@@ -313,7 +421,11 @@ test('the result stream gives one line per attempt for the channel, as NDJSON an
   assert.match(text, /data: \{.*"integrationId":"[0-9a-f-]+"/);
   // A non-admin sees the results of integrations scoped to its own owners only.
   const own = await fetch(`${ta.url}/api/v1/deliveries/stream?channel=webhook`, { headers: { authorization: `Bearer ${f.key}` } });
-  const ownLines = (await own.text()).trim().split('\n').filter(Boolean).map((l) => JSON.parse(l));
+  const ownLines = (await own.text())
+    .trim()
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l));
   assert.ok(ownLines.length >= 2 && ownLines.every((l) => l.integrationId === f.integrationId));
   const stranger = await ownerWithKey(ta, `stranger-${++n}`);
   const none = await fetch(`${ta.url}/api/v1/deliveries/stream?channel=webhook`, { headers: { authorization: `Bearer ${stranger.key}` } });
@@ -338,7 +450,9 @@ test('retention: succeeded deliveries go after 7 days, failed after 30, removed 
   assert.ok(removed >= 2);
   const left = (await deliveries(f.integrationId)).map((d) => d.id).sort();
   assert.deepEqual(left, [ok[1], failed[1]].sort());
-  const attempts = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM delivery_attempts WHERE delivery_id = ANY($1::int8[])', [[ok[0], failed[0]]]);
+  const attempts = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM delivery_attempts WHERE delivery_id = ANY($1::int8[])', [
+    [ok[0], failed[0]],
+  ]);
   assert.equal(attempts.rows[0]!.n, 0, 'their attempts went with them');
 });
 
@@ -354,7 +468,10 @@ test('https is required unless allowed, and a host name is vetted again when dia
 });
 
 test('credentials are stored encrypted; a disabled integration keeps its pending deliveries, a deleted one sends nothing more', async () => {
-  const f = await fleet({ retry: { scheduleSeconds: [0.5] }, webhook: { auth: { type: 'apiKey', token: 'plain-token-7' }, signingSecret: SECRET } });
+  const f = await fleet({
+    retry: { scheduleSeconds: [0.5] },
+    webhook: { auth: { type: 'apiKey', token: 'plain-token-7' }, signingSecret: SECRET },
+  });
   const { rows } = await ta.app.services.db.query<{ secrets: string }>('SELECT secrets FROM integrations WHERE id = $1', [f.integrationId]);
   assert.ok(rows[0]!.secrets.startsWith('v1:'));
   assert.ok(!rows[0]!.secrets.includes('plain-token-7') && !rows[0]!.secrets.includes(SECRET.slice(6, 20)));
@@ -378,6 +495,8 @@ test('credentials are stored encrypted; a disabled integration keeps its pending
   assert.equal((await ta.call('DELETE', `/api/v1/integrations/${g.integrationId}`, { token: ta.adminToken })).status, 204);
   await new Promise((r) => setTimeout(r, 1500));
   assert.equal(rx.for(g.path).length, 1, 'a deleted integration sends nothing more');
-  const left = await ta.app.services.db.query<{ n: number }>('SELECT count(*)::int AS n FROM deliveries WHERE integration_id = $1', [g.integrationId]);
+  const left = await ta.app.services.db.query<{ n: number }>('SELECT count(*)::int AS n FROM deliveries WHERE integration_id = $1', [
+    g.integrationId,
+  ]);
   assert.equal(left.rows[0]!.n, 0);
 });

@@ -1,15 +1,7 @@
 // API.md section 8: the zone geometry core (src/zones/geo.ts). Pure unit tests, no database.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import {
-  bbox,
-  contains,
-  haversineMeters,
-  validateCircle,
-  validateGeometry,
-  EARTH_RADIUS_M,
-  type Geometry,
-} from '../src/zones/geo.js';
+import { bbox, contains, haversineMeters, validateCircle, validateGeometry, EARTH_RADIUS_M, type Geometry } from '../src/zones/geo.js';
 
 const poly = (...rings: number[][][]): Geometry => ({ type: 'Polygon', coordinates: rings });
 const ring = (...pts: [number, number][]): number[][] => [...pts, pts[0] as [number, number]];
@@ -76,10 +68,7 @@ test('MultiPolygon with two parts, one with a hole', () => {
 test('zone split at the antimeridian (Fiji)', () => {
   const fiji: Geometry = {
     type: 'MultiPolygon',
-    coordinates: [
-      [ring([177, -19], [180, -19], [180, -16], [177, -16])],
-      [ring([-180, -19], [-178, -19], [-178, -16], [-180, -16])],
-    ],
+    coordinates: [[ring([177, -19], [180, -19], [180, -16], [177, -16])], [ring([-180, -19], [-178, -19], [-178, -16], [-180, -16])]],
   };
   const z = zone(fiji);
   assert.equal(contains(z, -17.5, 179.5), true);
@@ -118,7 +107,16 @@ test('validateGeometry accepts good geometries and ignores altitude', () => {
   assert.deepEqual(validateGeometry(square), { ok: true, value: square });
   const r = validateGeometry({
     type: 'MultiPolygon',
-    coordinates: [[[[0, 0, 5], [1, 0, 5], [1, 1, 5], [0, 0, 5]]]],
+    coordinates: [
+      [
+        [
+          [0, 0, 5],
+          [1, 0, 5],
+          [1, 1, 5],
+          [0, 0, 5],
+        ],
+      ],
+    ],
   });
   assert.equal(r.ok, true);
 });
@@ -130,27 +128,119 @@ test('validateGeometry names the offending field', () => {
     return r.ok ? undefined : r.field;
   };
   // Unclosed ring.
-  assert.equal(fieldOf(poly([[0, 0], [1, 0], [1, 1], [0, 1]])), '/coordinates/0');
+  assert.equal(
+    fieldOf(
+      poly([
+        [0, 0],
+        [1, 0],
+        [1, 1],
+        [0, 1],
+      ]),
+    ),
+    '/coordinates/0',
+  );
   // Ring of only 3 positions (closed triangle without a middle point).
-  assert.equal(fieldOf(poly([[0, 0], [1, 0], [0, 0]])), '/coordinates/0');
+  assert.equal(
+    fieldOf(
+      poly([
+        [0, 0],
+        [1, 0],
+        [0, 0],
+      ]),
+    ),
+    '/coordinates/0',
+  );
   // Hole unclosed in the second polygon of a MultiPolygon.
   assert.equal(
-    fieldOf({ type: 'MultiPolygon', coordinates: [square.coordinates, [ring([0, 0], [1, 0], [1, 1]), [[0, 0], [1, 0], [1, 1], [0, 1]]]] }),
+    fieldOf({
+      type: 'MultiPolygon',
+      coordinates: [
+        square.coordinates,
+        [
+          ring([0, 0], [1, 0], [1, 1]),
+          [
+            [0, 0],
+            [1, 0],
+            [1, 1],
+            [0, 1],
+          ],
+        ],
+      ],
+    }),
     '/coordinates/1/1',
   );
   // Longitude 181 at position 2.
-  assert.equal(fieldOf(poly([[0, 0], [1, 0], [181, 1], [0, 0]])), '/coordinates/0/2/0');
+  assert.equal(
+    fieldOf(
+      poly([
+        [0, 0],
+        [1, 0],
+        [181, 1],
+        [0, 0],
+      ]),
+    ),
+    '/coordinates/0/2/0',
+  );
   // Latitude -90.5 in a hole.
-  assert.equal(fieldOf(poly(ring([0, 0], [10, 0], [10, 10]), [[1, 1], [2, 1], [2, -90.5], [1, 1]])), '/coordinates/1/2/1');
+  assert.equal(
+    fieldOf(
+      poly(ring([0, 0], [10, 0], [10, 10]), [
+        [1, 1],
+        [2, 1],
+        [2, -90.5],
+        [1, 1],
+      ]),
+    ),
+    '/coordinates/1/2/1',
+  );
   // NaN, and a non-number.
-  assert.equal(fieldOf(poly([[0, 0], [1, NaN], [1, 1], [0, 0]])), '/coordinates/0/1/1');
-  assert.equal(fieldOf(poly([[0, 0], [1, 0], ['1', 1], [0, 0]] as unknown as number[][])), '/coordinates/0/2/0');
+  assert.equal(
+    fieldOf(
+      poly([
+        [0, 0],
+        [1, NaN],
+        [1, 1],
+        [0, 0],
+      ]),
+    ),
+    '/coordinates/0/1/1',
+  );
+  assert.equal(
+    fieldOf(
+      poly([
+        [0, 0],
+        [1, 0],
+        ['1', 1],
+        [0, 0],
+      ] as unknown as number[][]),
+    ),
+    '/coordinates/0/2/0',
+  );
   // Position with 1 or 4 elements.
   assert.equal(fieldOf(poly([[0, 0], [1], [1, 1], [0, 0]])), '/coordinates/0/1');
-  assert.equal(fieldOf(poly([[0, 0], [1, 0, 0, 0], [1, 1], [0, 0]])), '/coordinates/0/1');
+  assert.equal(
+    fieldOf(
+      poly([
+        [0, 0],
+        [1, 0, 0, 0],
+        [1, 1],
+        [0, 0],
+      ]),
+    ),
+    '/coordinates/0/1',
+  );
   // Wrong type, missing coordinates, not an object, empty MultiPolygon.
   assert.equal(fieldOf({ type: 'Point', coordinates: [0, 0] }), '/type');
-  assert.equal(fieldOf({ type: 'LineString', coordinates: [[0, 0], [1, 1]] }), '/type');
+  assert.equal(
+    fieldOf({
+      type: 'LineString',
+      coordinates: [
+        [0, 0],
+        [1, 1],
+      ],
+    }),
+    '/type',
+  );
   assert.equal(fieldOf({ type: 'Polygon' }), '/coordinates');
   assert.equal(fieldOf('Polygon'), '');
   assert.equal(fieldOf({ type: 'MultiPolygon', coordinates: [] }), '/coordinates');
@@ -215,8 +305,8 @@ test('bbox: polygons, and circles near a pole or the antimeridian', () => {
     const th = (deg * Math.PI) / 180;
     const p1 = (c.latitude * Math.PI) / 180;
     const p2 = Math.asin(Math.sin(p1) * Math.cos(d) + Math.cos(p1) * Math.sin(d) * Math.cos(th));
-    const l2 = (c.longitude * Math.PI) / 180 +
-      Math.atan2(Math.sin(th) * Math.sin(d) * Math.cos(p1), Math.cos(d) - Math.sin(p1) * Math.sin(p2));
+    const l2 =
+      (c.longitude * Math.PI) / 180 + Math.atan2(Math.sin(th) * Math.sin(d) * Math.cos(p1), Math.cos(d) - Math.sin(p1) * Math.sin(p2));
     const lat = (p2 * 180) / Math.PI;
     const lon = (l2 * 180) / Math.PI;
     assert.ok(lat >= cb.minLat && lat <= cb.maxLat && lon >= cb.minLon && lon <= cb.maxLon, `bearing ${deg}`);

@@ -23,7 +23,12 @@ after(async () => {
 });
 export const atEnd = (fn: () => Promise<unknown>) => void cleanups.push(fn);
 
-export const OPERATOR = { clientId: 'test-cli', clientSecret: 'test-secret-0123456789', username: 'operator', password: 'operator-password' };
+export const OPERATOR = {
+  clientId: 'test-cli',
+  clientSecret: 'test-secret-0123456789',
+  username: 'operator',
+  password: 'operator-password',
+};
 
 /**
  * Skips the test when a service is missing on a developer's machine; fails under CI=true.
@@ -102,7 +107,11 @@ export interface Res {
 }
 
 /** Starts the whole service for this test file on the engine TEST_DB selects, listening on a free port. */
-export async function startApp(t: TestContext | undefined, env: Record<string, string> = {}, opts: { databaseUrl?: string } = {}): Promise<TestApp> {
+export async function startApp(
+  _t: TestContext | undefined,
+  env: Record<string, string> = {},
+  opts: { databaseUrl?: string } = {},
+): Promise<TestApp> {
   let databaseUrl = opts.databaseUrl;
   if (TEST_DB === 'postgres' && !databaseUrl) {
     if (!(await postgresAvailable())) {
@@ -133,7 +142,7 @@ export async function startApp(t: TestContext | undefined, env: Record<string, s
     } catch {
       /* not JSON */
     }
-    return { status: r.statusCode, headers: r.headers as Res["headers"], body, raw: r.body };
+    return { status: r.statusCode, headers: r.headers as Res['headers'], body, raw: r.body };
   };
   const tok = await passwordToken(call, OPERATOR.username, OPERATOR.password);
   return { app, url, cfg: cfg0, ...(databaseUrl ? { databaseUrl } : {}), adminToken: tok.access_token, call };
@@ -147,7 +156,7 @@ export async function freePort(): Promise<number> {
   return port;
 }
 
-export const basic = (id: string, secret: string) => 'Basic ' + Buffer.from(`${id}:${secret}`).toString('base64');
+export const basic = (id: string, secret: string) => `Basic ${Buffer.from(`${id}:${secret}`).toString('base64')}`;
 
 export async function passwordToken(call: TestApp['call'], username: string, password: string, client = OPERATOR) {
   const r = await call('POST', '/auth/realms/tracking/protocol/openid-connect/token', {
@@ -164,7 +173,10 @@ export async function ownerWithKey(
   name: string,
   opts: { parentId?: string; scopes?: ('read' | 'write' | 'admin')[] } = {},
 ): Promise<{ ownerId: string; key: string }> {
-  const o = await ta.call('POST', '/api/v1/owners', { token: ta.adminToken, body: { name, ...(opts.parentId ? { ownerId: opts.parentId } : {}) } });
+  const o = await ta.call('POST', '/api/v1/owners', {
+    token: ta.adminToken,
+    body: { name, ...(opts.parentId ? { ownerId: opts.parentId } : {}) },
+  });
   if (o.status !== 201) throw new Error(`owner create failed: ${o.status} ${o.raw}`);
   const k = await ta.call('POST', '/api/v1/api-keys', {
     token: ta.adminToken,

@@ -100,13 +100,23 @@ test('a body over 1 MiB answers 413 (16 MiB on data-record routes), and nothing 
 test('a body that is not application/json answers 415, malformed or empty JSON answers 400, both in the envelope', async () => {
   const o = await ownerWithKey(ta, 'media-types');
   const before = await assetCount(o.key);
-  for (const type of ['text/plain', 'application/xml', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', 'application/octet-stream']) {
+  for (const type of [
+    'text/plain',
+    'application/xml',
+    'application/x-www-form-urlencoded',
+    'multipart/form-data; boundary=x',
+    'application/octet-stream',
+  ]) {
     const r = await ta.call('POST', '/api/v1/assets', { token: o.key, body: 'name=plain', headers: { 'content-type': type } });
     assertEnvelope(r, 415, 'UNSUPPORTED_MEDIA_TYPE', type);
   }
   for (const method of ['PUT', 'PATCH']) {
     const a = (await ta.call('POST', '/api/v1/assets', { token: o.key, body: { name: `mt-${method}` } })).body;
-    const r = await ta.call(method, `/api/v1/assets/${a.id}`, { token: o.key, body: '{"name":"x"}', headers: { 'content-type': 'text/plain' } });
+    const r = await ta.call(method, `/api/v1/assets/${a.id}`, {
+      token: o.key,
+      body: '{"name":"x"}',
+      headers: { 'content-type': 'text/plain' },
+    });
     assertEnvelope(r, 415, 'UNSUPPORTED_MEDIA_TYPE', `${method} text/plain`);
   }
   for (const [what, raw] of [
@@ -121,7 +131,11 @@ test('a body that is not application/json answers 415, malformed or empty JSON a
   }
   assert.equal(await assetCount(o.key), before + 2, 'only the two PUT/PATCH targets were stored');
   // application/json with a charset is JSON.
-  const ok = await ta.call('POST', '/api/v1/assets', { token: o.key, body: '{"name":"charset"}', headers: { 'content-type': 'application/json; charset=utf-8' } });
+  const ok = await ta.call('POST', '/api/v1/assets', {
+    token: o.key,
+    body: '{"name":"charset"}',
+    headers: { 'content-type': 'application/json; charset=utf-8' },
+  });
   assert.equal(ok.status, 201, ok.raw);
 });
 
@@ -158,7 +172,11 @@ test('Idempotency-Key: a repeat replays the first response, another body is a 42
   // Without the header, a repeat is a new request (here a 409: the name is taken).
   assert.equal((await ta.call('POST', '/api/v1/assets', { token: o.key, body })).status, 409);
   // A key longer than 255 characters is refused.
-  const long = await ta.call('POST', '/api/v1/assets', { token: o.key, body: { name: 'idem-long' }, headers: { 'idempotency-key': 'k'.repeat(256) } });
+  const long = await ta.call('POST', '/api/v1/assets', {
+    token: o.key,
+    body: { name: 'idem-long' },
+    headers: { 'idempotency-key': 'k'.repeat(256) },
+  });
   assertEnvelope(long, 400, 'VALIDATION_FAILED', 'key too long');
 });
 
@@ -171,7 +189,10 @@ test('Idempotency-Key: a repeat while the first request is still in flight answe
   const key = { 'idempotency-key': 'flight-1' };
   const first = await ta.call('POST', '/api/v1/assets', { token: o.key, body: { name: 'flight' }, headers: key });
   assert.equal(first.status, 201, first.raw);
-  const reset = await db.query(`UPDATE idempotency_keys SET response_status = NULL, response_headers = NULL, response_body = NULL WHERE key = $1`, ['flight-1']);
+  const reset = await db.query(
+    `UPDATE idempotency_keys SET response_status = NULL, response_headers = NULL, response_body = NULL WHERE key = $1`,
+    ['flight-1'],
+  );
   assert.equal(reset.rowCount, 1, 'the service keeps one idempotency record for the key');
   const during = await ta.call('POST', '/api/v1/assets', { token: o.key, body: { name: 'flight' }, headers: key });
   assertEnvelope(during, 409, 'IDEMPOTENCY_IN_PROGRESS', 'repeat in flight');
@@ -224,7 +245,11 @@ function registeredRoutes(): { path: string; method: string }[] {
     stack.length = depth;
     stack.push(m[2]!);
     const path = stack.join('');
-    for (const method of (m[3] ?? '').split(',').map((s) => s.trim()).filter(Boolean)) out.push({ path, method });
+    for (const method of (m[3] ?? '')
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean))
+      out.push({ path, method });
   }
   return out;
 }

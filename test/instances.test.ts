@@ -32,7 +32,12 @@ if (TEST_DB === 'postgres') {
       },
     });
     assert.equal(created.status, 201, created.raw);
-    const items = Array.from({ length: 200 }, (_, i) => ({ assetId: asset.body.id, latitude: 1, longitude: 1, whenCreated: new Date(Date.now() - 10_000 + i).toISOString() }));
+    const items = Array.from({ length: 200 }, (_, i) => ({
+      assetId: asset.body.id,
+      latitude: 1,
+      longitude: 1,
+      whenCreated: new Date(Date.now() - 10_000 + i).toISOString(),
+    }));
     const stored = await one.call('POST', '/api/v1/locations', { token: o.key, body: items });
     assert.equal(stored.status, 201);
 
@@ -49,7 +54,10 @@ if (TEST_DB === 'postgres') {
     const took = Date.now() - started;
     await rx.close();
     const ids = (stored.body as { id: string }[]).map((l) => l.id);
-    assert.ok(ids.every((id) => seen.has(id)), 'every event delivered');
+    assert.ok(
+      ids.every((id) => seen.has(id)),
+      'every event delivered',
+    );
     assert.equal([...seen.values()].filter((n) => n > 1).length, 0, 'none twice');
     const sentA = a.app.services.engine!.requestsSent;
     const sentB = b.app.services.engine!.requestsSent;

@@ -31,7 +31,10 @@ const form = (b: Record<string, string>) => ({
 });
 
 async function adminToken(): Promise<string> {
-  const r = await fetch(`${KC}/realms/master/protocol/openid-connect/token`, form({ grant_type: 'password', client_id: 'admin-cli', username: 'admin', password: 'admin' }));
+  const r = await fetch(
+    `${KC}/realms/master/protocol/openid-connect/token`,
+    form({ grant_type: 'password', client_id: 'admin-cli', username: 'admin', password: 'admin' }),
+  );
   if (!r.ok) throw new Error(`Keycloak admin token: ${r.status} ${await r.text()}`);
   return ((await r.json()) as { access_token: string }).access_token;
 }
@@ -87,7 +90,14 @@ async function keycloakAdmin(t: TestContext) {
 async function keycloakToken(user: { username: string; password: string }): Promise<string> {
   const r = await fetch(
     `${ISSUER}/protocol/openid-connect/token`,
-    form({ grant_type: 'password', client_id: CLIENT.id, client_secret: CLIENT.secret, scope: 'openid', username: user.username, password: user.password }),
+    form({
+      grant_type: 'password',
+      client_id: CLIENT.id,
+      client_secret: CLIENT.secret,
+      scope: 'openid',
+      username: user.username,
+      password: user.password,
+    }),
   );
   if (!r.ok) throw new Error(`Keycloak token: ${r.status} ${await r.text()}`);
   return ((await r.json()) as { access_token: string }).access_token;
@@ -128,7 +138,10 @@ test('a real Keycloak token is accepted: owner from owner_id, roles from realm_a
   // Reads: exactly owner A's asset; owner B's asset does not exist for this caller.
   const list = await ta.call('GET', '/api/v1/assets', { token });
   assert.equal(list.status, 200, list.raw);
-  assert.deepEqual(list.body.map((x: { id: string }) => x.id), [assetA.body.id]);
+  assert.deepEqual(
+    list.body.map((x: { id: string }) => x.id),
+    [assetA.body.id],
+  );
   assert.equal((await ta.call('GET', `/api/v1/assets/${assetA.body.id}`, { token })).status, 200);
   assert.equal((await ta.call('GET', `/api/v1/assets/${assetB.body.id}`, { token })).status, 404);
 
@@ -168,7 +181,9 @@ test('AUTH_EXTERNAL_AUDIENCE: a Keycloak token is accepted only when it carries 
   if (!requireService(t, await keycloakAvailable(), `Keycloak at ${KC}`, 'bash scripts/keycloak.sh')) return;
   // The realm's client adds audience `tracking-api` (oidc-audience-mapper), next to Keycloak's `account`.
   const matching = await startApp(t, externalEnv({ AUTH_EXTERNAL_AUDIENCE: 'tracking-api' }));
-  const other = await startApp(t, externalEnv({ AUTH_EXTERNAL_AUDIENCE: 'some-other-api' }), { ...(matching.databaseUrl ? { databaseUrl: matching.databaseUrl } : {}) });
+  const other = await startApp(t, externalEnv({ AUTH_EXTERNAL_AUDIENCE: 'some-other-api' }), {
+    ...(matching.databaseUrl ? { databaseUrl: matching.databaseUrl } : {}),
+  });
   const a = await ownerWithKey(matching, `kc-aud-${RUN}`);
   const kc = await keycloakAdmin(t);
   const user = await kc.createUser('aud', { ownerId: a.ownerId, roles: ['read'] });

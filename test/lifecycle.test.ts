@@ -16,11 +16,15 @@ import { createTestDatabase, freePort, postgresAvailable, requireService, testCo
 
 test('every bad configuration variable is listed in one error', () => {
   assert.throws(
-    () => loadConfig({ PORT: 'eighty', LOG_LEVEL: 'loud', DATABASE_URL: 'mysql://x', PUSH_ALLOW_HTTP: 'maybe', BOOKING_DATA_TYPE: 'maersk' }),
+    () =>
+      loadConfig({ PORT: 'eighty', LOG_LEVEL: 'loud', DATABASE_URL: 'mysql://x', PUSH_ALLOW_HTTP: 'maybe', BOOKING_DATA_TYPE: 'maersk' }),
     (e: unknown) => {
       assert.ok(e instanceof ConfigError);
       for (const name of ['PORT', 'LOG_LEVEL', 'DATABASE_URL', 'PUSH_ALLOW_HTTP', 'BOOKING_DATA_TYPE', 'SECRETS_KEY']) {
-        assert.ok(e.problems.some((p) => p.startsWith(name)), `${name} listed in ${e.message}`);
+        assert.ok(
+          e.problems.some((p) => p.startsWith(name)),
+          `${name} listed in ${e.message}`,
+        );
       }
       return true;
     },
@@ -29,7 +33,8 @@ test('every bad configuration variable is listed in one error', () => {
 
 if (TEST_DB === 'postgres') {
   test('three instances started while the migration lock is held each find every migration applied exactly once', async (t) => {
-    if (!requireService(t, await postgresAvailable(), `PostgreSQL at ${ADMIN_PG_URL}`, 'pg_ctlcluster $(ls /etc/postgresql) main start')) return;
+    if (!requireService(t, await postgresAvailable(), `PostgreSQL at ${ADMIN_PG_URL}`, 'pg_ctlcluster $(ls /etc/postgresql) main start'))
+      return;
     const url = await createTestDatabase();
     const holder = new pg.Client({ connectionString: url });
     await holder.connect();
@@ -46,9 +51,14 @@ if (TEST_DB === 'postgres') {
     await holder.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY]);
     const apps = await Promise.all(starts);
     try {
-      const { rows } = await holder.query<{ id: number; n: string }>('SELECT id, count(*) AS n FROM schema_migrations GROUP BY id ORDER BY id');
+      const { rows } = await holder.query<{ id: number; n: string }>(
+        'SELECT id, count(*) AS n FROM schema_migrations GROUP BY id ORDER BY id',
+      );
       const files = await readMigrations();
-      assert.deepEqual(rows.map((r) => r.id), files.map((m) => m.id));
+      assert.deepEqual(
+        rows.map((r) => r.id),
+        files.map((m) => m.id),
+      );
       assert.ok(rows.every((r) => r.n === '1'));
       // And the operator was bootstrapped once, not three times.
       const owners = await holder.query("SELECT count(*)::int AS n FROM owners WHERE name = 'operator'");
@@ -106,7 +116,10 @@ if (TEST_DB === 'pglite') {
     // Hold a request in flight, then SIGTERM: the request still completes, then the process exits 0.
     const tokenRes = await fetch(`http://127.0.0.1:${port}/auth/realms/tracking/protocol/openid-connect/token`, {
       method: 'POST',
-      headers: { authorization: 'Basic ' + Buffer.from('tracking-cli:first-secret').toString('base64'), 'content-type': 'application/x-www-form-urlencoded' },
+      headers: {
+        authorization: `Basic ${Buffer.from('tracking-cli:first-secret').toString('base64')}`,
+        'content-type': 'application/x-www-form-urlencoded',
+      },
       body: 'grant_type=password&username=operator&password=first-password',
     });
     const { access_token } = (await tokenRes.json()) as { access_token: string };
@@ -141,7 +154,9 @@ if (TEST_DB === 'pglite') {
     t.after(() => again.child.kill('SIGKILL'));
     await waitForOutput(again, /listening on/);
     assert.doesNotMatch(again.out(), /First start/);
-    const list = await fetch(`http://127.0.0.1:${port}/api/v1/assets?name=survivor`, { headers: { authorization: `Bearer ${access_token}` } });
+    const list = await fetch(`http://127.0.0.1:${port}/api/v1/assets?name=survivor`, {
+      headers: { authorization: `Bearer ${access_token}` },
+    });
     assert.equal(((await list.json()) as unknown[]).length, 1, 'the same signing key still accepts the old token, and the data survived');
     again.child.kill('SIGTERM');
     assert.equal(await again.exited, 0);

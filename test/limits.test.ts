@@ -46,7 +46,11 @@ async function holdAll(t: TestContext, targets: TestApp[], key: string) {
   // Whatever happens, finish them when the test ends, or closing the app would wait for ever.
   t.after(() => held.forEach((h) => h.finish()));
   let early = 0;
-  for (const h of held) void h.response.then(() => early++, () => early++);
+  for (const h of held)
+    void h.response.then(
+      () => early++,
+      () => early++,
+    );
   await new Promise((r) => setTimeout(r, 800));
   assert.equal(early, 0, 'a held request was answered before it was finished');
   return held;

@@ -39,7 +39,17 @@ if (TEST_DB === 'postgres') {
     const data = path.join(dir, 'data');
     const port = await freePort();
     asPostgres('initdb', ['-D', data, '-A', 'trust', '-U', 'postgres', '--no-sync']);
-    const start = () => asPostgres('pg_ctl', ['-D', data, '-l', path.join(dir, 'log'), '-o', `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off`, '-w', 'start']);
+    const start = () =>
+      asPostgres('pg_ctl', [
+        '-D',
+        data,
+        '-l',
+        path.join(dir, 'log'),
+        '-o',
+        `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off`,
+        '-w',
+        'start',
+      ]);
     const stop = () => asPostgres('pg_ctl', ['-D', data, '-m', 'fast', '-w', 'stop']);
     start();
     t.after(() => {
@@ -51,14 +61,25 @@ if (TEST_DB === 'postgres') {
       fs.rmSync(dir, { recursive: true, force: true });
     });
 
-    const ta = await startApp(t, { PUSH_ALLOW_HTTP: 'true', PUSH_ALLOWED_NETWORKS: '127.0.0.0/8', DELIVERY_POLL_MS: '100' }, { databaseUrl: `postgres://postgres@127.0.0.1:${port}/postgres` });
+    const ta = await startApp(
+      t,
+      { PUSH_ALLOW_HTTP: 'true', PUSH_ALLOWED_NETWORKS: '127.0.0.0/8', DELIVERY_POLL_MS: '100' },
+      { databaseUrl: `postgres://postgres@127.0.0.1:${port}/postgres` },
+    );
     const rx = await new Receiver().start();
     t.after(() => rx.close());
     const o = await ownerWithKey(ta, 'outage-fleet');
     const asset = await ta.call('POST', '/api/v1/assets', { token: o.key, body: { name: 'OUT1' } });
     const integ = await ta.call('POST', '/api/v1/integrations', {
       token: ta.adminToken,
-      body: { name: 'outage-hook', channel: 'webhook', ownerIds: [o.ownerId], objectTypes: ['location'], destination: `${rx.url}/hook`, retry: { scheduleSeconds: [0.2] } },
+      body: {
+        name: 'outage-hook',
+        channel: 'webhook',
+        ownerIds: [o.ownerId],
+        objectTypes: ['location'],
+        destination: `${rx.url}/hook`,
+        retry: { scheduleSeconds: [0.2] },
+      },
     });
     assert.equal(integ.status, 201);
     const post = (n: number) =>
@@ -105,6 +126,9 @@ if (TEST_DB === 'postgres') {
     const stored = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM locations');
     assert.equal(stored.rows[0]!.n, accepted.length, 'every accepted record stored, nothing from the refused requests');
     const delivered = new Set(rx.for('/hook').map((r) => String(JSON.parse(r.body).id)));
-    assert.ok(accepted.every((id) => delivered.has(id)), 'every accepted record delivered');
+    assert.ok(
+      accepted.every((id) => delivered.has(id)),
+      'every accepted record delivered',
+    );
   });
 }

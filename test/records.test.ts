@@ -65,7 +65,16 @@ test('location field rules: ranges (API.md 8 coordinates), types, sizes, future 
   // Inclusive bounds, rounding, a time just inside the future tolerance, ownerId equal to the asset's.
   const r = await ta.call('POST', path, {
     token: key,
-    body: { ...ok, latitude: 90, longitude: -180, altitude: 99999.99, heading: -999.9, speed: 999.999, ownerId, whenCreated: new Date(Date.now() + 9 * 60_000).toISOString() },
+    body: {
+      ...ok,
+      latitude: 90,
+      longitude: -180,
+      altitude: 99999.99,
+      heading: -999.9,
+      speed: 999.999,
+      ownerId,
+      whenCreated: new Date(Date.now() + 9 * 60_000).toISOString(),
+    },
   });
   assert.equal(r.status, 201, r.raw);
   const r2 = await ta.call('POST', path, { token: key, body: { ...ok, latitude: 12.3456789, longitude: 121.4737021234 } });
@@ -85,13 +94,29 @@ test('sensor, reefer, genset and OEM data field rules', async (t) => {
   await rejects(ta, key, '/api/v1/sensor-data', { ...sensor, value: true }, '/value');
   await rejects(ta, key, '/api/v1/sensor-data', { ...sensor, value: undefined }, '/value');
   await rejects(ta, key, '/api/v1/sensor-data', { ...sensor, whenCreated: new Date(Date.now() + 3600_000).toISOString() }, '/whenCreated');
-  for (const type of ['TEMPERATURE', 'HUMIDITY', 'X_ACCELERATION', 'Y_ACCELERATION', 'Z_ACCELERATION', 'FUEL_LEVEL', 'X_PEAK_ACCELERATION', 'Y_PEAK_ACCELERATION', 'Z_PEAK_ACCELERATION', 'BATTERY_VOLTAGE', 'EXTERNAL_POWER_VOLTAGE', 'PRESSURE']) {
+  for (const type of [
+    'TEMPERATURE',
+    'HUMIDITY',
+    'X_ACCELERATION',
+    'Y_ACCELERATION',
+    'Z_ACCELERATION',
+    'FUEL_LEVEL',
+    'X_PEAK_ACCELERATION',
+    'Y_PEAK_ACCELERATION',
+    'Z_PEAK_ACCELERATION',
+    'BATTERY_VOLTAGE',
+    'EXTERNAL_POWER_VOLTAGE',
+    'PRESSURE',
+  ]) {
     assert.equal((await ta.call('POST', '/api/v1/sensor-data', { token: key, body: { ...sensor, type } })).status, 201, type);
   }
   const text = await ta.call('POST', '/api/v1/sensor-data', { token: key, body: { ...sensor, value: 'OPEN' } });
   assert.equal(text.body.value, 'OPEN');
   const filtered = await ta.call('GET', '/api/v1/sensor-data?type=HUMIDITY', { token: key });
-  assert.deepEqual(filtered.body.map((s: { type: string }) => s.type), ['HUMIDITY']);
+  assert.deepEqual(
+    filtered.body.map((s: { type: string }) => s.type),
+    ['HUMIDITY'],
+  );
 
   const reefer = { assetId, reeferClass: 'MH', data: { supplyAirTemperature: 4.2 } };
   await rejects(ta, key, '/api/v1/reefer-data', { ...reefer, reeferClass: 'XX' }, '/reeferClass');
@@ -102,7 +127,7 @@ test('sensor, reefer, genset and OEM data field rules', async (t) => {
   await rejects(ta, key, '/api/v1/reefer-data', { ...reefer, gensetManufacturer: 'x'.repeat(256) }, '/gensetManufacturer');
   // A lone surrogate (not storable as JSON by PostgreSQL) and absurd nesting are 400s, not 500s.
   await rejects(ta, key, '/api/v1/reefer-data', { ...reefer, data: { label: 'a\ud800b' } }, '/data/label');
-  const deep = '{"d":'.repeat(20_000) + '1' + '}'.repeat(20_000);
+  const deep = `${'{"d":'.repeat(20_000)}1${'}'.repeat(20_000)}`;
   const deepRes = await ta.call('POST', '/api/v1/reefer-data', { token: key, body: `{"assetId":"${assetId}","data":${deep}}` });
   assert.equal(deepRes.status, 400, deepRes.raw.slice(0, 200));
   assert.match(deepRes.body.message, /nested more than 64 levels/);
@@ -125,11 +150,20 @@ test('sensor, reefer, genset and OEM data field rules', async (t) => {
 
 test('bulk: up to 1000 in one request, all or nothing, the bad index named; 1001 refused', async (t) => {
   const { ta, key, assetId } = await setup(t);
-  const items = Array.from({ length: 1000 }, (_, i) => ({ assetId, latitude: (i % 180) - 89.5, longitude: 10, whenCreated: past(5000 - i) }));
+  const items = Array.from({ length: 1000 }, (_, i) => ({
+    assetId,
+    latitude: (i % 180) - 89.5,
+    longitude: 10,
+    whenCreated: past(5000 - i),
+  }));
   const r = await ta.call('POST', '/api/v1/locations', { token: key, body: items });
   assert.equal(r.status, 201, r.raw.slice(0, 300));
   assert.equal(r.body.length, 1000);
-  assert.deepEqual(r.body.map((l: { latitude: number }) => l.latitude), items.map((i) => i.latitude), 'stored objects come back in request order');
+  assert.deepEqual(
+    r.body.map((l: { latitude: number }) => l.latitude),
+    items.map((i) => i.latitude),
+    'stored objects come back in request order',
+  );
   const bad = items.slice(0, 10).map((i) => ({ ...i }));
   bad[3] = { ...bad[3]!, latitude: 91 };
   await rejects(ta, key, '/api/v1/locations', bad, '/3/latitude');
@@ -138,7 +172,7 @@ test('bulk: up to 1000 in one request, all or nothing, the bad index named; 1001
   const mixed = [items[0], { ...items[1]!, assetId: otherAsset.body.id }];
   const before = await count(ta, key, '/api/v1/locations');
   const m = await ta.call('POST', '/api/v1/locations', { token: key, body: mixed });
-  assert.equal(m.status, 404, 'another owner\'s asset is not found');
+  assert.equal(m.status, 404, "another owner's asset is not found");
   assert.equal(m.body.field, '/1/assetId');
   assert.equal(await count(ta, key, '/api/v1/locations'), before);
   const tooMany = await ta.call('POST', '/api/v1/locations', { token: key, body: [...items, items[0]] });
@@ -150,7 +184,12 @@ test('paging returns every row that existed at the first page exactly once while
   const { ta, key, assetId } = await setup(t);
   const base = Date.parse('2026-11-01T00:00:00Z');
   // 250 rows, several sharing one timestamp, so ties are broken by id.
-  const items = Array.from({ length: 250 }, (_, i) => ({ assetId, latitude: 1, longitude: 1, whenCreated: new Date(base + Math.floor(i / 3) * 1000).toISOString() }));
+  const items = Array.from({ length: 250 }, (_, i) => ({
+    assetId,
+    latitude: 1,
+    longitude: 1,
+    whenCreated: new Date(base + Math.floor(i / 3) * 1000).toISOString(),
+  }));
   const stored = await ta.call('POST', '/api/v1/locations', { token: key, body: items });
   const existing = new Set<string>(stored.body.map((l: { id: string }) => l.id));
   for (const order of ['desc', 'asc']) {
@@ -194,7 +233,10 @@ test("another owner's records are invisible; a parent sees its child's", async (
   const sibling = await ownerWithKey(ta, 'fleet-c');
   const childAsset = await ta.call('POST', '/api/v1/assets', { token: child.key, body: { name: 'CHILD1' } });
   const own = await ta.call('POST', '/api/v1/sensor-data', { token: key, body: { assetId, sensorId: 's', type: 'HUMIDITY', value: 50 } });
-  const kid = await ta.call('POST', '/api/v1/sensor-data', { token: child.key, body: { assetId: childAsset.body.id, sensorId: 's', type: 'HUMIDITY', value: 51 } });
+  const kid = await ta.call('POST', '/api/v1/sensor-data', {
+    token: child.key,
+    body: { assetId: childAsset.body.id, sensorId: 's', type: 'HUMIDITY', value: 51 },
+  });
   assert.equal((await ta.call('GET', `/api/v1/sensor-data/${own.body.id}`, { token: sibling.key })).status, 404);
   assert.equal((await ta.call('GET', `/api/v1/sensor-data/${own.body.id}`, { token: child.key })).status, 404);
   assert.equal((await ta.call('GET', `/api/v1/sensor-data/${kid.body.id}`, { token: key })).status, 200);
@@ -202,8 +244,14 @@ test("another owner's records are invisible; a parent sees its child's", async (
   assert.equal((await ta.call('GET', '/api/v1/sensor-data', { token: key })).body.length, 2);
   assert.equal((await ta.call('GET', '/api/v1/sensor-data', { token: child.key })).body.length, 1);
   // A parent may write its child's records (write covers every owner the caller sees).
-  assert.equal((await ta.call('POST', '/api/v1/locations', { token: key, body: { assetId: childAsset.body.id, latitude: 1, longitude: 1 } })).status, 201);
-  assert.equal((await ta.call('POST', '/api/v1/locations', { token: sibling.key, body: { assetId, latitude: 1, longitude: 1 } })).status, 404);
+  assert.equal(
+    (await ta.call('POST', '/api/v1/locations', { token: key, body: { assetId: childAsset.body.id, latitude: 1, longitude: 1 } })).status,
+    201,
+  );
+  assert.equal(
+    (await ta.call('POST', '/api/v1/locations', { token: sibling.key, body: { assetId, latitude: 1, longitude: 1 } })).status,
+    404,
+  );
   assert.equal((await ta.call('GET', '/api/v1/sensor-data/99999999999', { token: key })).status, 404);
   assert.equal((await ta.call('GET', '/api/v1/sensor-data/abc', { token: key })).status, 404);
   // Records are append-only, and an asset with records cannot be deleted.
@@ -214,15 +262,28 @@ test("another owner's records are invisible; a parent sees its child's", async (
 test('every stored record and asset change reaches the outbox in its push shape, with an event id', async (t) => {
   const { ta, key, assetId, ownerId } = await setup(t);
   await ta.call('PATCH', `/api/v1/assets/${assetId}`, { token: key, body: { tags: 'reefer, 40ft', boxId: 'BOX-1' } });
-  const loc = await ta.call('POST', '/api/v1/locations', { token: key, body: { assetId, latitude: 1.5, longitude: 2.5, heading: 370, speed: 12.5 } });
-  const sen = await ta.call('POST', '/api/v1/sensor-data', { token: key, body: [{ assetId, sensorId: 's', type: 'TEMPERATURE', value: 4.25 }, { assetId, sensorId: 's', type: 'PRESSURE', value: 'HIGH' }] });
+  const loc = await ta.call('POST', '/api/v1/locations', {
+    token: key,
+    body: { assetId, latitude: 1.5, longitude: 2.5, heading: 370, speed: 12.5 },
+  });
+  const sen = await ta.call('POST', '/api/v1/sensor-data', {
+    token: key,
+    body: [
+      { assetId, sensorId: 's', type: 'TEMPERATURE', value: 4.25 },
+      { assetId, sensorId: 's', type: 'PRESSURE', value: 'HIGH' },
+    ],
+  });
   const ree = await ta.call('POST', '/api/v1/reefer-data', { token: key, body: { assetId, data: { a: 1 } } });
   const gen = await ta.call('POST', '/api/v1/genset-data', { token: key, body: { assetId, gensetType: 'G', data: { b: 2 }, boxId: 'BX' } });
   const oem = await ta.call('POST', '/api/v1/oem-data', { token: key, body: { assetId, payloadType: 3, data: { c: 3 } } });
   for (const r of [loc, sen, ree, gen, oem]) assert.equal(r.status, 201, r.raw);
-  const { rows } = await ta.app.services.db.query<{ event_id: string; object_type: string; object_id: string; owner_id: string; payload: any }>(
-    'SELECT event_id, object_type, object_id, owner_id, payload FROM outbox ORDER BY id',
-  );
+  const { rows } = await ta.app.services.db.query<{
+    event_id: string;
+    object_type: string;
+    object_id: string;
+    owner_id: string;
+    payload: any;
+  }>('SELECT event_id, object_type, object_id, owner_id, payload FROM outbox ORDER BY id');
   const byType = (type: string) => rows.filter((r) => r.object_type === type);
   assert.equal(byType('asset').length, 2, 'create and patch');
   assert.deepEqual(byType('asset')[1]!.payload.tags, ['reefer', '40ft']);
@@ -242,7 +303,13 @@ test('every stored record and asset change reaches the outbox in its push shape,
   assert.equal(new Set(rows.map((r) => r.event_id)).size, rows.length, 'one event id each');
   // A refused bulk leaves no outbox rows behind.
   const before = rows.length;
-  await ta.call('POST', '/api/v1/locations', { token: key, body: [{ assetId, latitude: 1, longitude: 1 }, { assetId, latitude: 100, longitude: 1 }] });
+  await ta.call('POST', '/api/v1/locations', {
+    token: key,
+    body: [
+      { assetId, latitude: 1, longitude: 1 },
+      { assetId, latitude: 100, longitude: 1 },
+    ],
+  });
   const after = await ta.app.services.db.query<{ n: number }>('SELECT count(*)::int AS n FROM outbox');
   assert.equal(after.rows[0]!.n, before);
 });

@@ -78,7 +78,7 @@ function sample(schema: any, ctx: { ownerId: string }): unknown {
   }
 }
 
-test('every /api/v1 route with a path parameter refuses a sibling owner\'s record: 404, or 403 where admin-only', async () => {
+test("every /api/v1 route with a path parameter refuses a sibling owner's record: 404, or 403 where admin-only", async () => {
   // A and B are siblings under one parent: neither sees the other.
   const parent = await ownerWithKey(ta, 'sweep-parent');
   const A = await ownerWithKey(ta, 'sweep-A', { parentId: parent.ownerId });
@@ -86,18 +86,33 @@ test('every /api/v1 route with a path parameter refuses a sibling owner\'s recor
   const bIntegration = await created(
     ta.call('POST', '/api/v1/integrations', {
       token: admin,
-      body: { name: 'sweep-b-push', channel: 'webhook', ownerIds: [B.ownerId], destination: 'http://127.0.0.1:9/hook', retry: { scheduleSeconds: [3600] } },
+      body: {
+        name: 'sweep-b-push',
+        channel: 'webhook',
+        ownerIds: [B.ownerId],
+        destination: 'http://127.0.0.1:9/hook',
+        retry: { scheduleSeconds: [3600] },
+      },
     }),
     'integration for B',
   );
   const bAsset = await created(ta.call('POST', '/api/v1/assets', { token: B.key, body: { name: 'b-asset', note: 'b' } }), 'asset of B');
-  const bKey = await created(ta.call('POST', '/api/v1/api-keys', { token: admin, body: { name: 'b-key2', ownerId: B.ownerId, scopes: ['read'] } }), 'key of B');
+  const bKey = await created(
+    ta.call('POST', '/api/v1/api-keys', { token: admin, body: { name: 'b-key2', ownerId: B.ownerId, scopes: ['read'] } }),
+    'key of B',
+  );
   const bUser = await created(
-    ta.call('POST', '/api/v1/users', { token: admin, body: { username: 'sweep-b-user', password: 'b-password-1', ownerId: B.ownerId, scopes: ['read'] } }),
+    ta.call('POST', '/api/v1/users', {
+      token: admin,
+      body: { username: 'sweep-b-user', password: 'b-password-1', ownerId: B.ownerId, scopes: ['read'] },
+    }),
     'user of B',
   );
   const bClient = await created(
-    ta.call('POST', '/api/v1/clients', { token: admin, body: { clientId: 'sweep-b-client', grants: ['client_credentials'], ownerId: B.ownerId } }),
+    ta.call('POST', '/api/v1/clients', {
+      token: admin,
+      body: { clientId: 'sweep-b-client', grants: ['client_credentials'], ownerId: B.ownerId },
+    }),
     'client of B',
   );
   // B's data records, zone, event, command and booking data, each made the way a client would.
@@ -118,7 +133,10 @@ test('every /api/v1 route with a path parameter refuses a sibling owner\'s recor
   assert.ok(Array.isArray(bEvents) && bEvents.length >= 1, `B has an event: ${JSON.stringify(bEvents)}`);
   // A's credentials: an API key (read+write) and a password-grant JWT of a read+write user of A.
   await created(
-    ta.call('POST', '/api/v1/users', { token: admin, body: { username: 'sweep-a-user', password: 'a-password-1', ownerId: A.ownerId, scopes: ['read', 'write'] } }),
+    ta.call('POST', '/api/v1/users', {
+      token: admin,
+      body: { username: 'sweep-a-user', password: 'a-password-1', ownerId: A.ownerId, scopes: ['read', 'write'] },
+    }),
     'user of A',
   );
   const aJwt = (await passwordToken(ta.call, 'sweep-a-user', 'a-password-1')).access_token;
@@ -147,11 +165,27 @@ test('every /api/v1 route with a path parameter refuses a sibling owner\'s recor
   };
   // Bodies the schema sampler cannot make valid on its own (a zone needs a real shape).
   const bodies: Record<string, () => unknown> = {
-    'put /api/v1/zones/{id}': () => ({ name: `probe${++seq}`, ownerId: A.ownerId, circle: { latitude: 1, longitude: 1, radiusMeters: 10 } }),
-    'patch /api/v1/zones/{id}': () => ({ name: `probe${++seq}`, ownerId: A.ownerId, circle: { latitude: 1, longitude: 1, radiusMeters: 10 } }),
-    'put /api/v1/integrations/{id}': () => ({ name: `probe${++seq}`, channel: 'webhook', ownerIds: [B.ownerId], destination: 'http://127.0.0.1:9/hook' }),
+    'put /api/v1/zones/{id}': () => ({
+      name: `probe${++seq}`,
+      ownerId: A.ownerId,
+      circle: { latitude: 1, longitude: 1, radiusMeters: 10 },
+    }),
+    'patch /api/v1/zones/{id}': () => ({
+      name: `probe${++seq}`,
+      ownerId: A.ownerId,
+      circle: { latitude: 1, longitude: 1, radiusMeters: 10 },
+    }),
+    'put /api/v1/integrations/{id}': () => ({
+      name: `probe${++seq}`,
+      channel: 'webhook',
+      ownerIds: [B.ownerId],
+      destination: 'http://127.0.0.1:9/hook',
+    }),
     'patch /api/v1/integrations/{id}': () => ({ name: `probe${++seq}` }),
-    'post /api/v1/integrations/{id}/deliveries/redeliver': () => ({ from: new Date(Date.now() - 3600_000).toISOString(), to: new Date().toISOString() }),
+    'post /api/v1/integrations/{id}/deliveries/redeliver': () => ({
+      from: new Date(Date.now() - 3600_000).toISOString(),
+      to: new Date().toISOString(),
+    }),
   };
   // Operator-only routes: a non-admin gets 403 before any lookup. Everything else: 404.
   const adminOnly = (path: string, method: string) =>
@@ -199,7 +233,10 @@ test('every /api/v1 route with a path parameter refuses a sibling owner\'s recor
     return { url, body: special ? special() : schema ? sample(schema, { ownerId: A.ownerId }) : undefined };
   };
 
-  for (const [credName, token] of [['API key of A', A.key], ['JWT of a user of A', aJwt]] as const) {
+  for (const [credName, token] of [
+    ['API key of A', A.key],
+    ['JWT of a user of A', aJwt],
+  ] as const) {
     for (const r of routes) {
       const what = `${credName}: ${r.method.toUpperCase()} ${r.path}`;
       const { url, body } = build(r, suppliers[r.path]!);
@@ -266,17 +303,28 @@ test('a parent sees its whole subtree; a child sees itself and its descendants, 
     assert.deepEqual(ids(assets), visible.map((v) => asset[v].id).sort(), `assets listed for ${n}`);
     const keys = await listAll('/api/v1/api-keys', cred.key);
     assert.ok(keys.length >= visible.length, `keys listed for ${n}`);
-    assert.ok(keys.every((k) => visible.some((v) => who[v].ownerId === k.ownerId)), `only visible owners' keys for ${n}`);
+    assert.ok(
+      keys.every((k) => visible.some((v) => who[v].ownerId === k.ownerId)),
+      `only visible owners' keys for ${n}`,
+    );
     // Filtering by an invisible owner gives nothing, not that owner's rows.
     for (const other of Object.keys(who).filter((x) => !(visible as readonly string[]).includes(x))) {
       const o = who[other as keyof typeof who].ownerId;
       assert.deepEqual((await ta.call('GET', `/api/v1/assets?ownerId=${o}`, { token: cred.key })).body, [], `${n} filtering on ${other}`);
       // (owners filtered by parent: only visible children, e.g. C itself when C filters on P)
       const kids = (await ta.call('GET', `/api/v1/owners?ownerId=${o}`, { token: cred.key })).body as any[];
-      assert.ok(kids.every((k) => visible.some((v) => who[v].ownerId === k.id)), `${n} children of ${other}`);
+      assert.ok(
+        kids.every((k) => visible.some((v) => who[v].ownerId === k.id)),
+        `${n} children of ${other}`,
+      );
       assert.deepEqual((await ta.call('GET', `/api/v1/api-keys?ownerId=${o}`, { token: cred.key })).body, [], `${n} keys of ${other}`);
       assertEnvelope(await ta.call('GET', `/api/v1/owners/${o}`, { token: cred.key }), 404, 'NOT_FOUND', `${n} reads owner ${other}`);
-      assertEnvelope(await ta.call('GET', `/api/v1/assets/${asset[other].id}`, { token: cred.key }), 404, 'NOT_FOUND', `${n} reads asset of ${other}`);
+      assertEnvelope(
+        await ta.call('GET', `/api/v1/assets/${asset[other].id}`, { token: cred.key }),
+        404,
+        'NOT_FOUND',
+        `${n} reads asset of ${other}`,
+      );
     }
     // Reads by id of everything visible work.
     for (const v of visible) {
@@ -286,7 +334,10 @@ test('a parent sees its whole subtree; a child sees itself and its descendants, 
   }
 
   // write covers descendants: P manages G's fleet; C cannot touch P's or S's.
-  const made = await created(ta.call('POST', '/api/v1/assets', { token: P.key, body: { name: 'made-by-P', ownerId: G.ownerId } }), 'P creates for G');
+  const made = await created(
+    ta.call('POST', '/api/v1/assets', { token: P.key, body: { name: 'made-by-P', ownerId: G.ownerId } }),
+    'P creates for G',
+  );
   assert.equal(made.ownerId, G.ownerId);
   assert.equal((await ta.call('PATCH', `/api/v1/assets/${asset.G.id}`, { token: P.key, body: { note: 'by P' } })).status, 200);
   assertEnvelope(await ta.call('PATCH', `/api/v1/assets/${asset.P.id}`, { token: C.key, body: { note: 'by C' } }), 404, 'NOT_FOUND');
@@ -295,8 +346,15 @@ test('a parent sees its whole subtree; a child sees itself and its descendants, 
   assertEnvelope(await ta.call('PATCH', `/api/v1/assets/${asset.C.id}`, { token: C.key, body: { ownerId: S.ownerId } }), 404, 'NOT_FOUND');
   assert.equal((await ta.call('GET', `/api/v1/assets/${asset.C.id}`, { token: admin })).body.ownerId, C.ownerId);
   // Keys: only for visible owners.
-  assertEnvelope(await ta.call('POST', '/api/v1/api-keys', { token: C.key, body: { name: 'up', ownerId: P.ownerId, scopes: ['read'] } }), 404, 'NOT_FOUND');
-  assert.equal((await ta.call('POST', '/api/v1/api-keys', { token: C.key, body: { name: 'down', ownerId: G.ownerId, scopes: ['read'] } })).status, 201);
+  assertEnvelope(
+    await ta.call('POST', '/api/v1/api-keys', { token: C.key, body: { name: 'up', ownerId: P.ownerId, scopes: ['read'] } }),
+    404,
+    'NOT_FOUND',
+  );
+  assert.equal(
+    (await ta.call('POST', '/api/v1/api-keys', { token: C.key, body: { name: 'down', ownerId: G.ownerId, scopes: ['read'] } })).status,
+    201,
+  );
 });
 
 test('creating an asset for an invisible owner answers 404 and stores nothing', async () => {
@@ -328,8 +386,16 @@ test("only an operator changes an owner's parent; an operator's cycle is a 400 o
     const r = await ta.call('PATCH', `/api/v1/owners/${C.ownerId}`, { token, body });
     assertEnvelope(r, 403, 'FORBIDDEN', `re-parent with ${JSON.stringify(body)}`);
   }
-  assertEnvelope(await ta.call('PUT', `/api/v1/owners/${C.ownerId}`, { token: P.key, body: { name: 'par-C', ownerId: S.ownerId } }), 403, 'FORBIDDEN');
-  assertEnvelope(await ta.call('POST', '/api/v1/owners', { token: P.key, body: { name: 'par-new', ownerId: P.ownerId } }), 403, 'FORBIDDEN');
+  assertEnvelope(
+    await ta.call('PUT', `/api/v1/owners/${C.ownerId}`, { token: P.key, body: { name: 'par-C', ownerId: S.ownerId } }),
+    403,
+    'FORBIDDEN',
+  );
+  assertEnvelope(
+    await ta.call('POST', '/api/v1/owners', { token: P.key, body: { name: 'par-new', ownerId: P.ownerId } }),
+    403,
+    'FORBIDDEN',
+  );
   assert.deepEqual((await ta.call('GET', `/api/v1/owners/${C.ownerId}`, { token: admin })).body, orig, 'C unchanged');
   // Keeping the same parent is not a change: the parent edits C's note.
   const ok = await ta.call('PATCH', `/api/v1/owners/${C.ownerId}`, { token: P.key, body: { note: 'edited by P', ownerId: P.ownerId } });
@@ -346,7 +412,11 @@ test("only an operator changes an owner's parent; an operator's cycle is a 400 o
     assertEnvelope(r, 400, 'VALIDATION_FAILED', 'cycle');
     assert.equal(r.body.field, '/ownerId');
   }
-  assertEnvelope(await ta.call('PUT', `/api/v1/owners/${P.ownerId}`, { token: admin, body: { name: 'par-P', ownerId: G.ownerId } }), 400, 'VALIDATION_FAILED');
+  assertEnvelope(
+    await ta.call('PUT', `/api/v1/owners/${P.ownerId}`, { token: admin, body: { name: 'par-P', ownerId: G.ownerId } }),
+    400,
+    'VALIDATION_FAILED',
+  );
   assert.equal((await ta.call('GET', `/api/v1/owners/${P.ownerId}`, { token: admin })).body.ownerId, null, 'P still a root');
   // A legal move by the operator works and changes visibility at once: S under G.
   const moved = await ta.call('PATCH', `/api/v1/owners/${S.ownerId}`, { token: admin, body: { ownerId: G.ownerId } });

@@ -79,11 +79,29 @@ test('asset string fields accept their size in code points (ASCII or astral emoj
       const bad = field === 'name' ? { name: tooLong } : { name: uniq('lim-bad'), [field]: tooLong };
       await refuses('POST', '/api/v1/assets', o.key, bad, `/${field}`, `create: ${field} of ${max + 1} ${kind} code points`);
       // The same on update: refused, and the asset unchanged.
-      await refuses('PATCH', `/api/v1/assets/${existing.id}`, o.key, { [field]: tooLong }, `/${field}`, `patch: ${field} too long (${kind})`);
-      await refuses('PUT', `/api/v1/assets/${existing.id}`, o.key, { name: 'lim-existing', [field]: tooLong }, `/${field}`, `put: ${field} too long (${kind})`);
+      await refuses(
+        'PATCH',
+        `/api/v1/assets/${existing.id}`,
+        o.key,
+        { [field]: tooLong },
+        `/${field}`,
+        `patch: ${field} too long (${kind})`,
+      );
+      await refuses(
+        'PUT',
+        `/api/v1/assets/${existing.id}`,
+        o.key,
+        { name: 'lim-existing', [field]: tooLong },
+        `/${field}`,
+        `put: ${field} too long (${kind})`,
+      );
     }
   }
-  assert.deepEqual((await ta.call('GET', `/api/v1/assets/${existing.id}`, { token: o.key })).body, existing, 'refused updates changed nothing');
+  assert.deepEqual(
+    (await ta.call('GET', `/api/v1/assets/${existing.id}`, { token: o.key })).body,
+    existing,
+    'refused updates changed nothing',
+  );
 });
 
 test('asset fields of the wrong type, a missing or empty name, a non-uuid ownerId and a non-object body are 400s naming the field', async () => {
@@ -133,7 +151,9 @@ test('asset fields of the wrong type, a missing or empty name, a non-uuid ownerI
 
 test('owner fields: name and note sizes in code points, disabled boolean, ownerId uuid, name required', async () => {
   const parent = (await ta.call('POST', '/api/v1/owners', { token: admin, body: { name: 'olim-parent' } })).body;
-  const existing = (await ta.call('POST', '/api/v1/owners', { token: admin, body: { name: 'olim-existing', note: 'keep', ownerId: parent.id } })).body;
+  const existing = (
+    await ta.call('POST', '/api/v1/owners', { token: admin, body: { name: 'olim-existing', note: 'keep', ownerId: parent.id } })
+  ).body;
   for (const { field, max } of OWNER_LIMITS) {
     for (const [kind, okValue, tooLong] of [
       ['ascii', ascii(max, field === 'name' ? 'N' : 'a'), ascii(max + 1)],
@@ -147,7 +167,14 @@ test('owner fields: name and note sizes in code points, disabled boolean, ownerI
       const bad = field === 'name' ? { name: tooLong } : { name: uniq('olim-bad'), [field]: tooLong };
       await refuses('POST', '/api/v1/owners', admin, bad, `/${field}`, `create owner: ${field} of ${max + 1} ${kind}`);
       await refuses('PATCH', `/api/v1/owners/${existing.id}`, admin, { [field]: tooLong }, `/${field}`, `patch owner: ${field} too long`);
-      await refuses('PUT', `/api/v1/owners/${existing.id}`, admin, { name: 'olim-existing', ownerId: parent.id, [field]: tooLong }, `/${field}`, `put owner: ${field}`);
+      await refuses(
+        'PUT',
+        `/api/v1/owners/${existing.id}`,
+        admin,
+        { name: 'olim-existing', ownerId: parent.id, [field]: tooLong },
+        `/${field}`,
+        `put owner: ${field}`,
+      );
     }
   }
   const cases: [unknown, string][] = [
@@ -166,10 +193,17 @@ test('owner fields: name and note sizes in code points, disabled boolean, ownerI
   await refuses('PUT', `/api/v1/owners/${existing.id}`, admin, { note: 'x' }, '/name', 'put owner without name');
   await refuses('PATCH', `/api/v1/owners/${existing.id}`, admin, { disabled: 'no' }, '/disabled', 'patch owner disabled string');
   await refuses('PATCH', `/api/v1/owners/${existing.id}`, admin, { ownerId: 'x' }, '/ownerId', 'patch owner ownerId not a uuid');
-  assert.deepEqual((await ta.call('GET', `/api/v1/owners/${existing.id}`, { token: admin })).body, existing, 'refused updates changed nothing');
+  assert.deepEqual(
+    (await ta.call('GET', `/api/v1/owners/${existing.id}`, { token: admin })).body,
+    existing,
+    'refused updates changed nothing',
+  );
   // A well-formed but unknown parent is a 404 naming /ownerId, and nothing is stored.
   const before = await counts();
-  const ghost = await ta.call('POST', '/api/v1/owners', { token: admin, body: { name: 'olim-orphan', ownerId: '00000000-0000-4000-8000-000000000000' } });
+  const ghost = await ta.call('POST', '/api/v1/owners', {
+    token: admin,
+    body: { name: 'olim-orphan', ownerId: '00000000-0000-4000-8000-000000000000' },
+  });
   assert.equal(ghost.status, 404, ghost.raw);
   assert.equal(ghost.body.field, '/ownerId');
   assert.deepEqual(await counts(), before);
@@ -258,7 +292,11 @@ test('PATCH merges (null clears an optional field, absent keeps it); PUT replace
   assert.equal(r.status, 200, r.raw);
   assert.deepEqual([r.body.name, r.body.note, r.body.tags, r.body.boxId, r.body.disabled], ['merge-1', null, 'cold,fast', 'BOX-1', true]);
   r = await ta.call('PATCH', `/api/v1/assets/${a.id}`, { token: o.key, body: {} });
-  assert.deepEqual([r.body.name, r.body.note, r.body.tags, r.body.boxId, r.body.disabled], ['merge-1', null, 'cold,fast', 'BOX-1', true], 'empty patch keeps all');
+  assert.deepEqual(
+    [r.body.name, r.body.note, r.body.tags, r.body.boxId, r.body.disabled],
+    ['merge-1', null, 'cold,fast', 'BOX-1', true],
+    'empty patch keeps all',
+  );
   r = await ta.call('PATCH', `/api/v1/assets/${a.id}`, { token: o.key, body: { tags: null, boxId: null } });
   assert.deepEqual([r.body.tags, r.body.boxId, r.body.disabled], [null, null, true]);
 
@@ -312,10 +350,10 @@ test('paging with limit follows Link rel="next" to the end: every asset once, as
   }
   // Exact creation times with ties and 1 µs steps, so the keyset must use the full precision and the id.
   for (const m of made) {
-    await ta.app.services.db.query(`UPDATE assets SET when_created = timestamptz 'epoch' + $2::int8 * interval '1 microsecond' WHERE id = $1`, [
-      m.id,
-      (BASE_US + m.us).toString(),
-    ]);
+    await ta.app.services.db.query(
+      `UPDATE assets SET when_created = timestamptz 'epoch' + $2::int8 * interval '1 microsecond' WHERE id = $1`,
+      [m.id, (BASE_US + m.us).toString()],
+    );
   }
   const asc = [...made].sort((x, y) => (x.us === y.us ? (x.id < y.id ? -1 : 1) : x.us < y.us ? -1 : 1)).map((m) => m.id);
 
@@ -372,8 +410,17 @@ test('paging with limit follows Link rel="next" to the end: every asset once, as
     assert.deepEqual((await walk(q(from, to, '&order=desc'))).seen, [...want].reverse(), `from ${from} to ${to} desc`);
   }
   // Same instant written with an offset.
-  const plus2 = (await ta.call('GET', `/api/v1/assets?from=${encodeURIComponent('2025-03-01T02:00:04+02:00')}&to=${encodeURIComponent('2025-03-01T02:00:05+02:00')}`, { token: o.key })).body;
-  assert.deepEqual(plus2.map((a: { id: string }) => a.id), between(4_000_000n, 5_000_000n));
+  const plus2 = (
+    await ta.call(
+      'GET',
+      `/api/v1/assets?from=${encodeURIComponent('2025-03-01T02:00:04+02:00')}&to=${encodeURIComponent('2025-03-01T02:00:05+02:00')}`,
+      { token: o.key },
+    )
+  ).body;
+  assert.deepEqual(
+    plus2.map((a: { id: string }) => a.id),
+    between(4_000_000n, 5_000_000n),
+  );
 });
 
 test('bad paging parameters and bad or tampered cursors are 400s', async () => {

@@ -14,27 +14,43 @@ const DEG = Math.PI / 180;
 const BASE = Math.floor(Date.now() / 1000) * 1000 - 3 * 86400_000;
 const at = (minutes: number) => new Date(BASE + minutes * 60_000).toISOString().replace(/\.\d{3}Z$/, 'Z');
 
-
 let n = 0;
 async function tenant(label: string, opts: { parentId?: string } = {}) {
   const o = await ownerWithKey(ta, `${label}-${++n}`, opts);
-  const call = (method: string, path: string, body?: unknown) => ta.call(method, path, { token: o.key, ...(body === undefined ? {} : { body }) });
+  const call = (method: string, path: string, body?: unknown) =>
+    ta.call(method, path, { token: o.key, ...(body === undefined ? {} : { body }) });
   const asset = async (name: string): Promise<string> => ok(await call('POST', '/api/v1/assets', { name }), 201, `asset ${name}`).id;
-  const zone = async (body: Record<string, unknown>): Promise<any> => ok(await call('POST', '/api/v1/zones', body), 201, `zone ${JSON.stringify(body).slice(0, 80)}`);
-  const locate = async (assetId: string, latitude: number, longitude: number, minute: number, extra: Record<string, unknown> = {}): Promise<any> =>
-    ok(await call('POST', '/api/v1/locations', { assetId, latitude, longitude, whenCreated: at(minute), ...extra }), 201, `location ${latitude},${longitude}@${minute}`);
+  const zone = async (body: Record<string, unknown>): Promise<any> =>
+    ok(await call('POST', '/api/v1/zones', body), 201, `zone ${JSON.stringify(body).slice(0, 80)}`);
+  const locate = async (
+    assetId: string,
+    latitude: number,
+    longitude: number,
+    minute: number,
+    extra: Record<string, unknown> = {},
+  ): Promise<any> =>
+    ok(
+      await call('POST', '/api/v1/locations', { assetId, latitude, longitude, whenCreated: at(minute), ...extra }),
+      201,
+      `location ${latitude},${longitude}@${minute}`,
+    );
   const events = async (query: string): Promise<any[]> => ok(await call('GET', `/api/v1/events?${query}`), 200, `events ?${query}`);
   return { ...o, call, asset, zone, locate, events };
 }
 
 const polygon = (...rings: [number, number][][]) => ({ type: 'Polygon', coordinates: rings.map((r) => [...r, r[0]]) });
-const box = (lon0: number, lat0: number, lon1: number, lat1: number): [number, number][] => [[lon0, lat0], [lon1, lat0], [lon1, lat1], [lon0, lat1]];
+const box = (lon0: number, lat0: number, lon1: number, lat1: number): [number, number][] => [
+  [lon0, lat0],
+  [lon1, lat0],
+  [lon1, lat1],
+  [lon0, lat1],
+];
 const numeric = (a: string, b: string) => (BigInt(a) < BigInt(b) ? -1 : BigInt(a) > BigInt(b) ? 1 : 0);
 /** The zone events of one asset, oldest first, as compact "subject@minute" strings. */
 const brief = (evs: any[]) => evs.map((e) => `${e.subject}@${(Date.parse(e.currentData.whenCreated) - BASE) / 60_000}`);
 
 // Runs first, while zone ids are still one digit: ascending means numeric order ("9,10", not "10,9").
-test('zoneId lists the owner\'s containing zones in ascending numeric order; another owner\'s zones never count', async () => {
+test("zoneId lists the owner's containing zones in ascending numeric order; another owner's zones never count", async () => {
   const a = await tenant('asc');
   const b = await tenant('other');
   const first = await a.zone({ name: 'First', geometry: polygon(box(30, 30, 32, 32)) });
@@ -53,15 +69,24 @@ test('zoneId lists the owner\'s containing zones in ascending numeric order; ano
   const loc = await a.locate(asset, 31, 31, 1);
   const expected = [first.id, second.id, sameName.id].sort(numeric);
   assert.equal(loc.zoneId, expected.join(','));
-  assert.ok(!loc.zoneId.split(',').includes(foreign.id), 'another owner\'s zone never counts');
+  assert.ok(!loc.zoneId.split(',').includes(foreign.id), "another owner's zone never counts");
   // Entering several zones at once: one event per zone, in ascending id order.
   const evs = await a.events(`assetId=${asset}&order=asc`);
-  assert.deepEqual(evs.map((e) => e.currentData.value), expected);
-  assert.deepEqual(evs.map((e) => e.subject), expected.map((id) => `Entered zone ${[first, second, sameName].find((z) => z.id === id)!.name}`));
+  assert.deepEqual(
+    evs.map((e) => e.currentData.value),
+    expected,
+  );
+  assert.deepEqual(
+    evs.map((e) => e.subject),
+    expected.map((id) => `Entered zone ${[first, second, sameName].find((z) => z.id === id)!.name}`),
+  );
   // The other owner's asset at the same point sees only its own zone, and no event names A's zones.
   const bAsset = await b.asset('b-1');
   assert.equal((await b.locate(bAsset, 31, 31, 1)).zoneId, foreign.id);
-  assert.deepEqual((await b.events(`assetId=${bAsset}`)).map((e) => e.subject), ['Entered zone Foreign']);
+  assert.deepEqual(
+    (await b.events(`assetId=${bAsset}`)).map((e) => e.subject),
+    ['Entered zone Foreign'],
+  );
   // Neither owner sees the other's events.
   assert.equal((await a.events(`assetId=${bAsset}`)).length, 0);
   assert.equal((await a.call('GET', `/api/v1/events/${(await b.events('')).at(0).id}`)).status, 404);
@@ -70,7 +95,8 @@ test('zoneId lists the owner\'s containing zones in ascending numeric order; ano
 test('zoneId keeps as many ascending ids as fit in 100 characters', async () => {
   const a = await tenant('many');
   const ids: string[] = [];
-  for (let i = 0; i < 40; i++) ids.push((await a.zone({ name: `z${i}`, circle: { latitude: -40, longitude: -60, radiusMeters: 1000 + i } })).id);
+  for (let i = 0; i < 40; i++)
+    ids.push((await a.zone({ name: `z${i}`, circle: { latitude: -40, longitude: -60, radiusMeters: 1000 + i } })).id);
   ids.sort(numeric);
   let text = '';
   for (const id of ids) {
@@ -92,9 +118,20 @@ test('zone CRUD: validation with exact fields, size limits, unique names, tenanc
   const z = ok(r, 201, 'create');
   assert.match(z.id, /^[1-9]\d*$/);
   assert.equal(r.headers.location, `${ta.url}/api/v1/zones/${z.id}`);
-  assert.deepEqual({ ...z, id: undefined, whenCreated: undefined, whenUpdated: undefined }, {
-    id: undefined, ownerId: a.ownerId, name: 'Harbour', type: 'port', note: 'main gate', geometry: square, circle: null, whenCreated: undefined, whenUpdated: undefined,
-  });
+  assert.deepEqual(
+    { ...z, id: undefined, whenCreated: undefined, whenUpdated: undefined },
+    {
+      id: undefined,
+      ownerId: a.ownerId,
+      name: 'Harbour',
+      type: 'port',
+      note: 'main gate',
+      geometry: square,
+      circle: null,
+      whenCreated: undefined,
+      whenUpdated: undefined,
+    },
+  );
   assert.match(z.whenCreated, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
   const circle = { latitude: 1.5, longitude: 2.5, radiusMeters: 250 };
   const c = ok(await a.call('POST', '/api/v1/zones', { name: 'Depot', circle }), 201, 'circle');
@@ -107,16 +144,128 @@ test('zone CRUD: validation with exact fields, size limits, unique names, tenanc
 
   // Shape errors.
   bad(await a.call('POST', '/api/v1/zones', { name: 'Both', geometry: square, circle }), 400, '/circle', 'both');
-  bad(await a.call('POST', '/api/v1/zones', { name: 'Open', geometry: { type: 'Polygon', coordinates: [[[0, 0], [1, 0], [1, 1], [0, 1]]] } }), 400, '/geometry/coordinates/0', 'unclosed ring');
-  bad(await a.call('POST', '/api/v1/zones', { name: 'Short', geometry: { type: 'Polygon', coordinates: [[[0, 0], [1, 0], [0, 0]]] } }), 400, '/geometry/coordinates/0', 'ring of 3');
-  bad(await a.call('POST', '/api/v1/zones', { name: 'Far', geometry: polygon([[0, 0], [200, 0], [0, 1]]) }), 400, '/geometry/coordinates/0/1/0', 'longitude 200');
-  bad(await a.call('POST', '/api/v1/zones', { name: 'High', geometry: polygon([[0, 0], [1, 0], [0, 91]]) }), 400, '/geometry/coordinates/0/2/1', 'latitude 91');
-  bad(await a.call('POST', '/api/v1/zones', { name: 'Text', geometry: polygon([[0, 0], [1, 0], [0, '1' as unknown as number]]) }), 400, '/geometry/coordinates/0/2/1', 'a string coordinate');
-  bad(await a.call('POST', '/api/v1/zones', { name: 'Multi', geometry: { type: 'MultiPolygon', coordinates: [square.coordinates, [[[0, 0], [1, 0], [1, 1], [0, 1]]]] } }), 400, '/geometry/coordinates/1/0', 'second polygon unclosed');
-  bad(await a.call('POST', '/api/v1/zones', { name: 'Point', geometry: { type: 'Point', coordinates: [1, 2] } }), 400, '/geometry/type', 'Point');
-  bad(await a.call('POST', '/api/v1/zones', { name: 'Zero', circle: { ...circle, radiusMeters: 0 } }), 400, '/circle/radiusMeters', 'radius 0');
-  bad(await a.call('POST', '/api/v1/zones', { name: 'North', circle: { ...circle, latitude: 90.5 } }), 400, '/circle/latitude', 'latitude 90.5');
-  bad(await a.call('POST', '/api/v1/zones', { name: 'NoLon', circle: { latitude: 1, radiusMeters: 5 } }), 400, '/circle/longitude', 'longitude missing');
+  bad(
+    await a.call('POST', '/api/v1/zones', {
+      name: 'Open',
+      geometry: {
+        type: 'Polygon',
+        coordinates: [
+          [
+            [0, 0],
+            [1, 0],
+            [1, 1],
+            [0, 1],
+          ],
+        ],
+      },
+    }),
+    400,
+    '/geometry/coordinates/0',
+    'unclosed ring',
+  );
+  bad(
+    await a.call('POST', '/api/v1/zones', {
+      name: 'Short',
+      geometry: {
+        type: 'Polygon',
+        coordinates: [
+          [
+            [0, 0],
+            [1, 0],
+            [0, 0],
+          ],
+        ],
+      },
+    }),
+    400,
+    '/geometry/coordinates/0',
+    'ring of 3',
+  );
+  bad(
+    await a.call('POST', '/api/v1/zones', {
+      name: 'Far',
+      geometry: polygon([
+        [0, 0],
+        [200, 0],
+        [0, 1],
+      ]),
+    }),
+    400,
+    '/geometry/coordinates/0/1/0',
+    'longitude 200',
+  );
+  bad(
+    await a.call('POST', '/api/v1/zones', {
+      name: 'High',
+      geometry: polygon([
+        [0, 0],
+        [1, 0],
+        [0, 91],
+      ]),
+    }),
+    400,
+    '/geometry/coordinates/0/2/1',
+    'latitude 91',
+  );
+  bad(
+    await a.call('POST', '/api/v1/zones', {
+      name: 'Text',
+      geometry: polygon([
+        [0, 0],
+        [1, 0],
+        [0, '1' as unknown as number],
+      ]),
+    }),
+    400,
+    '/geometry/coordinates/0/2/1',
+    'a string coordinate',
+  );
+  bad(
+    await a.call('POST', '/api/v1/zones', {
+      name: 'Multi',
+      geometry: {
+        type: 'MultiPolygon',
+        coordinates: [
+          square.coordinates,
+          [
+            [
+              [0, 0],
+              [1, 0],
+              [1, 1],
+              [0, 1],
+            ],
+          ],
+        ],
+      },
+    }),
+    400,
+    '/geometry/coordinates/1/0',
+    'second polygon unclosed',
+  );
+  bad(
+    await a.call('POST', '/api/v1/zones', { name: 'Point', geometry: { type: 'Point', coordinates: [1, 2] } }),
+    400,
+    '/geometry/type',
+    'Point',
+  );
+  bad(
+    await a.call('POST', '/api/v1/zones', { name: 'Zero', circle: { ...circle, radiusMeters: 0 } }),
+    400,
+    '/circle/radiusMeters',
+    'radius 0',
+  );
+  bad(
+    await a.call('POST', '/api/v1/zones', { name: 'North', circle: { ...circle, latitude: 90.5 } }),
+    400,
+    '/circle/latitude',
+    'latitude 90.5',
+  );
+  bad(
+    await a.call('POST', '/api/v1/zones', { name: 'NoLon', circle: { latitude: 1, radiusMeters: 5 } }),
+    400,
+    '/circle/longitude',
+    'longitude missing',
+  );
 
   // Sizes count code points (API.md section 1): 32 astral characters are 64 UTF-16 units.
   const astral = (k: number) => '\u{1F6A2}'.repeat(k);
@@ -126,7 +275,7 @@ test('zone CRUD: validation with exact fields, size limits, unique names, tenanc
   bad(await a.call('POST', '/api/v1/zones', {}), 400, '/name', 'name missing');
   ok(await a.call('POST', '/api/v1/zones', { name: 'T32', type: astral(32) }), 201, 'type 32');
   bad(await a.call('POST', '/api/v1/zones', { name: 'T33', type: 't'.repeat(33) }), 400, '/type', 'type 33');
-  ok(await a.call('POST', '/api/v1/zones', { name: 'N254', note: 'x'.repeat(253) + '\u{1F6A2}' }), 201, 'note 254');
+  ok(await a.call('POST', '/api/v1/zones', { name: 'N254', note: `${'x'.repeat(253)}\u{1F6A2}` }), 201, 'note 254');
   bad(await a.call('POST', '/api/v1/zones', { name: 'N255', note: 'x'.repeat(255) }), 400, '/note', 'note 255');
   bad(await a.call('POST', '/api/v1/zones', { name: 'Nul\u0000' }), 400, '/name', 'NUL');
 
@@ -146,8 +295,14 @@ test('zone CRUD: validation with exact fields, size limits, unique names, tenanc
   const listed = ok(await a.call('GET', '/api/v1/zones?limit=1000'), 200, 'list') as any[];
   assert.ok(listed.every((x) => x.ownerId === a.ownerId));
   assert.ok(listed.some((x) => x.id === z.id) && !listed.some((x) => x.id === bz.id));
-  assert.deepEqual((ok(await a.call('GET', '/api/v1/zones?name=Harbour'), 200) as any[]).map((x) => x.id), [z.id]);
-  assert.deepEqual((ok(await a.call('GET', '/api/v1/zones?type=port'), 200) as any[]).map((x) => x.id), [z.id]);
+  assert.deepEqual(
+    (ok(await a.call('GET', '/api/v1/zones?name=Harbour'), 200) as any[]).map((x) => x.id),
+    [z.id],
+  );
+  assert.deepEqual(
+    (ok(await a.call('GET', '/api/v1/zones?type=port'), 200) as any[]).map((x) => x.id),
+    [z.id],
+  );
 
   // PATCH is a merge patch: absent keeps, null clears.
   let p = ok(await a.call('PATCH', `/api/v1/zones/${z.id}`, { type: 'terminal' }), 200, 'patch type');
@@ -167,13 +322,40 @@ test('zone CRUD: validation with exact fields, size limits, unique names, tenanc
   // A merge patch merges into the shape objects too: only the radius changes.
   p = ok(await a.call('PATCH', `/api/v1/zones/${z.id}`, { circle: { radiusMeters: 500 } }), 200, 'patch the radius only');
   assert.deepEqual(p.circle, { ...circle, radiusMeters: 500 });
-  bad(await a.call('PATCH', `/api/v1/zones/${z.id}`, { circle: { latitude: null } }), 400, '/circle/latitude', 'patch removes the latitude');
-  bad(await a.call('PATCH', `/api/v1/zones/${z.id}`, { circle: { radiusMeters: -1 } }), 400, '/circle/radiusMeters', 'patch a negative radius');
-  bad(await a.call('PATCH', `/api/v1/zones/${nowhere.id}`, { geometry: { type: 'Polygon' } }), 400, '/geometry/coordinates', 'patch half a geometry onto nothing');
-  assert.deepEqual(ok(await a.call('PATCH', `/api/v1/zones/${nowhere.id}`, { geometry: square }), 200).geometry, square, 'a whole geometry onto nothing');
+  bad(
+    await a.call('PATCH', `/api/v1/zones/${z.id}`, { circle: { latitude: null } }),
+    400,
+    '/circle/latitude',
+    'patch removes the latitude',
+  );
+  bad(
+    await a.call('PATCH', `/api/v1/zones/${z.id}`, { circle: { radiusMeters: -1 } }),
+    400,
+    '/circle/radiusMeters',
+    'patch a negative radius',
+  );
+  bad(
+    await a.call('PATCH', `/api/v1/zones/${nowhere.id}`, { geometry: { type: 'Polygon' } }),
+    400,
+    '/geometry/coordinates',
+    'patch half a geometry onto nothing',
+  );
+  assert.deepEqual(
+    ok(await a.call('PATCH', `/api/v1/zones/${nowhere.id}`, { geometry: square }), 200).geometry,
+    square,
+    'a whole geometry onto nothing',
+  );
   const sq2 = polygon(box(12, 50, 13, 51));
-  assert.deepEqual(ok(await a.call('PATCH', `/api/v1/zones/${nowhere.id}`, { geometry: { coordinates: sq2.coordinates } }), 200).geometry, sq2, 'new coordinates keep the type');
-  assert.deepEqual(ok(await a.call('GET', `/api/v1/zones/${z.id}`), 200).circle, { ...circle, radiusMeters: 500 }, 'refused patches change nothing');
+  assert.deepEqual(
+    ok(await a.call('PATCH', `/api/v1/zones/${nowhere.id}`, { geometry: { coordinates: sq2.coordinates } }), 200).geometry,
+    sq2,
+    'new coordinates keep the type',
+  );
+  assert.deepEqual(
+    ok(await a.call('GET', `/api/v1/zones/${z.id}`), 200).circle,
+    { ...circle, radiusMeters: 500 },
+    'refused patches change nothing',
+  );
   // PUT replaces every writable field: what is left out is cleared.
   p = ok(await a.call('PUT', `/api/v1/zones/${z.id}`, { name: 'Harbour 2', geometry: square }), 200, 'put');
   assert.deepEqual([p.name, p.type, p.note, p.circle], ['Harbour 2', null, null, null]);
@@ -187,7 +369,10 @@ test('zone CRUD: validation with exact fields, size limits, unique names, tenanc
   bad(await a.call('GET', `/api/v1/zones/${z.id}`), 404, undefined, 'deleted');
   bad(await a.call('DELETE', `/api/v1/zones/${z.id}`), 404, undefined, 'deleted twice');
   // A read-only key cannot write zones.
-  const reader = await ta.call('POST', '/api/v1/api-keys', { token: ta.adminToken, body: { name: 'ro', ownerId: a.ownerId, scopes: ['read'] } });
+  const reader = await ta.call('POST', '/api/v1/api-keys', {
+    token: ta.adminToken,
+    body: { name: 'ro', ownerId: a.ownerId, scopes: ['read'] },
+  });
   assert.equal((await ta.call('POST', '/api/v1/zones', { token: reader.body.key, body: { name: 'ro' } })).status, 403);
   assert.equal((await ta.call('GET', `/api/v1/zones/${c.id}`, { token: reader.body.key })).status, 200);
 });
@@ -240,11 +425,18 @@ test('polygon: enter and leave events, edges and vertices inside, late locations
   assert.deepEqual(brief(await a.events(`assetId=${asset}`)), brief(evs).reverse());
   assert.equal((await a.events(`assetId=${asset}&severity=ALERT`)).length, 0);
   assert.equal((await a.events(`assetId=${asset}&severity=INFO`)).length, 4);
-  assert.deepEqual(brief(await a.events(`assetId=${asset}&order=asc&from=${at(7)}`)), ['Left zone Harbour@7', 'Entered zone Harbour@8', 'Left zone Harbour@10']);
+  assert.deepEqual(brief(await a.events(`assetId=${asset}&order=asc&from=${at(7)}`)), [
+    'Left zone Harbour@7',
+    'Entered zone Harbour@8',
+    'Left zone Harbour@10',
+  ]);
   assert.deepEqual(brief(await a.events(`assetId=${asset}&order=asc&to=${at(7)}`)), ['Entered zone Harbour@2']);
-  assert.deepEqual(brief(await a.events(`assetId=${asset}&order=asc&from=${at(2)}&to=${at(8)}`)), ['Entered zone Harbour@2', 'Left zone Harbour@7']);
+  assert.deepEqual(brief(await a.events(`assetId=${asset}&order=asc&from=${at(2)}&to=${at(8)}`)), [
+    'Entered zone Harbour@2',
+    'Left zone Harbour@7',
+  ]);
   assert.equal((await a.events(`assetId=${other}`)).length, 0);
-  assert.deepEqual(brief(await a.events('order=asc')), brief(evs), 'only this owner\'s events');
+  assert.deepEqual(brief(await a.events('order=asc')), brief(evs), "only this owner's events");
   bad(await a.call('GET', '/api/v1/events?severity=LOUD'), 400, '/severity', 'bad severity');
   // Paging over events.
   const p1 = await a.call('GET', `/api/v1/events?assetId=${asset}&order=asc&limit=3`);
@@ -261,24 +453,37 @@ test('multipolygon with a hole: the hole is outside, its edge and vertices are i
   const hole = box(4, 4, 6, 6);
   const z = await a.zone({
     name: 'Ring',
-    geometry: { type: 'MultiPolygon', coordinates: [[[...outer, outer[0]], [...hole, hole[0]]], [[...box(20, 0, 21, 1), [20, 0]]]] },
+    geometry: {
+      type: 'MultiPolygon',
+      coordinates: [
+        [
+          [...outer, outer[0]],
+          [...hole, hole[0]],
+        ],
+        [[...box(20, 0, 21, 1), [20, 0]]],
+      ],
+    },
   });
   const asset = await a.asset('ring-1');
   const pts: [number, number, boolean, string][] = [
     [2, 2, true, 'in the outer ring'],
     [5, 5, false, 'in the hole'],
-    [4, 5, true, 'on the hole\'s south edge'],
-    [5.5, 6, true, 'on the hole\'s east edge'],
+    [4, 5, true, "on the hole's south edge"],
+    [5.5, 6, true, "on the hole's east edge"],
     [4.999999, 4.999999, false, 'just inside the hole'],
     [6, 6, true, 'on a hole vertex'],
     [15, 5, false, 'north of everything'],
     [0.5, 20.5, true, 'in the second polygon'],
-    [1, 21, true, 'on the second polygon\'s corner'],
+    [1, 21, true, "on the second polygon's corner"],
     [0.5, 15, false, 'between the polygons'],
     [0, 0, true, 'outer vertex'],
   ];
   const rows = ok(
-    await a.call('POST', '/api/v1/locations', pts.map(([lat, lon], i) => ({ assetId: asset, latitude: lat, longitude: lon, whenCreated: at(i + 1) }))),
+    await a.call(
+      'POST',
+      '/api/v1/locations',
+      pts.map(([lat, lon], i) => ({ assetId: asset, latitude: lat, longitude: lon, whenCreated: at(i + 1) })),
+    ),
     201,
     'bulk',
   ) as any[];
@@ -297,7 +502,10 @@ test('a zone split at the antimeridian, and a circle across it', async () => {
   const a = await tenant('fiji');
   const z = await a.zone({
     name: 'Fiji',
-    geometry: { type: 'MultiPolygon', coordinates: [[[...box(177, -19, 180, -16), [177, -19]]], [[...box(-180, -19, -178, -16), [-180, -19]]]] },
+    geometry: {
+      type: 'MultiPolygon',
+      coordinates: [[[...box(177, -19, 180, -16), [177, -19]]], [[...box(-180, -19, -178, -16), [-180, -19]]]],
+    },
   });
   const asset = await a.asset('fiji-1');
   const pts: [number, number, boolean, string][] = [
@@ -373,11 +581,23 @@ test('a bulk array with several assets in mixed time order produces events in ti
   const [x, y] = [await a.asset('bulk-x'), await a.asset('bulk-y')];
   const IN = [0.5, 0.5];
   const OUT = [5, 5];
-  const item = (assetId: string, [lat, lon]: number[], minute: number) => ({ assetId, latitude: lat, longitude: lon, whenCreated: at(minute) });
+  const item = (assetId: string, [lat, lon]: number[], minute: number) => ({
+    assetId,
+    latitude: lat,
+    longitude: lon,
+    whenCreated: at(minute),
+  });
   const body = [item(x, OUT, 3), item(y, IN, 2), item(x, IN, 1), item(x, IN, 4), item(y, OUT, 1), item(x, OUT, 2), item(y, OUT, 5)];
   const rows = ok(await a.call('POST', '/api/v1/locations', body), 201, 'bulk') as any[];
-  assert.deepEqual(rows.map((r) => r.whenCreated), body.map((b) => b.whenCreated), 'answered in input order');
-  assert.deepEqual(rows.map((r) => r.zoneId), [null, z.id, z.id, z.id, null, null, null]);
+  assert.deepEqual(
+    rows.map((r) => r.whenCreated),
+    body.map((b) => b.whenCreated),
+    'answered in input order',
+  );
+  assert.deepEqual(
+    rows.map((r) => r.zoneId),
+    [null, z.id, z.id, z.id, null, null, null],
+  );
   const ex = await a.events(`assetId=${x}&order=asc`);
   assert.deepEqual(brief(ex), ['Entered zone Dock@1', 'Left zone Dock@2', 'Entered zone Dock@4']);
   assert.deepEqual(brief(await a.events(`assetId=${y}&order=asc`)), ['Entered zone Dock@2', 'Left zone Dock@5']);
@@ -390,8 +610,16 @@ test('a bulk array with several assets in mixed time order produces events in ti
   }
   // A second bulk: items older than x's latest (minute 4, inside) are late; the newer one counts.
   const rows2 = ok(await a.call('POST', '/api/v1/locations', [item(x, OUT, 6), item(x, OUT, 3.5), item(x, IN, 5)]), 201) as any[];
-  assert.deepEqual(rows2.map((r) => r.zoneId), [null, null, z.id]);
-  assert.deepEqual(brief(await a.events(`assetId=${x}&order=asc`)), ['Entered zone Dock@1', 'Left zone Dock@2', 'Entered zone Dock@4', 'Left zone Dock@6']);
+  assert.deepEqual(
+    rows2.map((r) => r.zoneId),
+    [null, null, z.id],
+  );
+  assert.deepEqual(brief(await a.events(`assetId=${x}&order=asc`)), [
+    'Entered zone Dock@1',
+    'Left zone Dock@2',
+    'Entered zone Dock@4',
+    'Left zone Dock@6',
+  ]);
   // An invalid item stores nothing and creates no event.
   const badBulk = await a.call('POST', '/api/v1/locations', [item(x, IN, 7), { ...item(x, IN, 8), latitude: 91 }]);
   bad(badBulk, 400, '/1/latitude', 'bad item');
@@ -409,7 +637,7 @@ test('a deleted zone stops counting, without a Left event', async () => {
   assert.deepEqual(brief(await a.events(`assetId=${asset}&order=asc`)), ['Entered zone Gone@1']);
 });
 
-test('a zone or an asset moving to another owner: the old owner\'s zone stops counting, with no Left event naming it', async () => {
+test("a zone or an asset moving to another owner: the old owner's zone stops counting, with no Left event naming it", async () => {
   const a = await tenant('move');
   const child = await tenant('move-child', { parentId: a.ownerId });
   const z = await a.zone({ name: 'Parent yard', geometry: polygon(box(0, 0, 1, 1)) });
@@ -418,7 +646,10 @@ test('a zone or an asset moving to another owner: the old owner\'s zone stops co
   const mine = await a.asset('move-1');
   assert.equal((await a.locate(mine, 0.5, 0.5, 1)).zoneId, z.id);
   // The zone goes to the child: the parent's asset is no longer in one of its owner's zones.
-  assert.equal(ok(await a.call('PATCH', `/api/v1/zones/${z.id}`, { ownerId: child.ownerId, name: 'Moved yard' }), 200).ownerId, child.ownerId);
+  assert.equal(
+    ok(await a.call('PATCH', `/api/v1/zones/${z.id}`, { ownerId: child.ownerId, name: 'Moved yard' }), 200).ownerId,
+    child.ownerId,
+  );
   assert.equal((await a.locate(mine, 0.5, 0.5, 2)).zoneId, null);
   assert.deepEqual(brief(await a.events(`assetId=${mine}&order=asc`)), ['Entered zone Parent yard@1']);
   // The zone comes back: entering it again is an event.
@@ -430,10 +661,13 @@ test('a zone or an asset moving to another owner: the old owner\'s zone stops co
   assert.equal((await a.locate(mine, 0.5, 0.5, 4)).zoneId, y.id);
   assert.deepEqual(brief(await child.events(`assetId=${mine}&order=asc&from=${at(4)}`)), ['Entered zone Child yard@4']);
   assert.equal((await child.locate(mine, 5, 5, 5)).zoneId, null);
-  assert.deepEqual(brief(await child.events(`assetId=${mine}&order=asc&from=${at(4)}`)), ['Entered zone Child yard@4', 'Left zone Child yard@5']);
+  assert.deepEqual(brief(await child.events(`assetId=${mine}&order=asc&from=${at(4)}`)), [
+    'Entered zone Child yard@4',
+    'Left zone Child yard@5',
+  ]);
 });
 
-test('GET /locations/latest: the newest location of each visible asset, never another owner\'s', async () => {
+test("GET /locations/latest: the newest location of each visible asset, never another owner's", async () => {
   const a = await tenant('latest');
   const b = await tenant('latest-other');
   const [x, y] = [await a.asset('lx'), await a.asset('ly')];
@@ -447,8 +681,11 @@ test('GET /locations/latest: the newest location of each visible asset, never an
   const latest = ok(await a.call('GET', '/api/v1/locations/latest'), 200, 'latest') as any[];
   assert.deepEqual(latest, [y2, x2], 'newest first, one per asset');
   assert.deepEqual(ok(await a.call('GET', `/api/v1/locations/latest?assetId=${x}`), 200), [x2]);
-  assert.deepEqual(ok(await a.call('GET', `/api/v1/locations/latest?assetId=${bx}`), 200), [], 'another owner\'s asset');
-  assert.deepEqual((ok(await b.call('GET', '/api/v1/locations/latest'), 200) as any[]).map((l) => l.assetId), [bx]);
+  assert.deepEqual(ok(await a.call('GET', `/api/v1/locations/latest?assetId=${bx}`), 200), [], "another owner's asset");
+  assert.deepEqual(
+    (ok(await b.call('GET', '/api/v1/locations/latest'), 200) as any[]).map((l) => l.assetId),
+    [bx],
+  );
   const all = ok(await ta.call('GET', `/api/v1/locations/latest?assetId=${x}&assetId=${bx}`, { token: ta.adminToken }), 200) as any[];
   assert.deepEqual(all.map((l) => l.assetId).sort(), [x, bx].sort(), 'the operator sees every owner');
   // A parent sees its child's latest locations.
@@ -456,5 +693,5 @@ test('GET /locations/latest: the newest location of each visible asset, never an
   const cx = await child.asset('lcx');
   const c1 = await child.locate(cx, 7, 7, 4);
   assert.deepEqual(ok(await a.call('GET', `/api/v1/locations/latest?assetId=${cx}`), 200), [c1]);
-  assert.deepEqual(ok(await child.call('GET', `/api/v1/locations/latest?assetId=${x}`), 200), [], 'not the parent\'s');
+  assert.deepEqual(ok(await child.call('GET', `/api/v1/locations/latest?assetId=${x}`), 200), [], "not the parent's");
 });

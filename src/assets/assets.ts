@@ -84,12 +84,17 @@ const toPush = (r: Row) => ({
   boxId: r.box_id,
   disabled: r.disabled,
   note: r.note,
-  tags: r.tags === null ? null : r.tags.split(',').map((w) => w.trim()).filter(Boolean),
+  tags:
+    r.tags === null
+      ? null
+      : r.tags
+          .split(',')
+          .map((w) => w.trim())
+          .filter(Boolean),
 });
 const pushAsset = (q: Queryable, r: Row) => appendToOutbox(q, 'asset', [{ objectId: r.id, ownerId: r.owner_id, payload: toPush(r) }]);
 /** After the commit: the delivery engine looks for the new deliveries (asset changes are rare). */
 const wakeDelivery = () => deliveryWakeups.emit('wake');
-
 
 function tagsOf(body: Partial<AssetWrite>): string | null | undefined {
   if (body.tags !== undefined) return body.tags;

@@ -103,7 +103,7 @@ const ClientCreate = Type.Object({
   clientId: Type.String({ minLength: 1, maxLength: 255, pattern: '^[A-Za-z0-9._~-]+$' }),
   name: Type.Optional(Nullable(Str(255))),
   grants: Type.Array(Grant, { minItems: 1, maxItems: 3, uniqueItems: true }),
-  ownerId: Type.Optional(Type.String({ format: 'uuid', description: 'Owner of client_credentials tokens (default: the caller\'s)' })),
+  ownerId: Type.Optional(Type.String({ format: 'uuid', description: "Owner of client_credentials tokens (default: the caller's)" })),
   scopes: Type.Optional(Scopes),
 });
 const ClientCreated = Type.Intersect([Client, Type.Object({ clientSecret: Type.String({ description: 'Shown once' }) })]);
@@ -132,10 +132,15 @@ export async function createClient(
   c: { clientId: string; secret: string; name: string | null; grants: string[]; ownerId: string; scopes: Scope[] },
 ) {
   const id = crypto.randomUUID();
-  await q.query(
-    'INSERT INTO clients (id, client_id, name, secret_digest, grants, owner_id, scopes) VALUES ($1, $2, $3, $4, $5, $6, $7)',
-    [id, c.clientId, c.name, digest(c.secret), c.grants, c.ownerId, c.scopes],
-  );
+  await q.query('INSERT INTO clients (id, client_id, name, secret_digest, grants, owner_id, scopes) VALUES ($1, $2, $3, $4, $5, $6, $7)', [
+    id,
+    c.clientId,
+    c.name,
+    digest(c.secret),
+    c.grants,
+    c.ownerId,
+    c.scopes,
+  ]);
   return id;
 }
 
@@ -194,7 +199,8 @@ export async function credentialRoutes(app: FastifyInstance, { db }: { db: Db })
   app.get('/users', {
     config: admin,
     schema: { tags: ['users'], summary: 'List users (admin)', querystring: OwnedList, response: { 200: Type.Array(User) } },
-    handler: async (req, reply) => (await listOwned<UserRow>(db, req, reply, 'users', USER_SELECT, req.query as Static<typeof OwnedList>)).map(userApi),
+    handler: async (req, reply) =>
+      (await listOwned<UserRow>(db, req, reply, 'users', USER_SELECT, req.query as Static<typeof OwnedList>)).map(userApi),
   });
   app.post('/users', {
     config: admin,
@@ -212,11 +218,19 @@ export async function credentialRoutes(app: FastifyInstance, { db }: { db: Db })
     config: admin,
     schema: { tags: ['users'], summary: 'Get a user (admin)', params: IdParam, response: { 200: User } },
     handler: async (req) =>
-      userApi(await req.tenancy.one<UserRow>(db, { select: USER_SELECT, from: 'users', ownerColumn: 'owner_id' }, param(req, 'user'), 'user')),
+      userApi(
+        await req.tenancy.one<UserRow>(db, { select: USER_SELECT, from: 'users', ownerColumn: 'owner_id' }, param(req, 'user'), 'user'),
+      ),
   });
   app.patch('/users/:id', {
     config: admin,
-    schema: { tags: ['users'], summary: 'Update a user (admin): password, owner, scopes, disabled', params: IdParam, body: UserPatch, response: { 200: User } },
+    schema: {
+      tags: ['users'],
+      summary: 'Update a user (admin): password, owner, scopes, disabled',
+      params: IdParam,
+      body: UserPatch,
+      response: { 200: User },
+    },
     handler: async (req) => {
       const id = param(req, 'user');
       const b = req.body as Static<typeof UserPatch>;
@@ -253,12 +267,24 @@ export async function credentialRoutes(app: FastifyInstance, { db }: { db: Db })
   });
   app.post('/clients', {
     config: admin,
-    schema: { tags: ['clients'], summary: 'Create an OAuth client (admin); the secret is shown once', body: ClientCreate, response: { 201: ClientCreated } },
+    schema: {
+      tags: ['clients'],
+      summary: 'Create an OAuth client (admin); the secret is shown once',
+      body: ClientCreate,
+      response: { 201: ClientCreated },
+    },
     handler: async (req, reply) => {
       const b = req.body as Static<typeof ClientCreate>;
       const ownerId = await req.tenancy.ownerFor(b.ownerId);
       const secret = randomSecret('', 32);
-      const id = await createClient(db, { clientId: b.clientId, secret, name: b.name ?? null, grants: b.grants, ownerId, scopes: b.scopes ?? ['read'] });
+      const id = await createClient(db, {
+        clientId: b.clientId,
+        secret,
+        name: b.name ?? null,
+        grants: b.grants,
+        ownerId,
+        scopes: b.scopes ?? ['read'],
+      });
       const row = await req.tenancy.one<ClientRow>(db, { select: CLIENT_SELECT, from: 'clients', ownerColumn: 'owner_id' }, id, 'client');
       reply.code(201).header('Location', `${req.server.publicUrl}/api/v1/clients/${id}`);
       return { ...clientApi(row), clientSecret: secret };
@@ -277,12 +303,22 @@ export async function credentialRoutes(app: FastifyInstance, { db }: { db: Db })
 
   // API keys
   app.get('/api-keys', {
-    schema: { tags: ['api-keys'], summary: 'List API keys of visible owners (never the secret)', querystring: OwnedList, response: { 200: Type.Array(ApiKey) } },
+    schema: {
+      tags: ['api-keys'],
+      summary: 'List API keys of visible owners (never the secret)',
+      querystring: OwnedList,
+      response: { 200: Type.Array(ApiKey) },
+    },
     handler: async (req, reply) =>
       (await listOwned<ApiKeyRow>(db, req, reply, 'api_keys', KEY_SELECT, req.query as Static<typeof OwnedList>)).map(keyApi),
   });
   app.post('/api-keys', {
-    schema: { tags: ['api-keys'], summary: 'Create an API key; the key is shown once', body: ApiKeyCreate, response: { 201: ApiKeyCreated } },
+    schema: {
+      tags: ['api-keys'],
+      summary: 'Create an API key; the key is shown once',
+      body: ApiKeyCreate,
+      response: { 201: ApiKeyCreated },
+    },
     handler: async (req, reply) => {
       const b = req.body as Static<typeof ApiKeyCreate>;
       const ownerId = await req.tenancy.ownerFor(b.ownerId);

@@ -21,7 +21,7 @@ export function loadSecretsKey(cfg: Config, inMemory: boolean): Buffer {
   const file = path.join(cfg.dataDir, 'secrets.key');
   fs.mkdirSync(cfg.dataDir, { recursive: true });
   try {
-    fs.writeFileSync(file, crypto.randomBytes(32).toString('hex') + '\n', { flag: 'wx', mode: 0o600 });
+    fs.writeFileSync(file, `${crypto.randomBytes(32).toString('hex')}\n`, { flag: 'wx', mode: 0o600 });
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
   }

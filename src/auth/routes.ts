@@ -116,17 +116,33 @@ export async function authRoutes(app: FastifyInstance, opts: { db: Db; cfg: Conf
           } catch (e) {
             throw new OAuthError(400, 'invalid_grant', `Refresh token refused: ${(e as Error).message}`);
           }
-          if (refreshed.clientId !== client.client_id) throw new OAuthError(400, 'invalid_grant', 'The refresh token was issued to another client.');
+          if (refreshed.clientId !== client.client_id)
+            throw new OAuthError(400, 'invalid_grant', 'The refresh token was issued to another client.');
           userQuery = { sql: 'id = $1::uuid', value: refreshed.sub };
         }
-        const { rows: users } = await db.query<{ id: string; username: string; password_hash: string; owner_id: string; scopes: string[]; disabled: boolean }>(
-          `SELECT id, username, password_hash, owner_id, scopes, disabled FROM users WHERE ${userQuery.sql}`,
-          [userQuery.value],
-        );
+        const { rows: users } = await db.query<{
+          id: string;
+          username: string;
+          password_hash: string;
+          owner_id: string;
+          scopes: string[];
+          disabled: boolean;
+        }>(`SELECT id, username, password_hash, owner_id, scopes, disabled FROM users WHERE ${userQuery.sql}`, [userQuery.value]);
         const user = users[0];
         const ok = user && !user.disabled && (grant !== 'password' || (await verifyPassword(req.body.password!, user.password_hash)));
-        if (!user || !ok) throw new OAuthError(400, 'invalid_grant', grant === 'password' ? 'Invalid user credentials.' : 'The user no longer exists or is disabled.');
-        subject = { sub: user.id, clientId: client.client_id, ownerId: user.owner_id, scopes: user.scopes.filter(isScope), username: user.username };
+        if (!user || !ok)
+          throw new OAuthError(
+            400,
+            'invalid_grant',
+            grant === 'password' ? 'Invalid user credentials.' : 'The user no longer exists or is disabled.',
+          );
+        subject = {
+          sub: user.id,
+          clientId: client.client_id,
+          ownerId: user.owner_id,
+          scopes: user.scopes.filter(isScope),
+          username: user.username,
+        };
       }
       const access = await tokens.issue(subject, 'access');
       const body: Static<typeof TokenResponse> = {
@@ -144,7 +160,9 @@ export async function authRoutes(app: FastifyInstance, opts: { db: Db; cfg: Conf
       if (!(e instanceof OAuthError)) throw e;
       if (e.status === 401) reply.header('WWW-Authenticate', `Basic realm="${cfg.AUTH_REALM}"`);
       // OAuth 2.0 error shape (error, error_description) inside the service's envelope (message).
-      return reply.code(e.status).send({ error: e.error, error_description: e.message, message: e.message, code: 'OAUTH_' + e.error.toUpperCase() });
+      return reply
+        .code(e.status)
+        .send({ error: e.error, error_description: e.message, message: e.message, code: `OAUTH_${e.error.toUpperCase()}` });
     }
   };
 

@@ -56,10 +56,12 @@ export class TokenService {
       const kid = crypto.randomUUID();
       const publicJwk = { ...(await jose.exportJWK(publicKey)), kid, alg: ALG, use: 'sig' };
       const privatePem = await jose.exportPKCS8(privateKey);
-      await this.db.query(
-        'INSERT INTO signing_keys (kid, alg, private_key, public_jwk) VALUES ($1, $2, $3, $4)',
-        [kid, ALG, encrypt(this.secretsKey, privatePem), JSON.stringify(publicJwk)],
-      );
+      await this.db.query('INSERT INTO signing_keys (kid, alg, private_key, public_jwk) VALUES ($1, $2, $3, $4)', [
+        kid,
+        ALG,
+        encrypt(this.secretsKey, privatePem),
+        JSON.stringify(publicJwk),
+      ]);
       await this.loadKeys();
     }
   }
@@ -89,7 +91,7 @@ export class TokenService {
     const claims: jose.JWTPayload & Record<string, unknown> = {
       typ: kind === 'access' ? 'Bearer' : 'Refresh',
       azp: subject.clientId,
-      scope: kind === 'access' ? 'openid profile ' + subject.scopes.join(' ') : subject.scopes.join(' '),
+      scope: kind === 'access' ? `openid profile ${subject.scopes.join(' ')}` : subject.scopes.join(' '),
       owner_id: subject.ownerId,
       roles: subject.scopes,
     };

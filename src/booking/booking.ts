@@ -95,11 +95,10 @@ export async function bookingRoutes(app: FastifyInstance, { db, cfg }: { db: Db;
     handler: async (req, reply) => {
       const b = req.body as BookingWrite;
       const ownerId = await req.tenancy.ownerFor(b.ownerId);
-      const { rows } = await db
-        .query<Row>(
-          `INSERT INTO booking_data (id, owner_id, name, type, json_data, who_created) VALUES ($1, $2, $3, $4, $5, $6) RETURNING ${SELECT}`,
-          [crypto.randomUUID(), ownerId, b.name ?? null, b.type, json(b.jsonData), req.tenancy.principal.actor],
-        );
+      const { rows } = await db.query<Row>(
+        `INSERT INTO booking_data (id, owner_id, name, type, json_data, who_created) VALUES ($1, $2, $3, $4, $5, $6) RETURNING ${SELECT}`,
+        [crypto.randomUUID(), ownerId, b.name ?? null, b.type, json(b.jsonData), req.tenancy.principal.actor],
+      );
       reply.code(201).header('Location', `${req.server.publicUrl}/api/v1/booking-data/${rows[0]!.id}`);
       return toApi(rows[0]!);
     },
@@ -113,27 +112,36 @@ export async function bookingRoutes(app: FastifyInstance, { db, cfg }: { db: Db;
   const update = (mode: 'put' | 'patch') => async (req: FastifyRequest) => {
     const id = (req.params as { id: string }).id;
     const b = req.body as Partial<BookingWrite>;
-    return db
-      .tx(async (q) => {
-        const cur = await get(q, req.tenancy, id, true);
-        const ownerId = b.ownerId ?? cur.owner_id;
-        if (ownerId !== cur.owner_id) await req.tenancy.assertOwner(ownerId, '/ownerId', q);
-        const name = b.name !== undefined ? b.name : mode === 'put' ? null : cur.name;
-        const data =
-          b.jsonData !== undefined ? json(mode === 'patch' ? mergePatch(cur.json_data, b.jsonData) : b.jsonData) : mode === 'put' ? null : json(cur.json_data);
-        const { rows } = await q.query<Row>(
-          `UPDATE booking_data SET name = $2, owner_id = $3, type = $4, json_data = $5, when_updated = now() WHERE id = $1 RETURNING ${SELECT}`,
-          [id, name, ownerId, b.type ?? cur.type, data],
-        );
-        return toApi(rows[0]!);
-      });
+    return db.tx(async (q) => {
+      const cur = await get(q, req.tenancy, id, true);
+      const ownerId = b.ownerId ?? cur.owner_id;
+      if (ownerId !== cur.owner_id) await req.tenancy.assertOwner(ownerId, '/ownerId', q);
+      const name = b.name !== undefined ? b.name : mode === 'put' ? null : cur.name;
+      const data =
+        b.jsonData !== undefined
+          ? json(mode === 'patch' ? mergePatch(cur.json_data, b.jsonData) : b.jsonData)
+          : mode === 'put'
+            ? null
+            : json(cur.json_data);
+      const { rows } = await q.query<Row>(
+        `UPDATE booking_data SET name = $2, owner_id = $3, type = $4, json_data = $5, when_updated = now() WHERE id = $1 RETURNING ${SELECT}`,
+        [id, name, ownerId, b.type ?? cur.type, data],
+      );
+      return toApi(rows[0]!);
+    });
   };
   app.put('/booking-data/:id', {
     schema: { tags, summary: 'Replace booking data', params: IdParam, body: BookingWrite, response: { 200: Booking } },
     handler: update('put'),
   });
   app.patch('/booking-data/:id', {
-    schema: { tags, summary: 'Update booking data (JSON merge patch of the record)', params: IdParam, body: BookingPatch, response: { 200: Booking } },
+    schema: {
+      tags,
+      summary: 'Update booking data (JSON merge patch of the record)',
+      params: IdParam,
+      body: BookingPatch,
+      response: { 200: Booking },
+    },
     handler: update('patch'),
   });
   app.delete('/booking-data/:id', {

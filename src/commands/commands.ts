@@ -12,7 +12,16 @@ import { listPage, PageQuery } from '../http/paging.js';
 import { DateTime, IdParam, iso, isInt8Id, Str, Uuid } from '../http/schemas.js';
 import type { Tenancy } from '../tenancy/tenancy.js';
 
-export const COMMAND_TYPES = ['SET_TEMPERATURE', 'SET_HUMIDITY', 'SET_CO2', 'SET_O2', 'START_DEFROST', 'START_PTI', 'POWER_ON', 'POWER_OFF'] as const;
+export const COMMAND_TYPES = [
+  'SET_TEMPERATURE',
+  'SET_HUMIDITY',
+  'SET_CO2',
+  'SET_O2',
+  'START_DEFROST',
+  'START_PTI',
+  'POWER_ON',
+  'POWER_OFF',
+] as const;
 const VALUE_TYPES = new Set(['SET_TEMPERATURE', 'SET_HUMIDITY', 'SET_CO2', 'SET_O2']);
 export const COMMAND_STATUSES = ['PENDING', 'SENT', 'ACKNOWLEDGED', 'FAILED', 'CANCELLED', 'EXPIRED'] as const;
 type Status = (typeof COMMAND_STATUSES)[number];
@@ -51,7 +60,9 @@ export const Command = Type.Object(
 const CommandCreate = Type.Object({
   assetId: Type.String({ format: 'uuid' }),
   type: lit(COMMAND_TYPES),
-  parameters: Type.Optional(Type.Union([Type.Object({ value: Type.Optional(Type.Number()) }, { additionalProperties: true }), Type.Null()])),
+  parameters: Type.Optional(
+    Type.Union([Type.Object({ value: Type.Optional(Type.Number()) }, { additionalProperties: true }), Type.Null()]),
+  ),
   uniqueId: Type.Optional(Str(64, { minLength: 1, description: "Client's correlation id, unique per asset (generated when absent)" })),
   ttlSeconds: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_TTL_SECONDS, description: 'Default 3600' })),
   ownerId: Type.Optional(Type.String({ format: 'uuid', description: "Must be the asset's owner when given" })),
@@ -118,7 +129,12 @@ async function move(q: Queryable, t: Tenancy, id: string, to: Status): Promise<R
 export async function commandRoutes(app: FastifyInstance, { db }: { db: Db; cfg: Config }): Promise<void> {
   const tags = ['commands'];
   app.get('/commands', {
-    schema: { tags, summary: 'List commands (device side: status=PENDING), newest first by default', querystring: CommandList, response: { 200: Type.Array(Command) } },
+    schema: {
+      tags,
+      summary: 'List commands (device side: status=PENDING), newest first by default',
+      querystring: CommandList,
+      response: { 200: Type.Array(Command) },
+    },
     handler: async (req, reply) => {
       const query = req.query as Static<typeof CommandList>;
       const rows = await listPage<Row>(db, req, reply, {
@@ -159,14 +175,23 @@ export async function commandRoutes(app: FastifyInstance, { db }: { db: Db; cfg:
         );
         const asset = assets[0];
         if (!asset) throw new ApiError('NOT_FOUND', `asset ${b.assetId} not found`, { field: '/assetId' });
-        if (b.ownerId !== undefined && b.ownerId !== asset.owner_id) throw badRequest("/ownerId must be the asset's owner or absent.", '/ownerId');
+        if (b.ownerId !== undefined && b.ownerId !== asset.owner_id)
+          throw badRequest("/ownerId must be the asset's owner or absent.", '/ownerId');
         if (!asset.reefer) throw conflict('This asset has never sent reefer data, so it cannot take commands.', '/assetId');
         const ttl = b.ttlSeconds ?? 3600;
         const { rows } = await q.query<Row>(
           `INSERT INTO commands (asset_id, owner_id, type, parameters, status, unique_id, ttl_seconds, expires_at, who_created)
            VALUES ($1, $2, $3, $4, 'PENDING', $5, $6::int4, now() + $6::int4 * interval '1 second', $7)
            ON CONFLICT (asset_id, unique_id) DO NOTHING RETURNING ${SELECT}`,
-          [b.assetId, asset.owner_id, b.type, b.parameters == null ? null : JSON.stringify(b.parameters), b.uniqueId ?? crypto.randomUUID(), ttl, req.tenancy.principal.actor],
+          [
+            b.assetId,
+            asset.owner_id,
+            b.type,
+            b.parameters == null ? null : JSON.stringify(b.parameters),
+            b.uniqueId ?? crypto.randomUUID(),
+            ttl,
+            req.tenancy.principal.actor,
+          ],
         );
         if (!rows[0]) throw new ApiError('CONFLICT', 'A command with this uniqueId already exists for this asset.', { field: '/uniqueId' });
         return rows[0];
@@ -182,7 +207,13 @@ export async function commandRoutes(app: FastifyInstance, { db }: { db: Db; cfg:
   });
 
   app.patch('/commands/:id', {
-    schema: { tags, summary: 'Change a command status (device side); illegal transitions are 409', params: IdParam, body: CommandPatch, response: { 200: Command } },
+    schema: {
+      tags,
+      summary: 'Change a command status (device side); illegal transitions are 409',
+      params: IdParam,
+      body: CommandPatch,
+      response: { 200: Command },
+    },
     handler: async (req) => {
       const { status } = req.body as Static<typeof CommandPatch>;
       return toApi(await db.tx((q) => move(q, req.tenancy, (req.params as { id: string }).id, status as Status)));

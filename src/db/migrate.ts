@@ -34,9 +34,7 @@ export async function migrate(db: Db, dir?: string): Promise<string[]> {
     try {
       await s.exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
         id integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`);
-      const done = new Set(
-        (await s.query<{ id: number }>('SELECT id FROM schema_migrations')).rows.map((r) => r.id),
-      );
+      const done = new Set((await s.query<{ id: number }>('SELECT id FROM schema_migrations')).rows.map((r) => r.id));
       const applied: string[] = [];
       for (const m of migrations) {
         if (done.has(m.id)) continue;

@@ -21,14 +21,37 @@ export function addressPolicy(allowHttp: boolean, allowedCidrs: string[]): Addre
 
 const NON_PUBLIC = new net.BlockList();
 for (const [a, b] of [
-  ['0.0.0.0', 8], ['10.0.0.0', 8], ['100.64.0.0', 10], ['127.0.0.0', 8], ['169.254.0.0', 16], ['172.16.0.0', 12],
-  ['192.0.0.0', 24], ['192.0.2.0', 24], ['192.88.99.0', 24], ['192.168.0.0', 16], ['198.18.0.0', 15],
-  ['198.51.100.0', 24], ['203.0.113.0', 24], ['224.0.0.0', 4], ['240.0.0.0', 4],
-] as const) NON_PUBLIC.addSubnet(a, b, 'ipv4');
+  ['0.0.0.0', 8],
+  ['10.0.0.0', 8],
+  ['100.64.0.0', 10],
+  ['127.0.0.0', 8],
+  ['169.254.0.0', 16],
+  ['172.16.0.0', 12],
+  ['192.0.0.0', 24],
+  ['192.0.2.0', 24],
+  ['192.88.99.0', 24],
+  ['192.168.0.0', 16],
+  ['198.18.0.0', 15],
+  ['198.51.100.0', 24],
+  ['203.0.113.0', 24],
+  ['224.0.0.0', 4],
+  ['240.0.0.0', 4],
+] as const)
+  NON_PUBLIC.addSubnet(a, b, 'ipv4');
 for (const [a, b] of [
-  ['::', 128], ['::1', 128], ['fc00::', 7], ['fe80::', 10], ['fec0::', 10], ['ff00::', 8], ['2001:db8::', 32],
-  ['100::', 64], ['2001::', 32], ['2001:10::', 28], ['2001:20::', 28],
-] as const) NON_PUBLIC.addSubnet(a, b, 'ipv6');
+  ['::', 128],
+  ['::1', 128],
+  ['fc00::', 7],
+  ['fe80::', 10],
+  ['fec0::', 10],
+  ['ff00::', 8],
+  ['2001:db8::', 32],
+  ['100::', 64],
+  ['2001::', 32],
+  ['2001:10::', 28],
+  ['2001:20::', 28],
+] as const)
+  NON_PUBLIC.addSubnet(a, b, 'ipv6');
 
 /** The IPv4 address an IPv6 address carries (mapped, compatible, NAT64, 6to4), if any. */
 export function embeddedIpv4(ip: string): string | undefined {
@@ -49,7 +72,7 @@ function expandIpv6(ip: string): number[] {
   const tail = /(\d+\.\d+\.\d+\.\d+)$/.exec(s);
   if (tail) {
     const p = tail[1]!.split('.').map(Number);
-    s = s.slice(0, -tail[1]!.length) + `${((p[0]! << 8) | p[1]!).toString(16)}:${((p[2]! << 8) | p[3]!).toString(16)}`;
+    s = `${s.slice(0, -tail[1]!.length)}${((p[0]! << 8) | p[1]!).toString(16)}:${((p[2]! << 8) | p[3]!).toString(16)}`;
   }
   const [head, rest] = s.split('::') as [string, string | undefined];
   const h = head ? head.split(':') : [];
@@ -89,9 +112,11 @@ export async function vetUrl(raw: string, policy: AddressPolicy): Promise<URL> {
 
 /** Resolves a host and returns its addresses, refusing if any of them is not allowed. */
 export async function resolveVetted(host: string, policy: AddressPolicy): Promise<{ address: string; family: number }[]> {
-  const addrs = net.isIP(host) ? [{ address: host, family: net.isIP(host) }] : await dns.promises.lookup(host, { all: true, verbatim: true }).catch((e: Error) => {
-    throw new AddressRefused(`the host ${host} does not resolve (${(e as NodeJS.ErrnoException).code ?? e.message})`);
-  });
+  const addrs = net.isIP(host)
+    ? [{ address: host, family: net.isIP(host) }]
+    : await dns.promises.lookup(host, { all: true, verbatim: true }).catch((e: Error) => {
+        throw new AddressRefused(`the host ${host} does not resolve (${(e as NodeJS.ErrnoException).code ?? e.message})`);
+      });
   const bad = addrs.find((a) => !isAllowedAddress(a.address, policy));
   if (bad) throw new AddressRefused(`the host ${host} resolves to ${bad.address}, which is not a public address`);
   return addrs;
@@ -102,7 +127,11 @@ export async function resolveVetted(host: string, policy: AddressPolicy): Promis
  * exactly the one checked (a DNS answer cannot change between the check and the connect).
  */
 export function vettedLookup(policy: AddressPolicy): net.LookupFunction {
-  return ((hostname: string, options: dns.LookupOptions, callback: (err: NodeJS.ErrnoException | null, address: string | dns.LookupAddress[], family?: number) => void) => {
+  return ((
+    hostname: string,
+    options: dns.LookupOptions,
+    callback: (err: NodeJS.ErrnoException | null, address: string | dns.LookupAddress[], family?: number) => void,
+  ) => {
     resolveVetted(hostname, policy).then(
       (addrs) => {
         if (options.all) callback(null, addrs);

@@ -85,7 +85,10 @@ export class DeliveryEngine {
     deliveryWakeups.on('wake', this.onWake);
     if (this.databaseUrl) void this.listen();
     this.loop = this.run();
-    this.sweepTimer = setInterval(() => void this.sweep().catch((e) => this.log.warn({ err: e }, 'delivery retention sweep failed')), 10 * 60_000);
+    this.sweepTimer = setInterval(
+      () => void this.sweep().catch((e) => this.log.warn({ err: e }, 'delivery retention sweep failed')),
+      10 * 60_000,
+    );
     this.sweepTimer.unref();
   }
 
@@ -201,7 +204,10 @@ export class DeliveryEngine {
     // capacity plus a minute's refill never exceeds maxItemsPerMinute in any 60 s window.
     const capacity = perMinute === null ? 0 : Math.max(1, Math.min(perMinute, Math.ceil(perMinute / 60)));
     const rate = perMinute === null ? 0 : Math.max(perMinute - capacity, 1) / 60;
-    await q.query('INSERT INTO integration_state (integration_id, tokens) VALUES ($1, $2) ON CONFLICT DO NOTHING', [integrationId, capacity]);
+    await q.query('INSERT INTO integration_state (integration_id, tokens) VALUES ($1, $2) ON CONFLICT DO NOTHING', [
+      integrationId,
+      capacity,
+    ]);
     const { rows: st } = await q.query<{ paused: boolean; tokens: number; elapsed: number }>(
       `SELECT COALESCE(paused_until > now(), false) AS paused, tokens, extract(epoch FROM now() - refilled_at)::float8 AS elapsed
          FROM integration_state WHERE integration_id = $1 FOR UPDATE`,
@@ -239,7 +245,14 @@ export class DeliveryEngine {
       const { rows } = await q.query<Claimed>(claimSql('AND batch_id IS NULL', '$3'), [integrationId, lease, n]);
       for (const d of rows) {
         const payload = w.injectEventId ? injectEventId(d.payload, d.event_id, w.injectEventIdPath) : d.payload;
-        jobs.push({ integration: cfg, deliveries: [d], batchId: null, body: JSON.stringify(payload), objectType: d.object_type, webhookId: d.event_id });
+        jobs.push({
+          integration: cfg,
+          deliveries: [d],
+          batchId: null,
+          body: JSON.stringify(payload),
+          objectType: d.object_type,
+          webhookId: d.event_id,
+        });
       }
       tokens -= rows.length;
       return this.saveTokens(q, integrationId, tokens, perMinute, jobs);
@@ -258,13 +271,23 @@ export class DeliveryEngine {
     for (const b of retryBatches) {
       if (b.n > tokens) break;
       const { rows } = await q.query<Claimed>(claimSql('AND batch_id = $3', '1000', false), [integrationId, lease, b.batch_id]);
-      const { rows: body } = await q.query<{ body: string; object_type: ObjectType }>('SELECT body, object_type FROM delivery_batches WHERE id = $1', [b.batch_id]);
+      const { rows: body } = await q.query<{ body: string; object_type: ObjectType }>(
+        'SELECT body, object_type FROM delivery_batches WHERE id = $1',
+        [b.batch_id],
+      );
       if (rows.length !== b.n || !body[0]) {
         // Some member is busy elsewhere (or the batch changed): leave the whole batch for later.
         if (rows.length) await q.query('UPDATE deliveries SET lease_until = NULL WHERE id = ANY($1::int8[])', [rows.map((r) => r.id)]);
         continue;
       }
-      jobs.push({ integration: cfg, deliveries: rows, batchId: b.batch_id, body: body[0].body, objectType: body[0].object_type, webhookId: b.batch_id });
+      jobs.push({
+        integration: cfg,
+        deliveries: rows,
+        batchId: b.batch_id,
+        body: body[0].body,
+        objectType: body[0].object_type,
+        webhookId: b.batch_id,
+      });
       tokens -= rows.length;
       requests--;
     }
@@ -278,12 +301,17 @@ export class DeliveryEngine {
       for (const list of byType.values()) for (let i = 0; i < list.length; i += w.batchSize) chunks.push(list.slice(i, i + w.batchSize));
       const keep = chunks.slice(0, requests);
       // Over the request budget (several types): hand the rest back at once.
-      const back = chunks.slice(requests).flat().map((d) => d.id);
+      const back = chunks
+        .slice(requests)
+        .flat()
+        .map((d) => d.id);
       if (back.length) await q.query('UPDATE deliveries SET lease_until = NULL WHERE id = ANY($1::int8[])', [back]);
       const batchRows: { id: string; type: ObjectType; body: string; ids: string[] }[] = [];
       for (const chunk of keep) {
         const id = crypto.randomUUID();
-        const body = JSON.stringify(chunk.map((d) => (w.injectEventId ? injectEventId(d.payload, d.event_id, w.injectEventIdPath) : d.payload)));
+        const body = JSON.stringify(
+          chunk.map((d) => (w.injectEventId ? injectEventId(d.payload, d.event_id, w.injectEventIdPath) : d.payload)),
+        );
         batchRows.push({ id, type: chunk[0]!.object_type, body, ids: chunk.map((d) => d.id) });
         jobs.push({ integration: cfg, deliveries: chunk, batchId: id, body, objectType: chunk[0]!.object_type, webhookId: id });
         tokens -= chunk.length;
@@ -293,10 +321,10 @@ export class DeliveryEngine {
           `INSERT INTO delivery_batches (id, integration_id, object_type, body) SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[])`,
           [batchRows.map((b) => b.id), batchRows.map(() => integrationId), batchRows.map((b) => b.type), batchRows.map((b) => b.body)],
         );
-        await q.query(
-          `UPDATE deliveries d SET batch_id = u.b FROM unnest($1::int8[], $2::uuid[]) AS u(id, b) WHERE d.id = u.id`,
-          [batchRows.flatMap((b) => b.ids), batchRows.flatMap((b) => b.ids.map(() => b.id))],
-        );
+        await q.query(`UPDATE deliveries d SET batch_id = u.b FROM unnest($1::int8[], $2::uuid[]) AS u(id, b) WHERE d.id = u.id`, [
+          batchRows.flatMap((b) => b.ids),
+          batchRows.flatMap((b) => b.ids.map(() => b.id)),
+        ]);
       }
     }
     return this.saveTokens(q, integrationId, tokens, perMinute, jobs);
@@ -372,11 +400,25 @@ export class DeliveryEngine {
           }
         }
         rows.push([
-          d.id, status, made, next?.toISOString() ?? null, first.toISOString(), at.toISOString(), result.receiptId,
-          made + (result.outcome === 'pause' ? 1 : 0), result.outcome === 'success', result.httpStatus, result.responseTimeMs, result.error,
+          d.id,
+          status,
+          made,
+          next?.toISOString() ?? null,
+          first.toISOString(),
+          at.toISOString(),
+          result.receiptId,
+          made + (result.outcome === 'pause' ? 1 : 0),
+          result.outcome === 'success',
+          result.httpStatus,
+          result.responseTimeMs,
+          result.error,
           // spec 6.4: a success keeps status, time and receipt; failures keep the whole response.
-          ok || !result.responseHeaders ? null : JSON.stringify(result.responseHeaders), ok ? null : result.responseBody, ok ? null : result.responseBodyBytes,
-          result.truncated, job.batchId, cfg.id,
+          ok || !result.responseHeaders ? null : JSON.stringify(result.responseHeaders),
+          ok ? null : result.responseBody,
+          ok ? null : result.responseBodyBytes,
+          result.truncated,
+          job.batchId,
+          cfg.id,
         ]);
       }
     }
@@ -402,7 +444,26 @@ export class DeliveryEngine {
            SELECT r.id, r.integration_id, r.attempt_no, r.at, r.success, r.http_status, r.ms, r.receipt, r.error, r.headers, r.body,
                   r.bytes, r.truncated, r.batch_id
              FROM r WHERE EXISTS (SELECT 1 FROM deliveries d WHERE d.id = r.id)`,
-          [col(0), col(1), col(2), col(3), col(4), col(5), col(6), col(7), col(8), col(9), col(10), col(11), col(12), col(13), col(14), col(15), col(16), col(17)],
+          [
+            col(0),
+            col(1),
+            col(2),
+            col(3),
+            col(4),
+            col(5),
+            col(6),
+            col(7),
+            col(8),
+            col(9),
+            col(10),
+            col(11),
+            col(12),
+            col(13),
+            col(14),
+            col(15),
+            col(16),
+            col(17),
+          ],
         );
         for (const [id, seconds] of pauses) {
           // spec 6.4: a 429 pauses the whole integration; the event stays queued.
@@ -422,7 +483,10 @@ export class DeliveryEngine {
   /** Retention (API.md 9): succeeded deliveries go after 7 days, failed after 30, in bulk. */
   async sweep(): Promise<number> {
     let removed = 0;
-    for (const [status, days] of [['SUCCEEDED', this.s.succeededRetentionDays], ['FAILED', this.s.failedRetentionDays]] as const) {
+    for (const [status, days] of [
+      ['SUCCEEDED', this.s.succeededRetentionDays],
+      ['FAILED', this.s.failedRetentionDays],
+    ] as const) {
       for (;;) {
         const { rowCount } = await this.db.query(
           `DELETE FROM deliveries WHERE id = ANY(ARRAY(SELECT id FROM deliveries WHERE status = $1 AND completed_at < now() - make_interval(days => $2) LIMIT 10000))`,

@@ -96,7 +96,13 @@ export async function historyRoutes(app: FastifyInstance, opts: { db: Db; secret
   const List = Type.Intersect([PageQuery, Type.Object({ status: Type.Optional(Status), eventId: Type.Optional(Uuid) })]);
   app.get('/integrations/:id/deliveries', {
     config: admin,
-    schema: { tags, summary: 'Deliveries of an integration, newest first, each with its attempt log', params: IntegrationParam, querystring: List, response: { 200: Type.Array(Delivery) } },
+    schema: {
+      tags,
+      summary: 'Deliveries of an integration, newest first, each with its attempt log',
+      params: IntegrationParam,
+      querystring: List,
+      response: { 200: Type.Array(Delivery) },
+    },
     handler: async (req, reply) => {
       const id = (req.params as { id: string }).id;
       await checkIntegration(id);
@@ -143,12 +149,19 @@ export async function historyRoutes(app: FastifyInstance, opts: { db: Db; secret
   const REDELIVER_SET = `status = 'PENDING', next_attempt_at = now(), lease_until = NULL, attempts = 0, first_attempt_at = NULL, completed_at = NULL, batch_id = NULL`;
   app.post('/integrations/:id/deliveries/:deliveryId/redeliver', {
     config: admin,
-    schema: { tags, summary: 'Send one delivery again (a pending one: now)', params: Type.Object({ id: Type.String({ maxLength: 64 }), deliveryId: Type.String({ maxLength: 32 }) }) },
+    schema: {
+      tags,
+      summary: 'Send one delivery again (a pending one: now)',
+      params: Type.Object({ id: Type.String({ maxLength: 64 }), deliveryId: Type.String({ maxLength: 32 }) }),
+    },
     handler: async (req, reply) => {
       const { id, deliveryId } = req.params as { id: string; deliveryId: string };
       await checkIntegration(id);
       if (!isInt8Id(deliveryId)) throw notFound('delivery');
-      const { rows } = await db.query<{ status: string }>('SELECT status FROM deliveries WHERE id = $1 AND integration_id = $2', [deliveryId, id]);
+      const { rows } = await db.query<{ status: string }>('SELECT status FROM deliveries WHERE id = $1 AND integration_id = $2', [
+        deliveryId,
+        id,
+      ]);
       if (!rows[0]) throw notFound('delivery');
       // A pending one is simply made due now (its attempts so far still count); a finished one starts afresh.
       if (rows[0].status === 'PENDING') await db.query('UPDATE deliveries SET next_attempt_at = now() WHERE id = $1', [deliveryId]);
@@ -159,13 +172,21 @@ export async function historyRoutes(app: FastifyInstance, opts: { db: Db; secret
   });
 
   const Range = Type.Object({
-    status: Type.Optional(Type.Union([Type.Literal('FAILED'), Type.Literal('SUCCEEDED'), Type.Literal('CANCELLED')], { description: 'Default FAILED' })),
+    status: Type.Optional(
+      Type.Union([Type.Literal('FAILED'), Type.Literal('SUCCEEDED'), Type.Literal('CANCELLED')], { description: 'Default FAILED' }),
+    ),
     from: DateTime,
     to: DateTime,
   });
   app.post('/integrations/:id/deliveries/redeliver', {
     config: admin,
-    schema: { tags, summary: 'Send again every delivery of a status (default FAILED) created in [from, to)', params: IntegrationParam, body: Range, response: { 202: Type.Object({ count: Type.Integer() }) } },
+    schema: {
+      tags,
+      summary: 'Send again every delivery of a status (default FAILED) created in [from, to)',
+      params: IntegrationParam,
+      body: Range,
+      response: { 202: Type.Object({ count: Type.Integer() }) },
+    },
     handler: async (req, reply) => {
       const id = (req.params as { id: string }).id;
       await checkIntegration(id);
@@ -206,7 +227,13 @@ export async function historyRoutes(app: FastifyInstance, opts: { db: Db; secret
             [q.channel, fromTime, afterId, limit, visible === 'all' ? null : visible],
           )
         ).rows;
-      const line = (a: any) => ({ ...attemptApi(a), integrationId: a.integration_id, channel: a.channel, eventId: a.event_id, objectType: a.object_type });
+      const line = (a: any) => ({
+        ...attemptApi(a),
+        integrationId: a.integration_id,
+        channel: a.channel,
+        eventId: a.event_id,
+        objectType: a.object_type,
+      });
       const sse = /text\/event-stream/.test(req.headers.accept ?? '');
       reply.hijack();
       const res = reply.raw;
@@ -238,11 +265,14 @@ export async function historyRoutes(app: FastifyInstance, opts: { db: Db; secret
   });
 
   // Spec 4.3: send one sample object now and answer the outcome.
-  const TestBody = Type.Object({ url: Type.String({ minLength: 1, maxLength: 2048 }), integrationId: Type.Optional(Type.String({ format: 'uuid' })) });
+  const TestBody = Type.Object({
+    url: Type.String({ minLength: 1, maxLength: 2048 }),
+    integrationId: Type.Optional(Type.String({ format: 'uuid' })),
+  });
   app.post('/webhooks/test', {
     schema: {
       tags: ['webhooks'],
-      summary: 'Send one sample Asset to a URL now (spec 4.3), with an integration\'s auth and signature when integrationId is given',
+      summary: "Send one sample Asset to a URL now (spec 4.3), with an integration's auth and signature when integrationId is given",
       body: TestBody,
       response: {
         200: Type.Object({
@@ -274,7 +304,17 @@ export async function historyRoutes(app: FastifyInstance, opts: { db: Db; secret
         destination: b.url,
         destinations: {},
         retry: { scheduleSeconds: [1], maxAttempts: 1, deadlineHours: 1 },
-        webhook: { mode: 'single', batchSize: 1, maxItemsPerMinute: null, maxConcurrentRequests: 1, timeoutMs: 10_000, injectEventId: false, injectEventIdPath: null, auth: null, signingSecret: null },
+        webhook: {
+          mode: 'single',
+          batchSize: 1,
+          maxItemsPerMinute: null,
+          maxConcurrentRequests: 1,
+          timeoutMs: 10_000,
+          injectEventId: false,
+          injectEventIdPath: null,
+          auth: null,
+          signingSecret: null,
+        },
       };
       const now = new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
       const sample = {
@@ -288,8 +328,18 @@ export async function historyRoutes(app: FastifyInstance, opts: { db: Db; secret
         note: `Sample object sent by ${USER_AGENT}; not stored`,
         tags: ['test'],
       };
-      const r = await sendWebhook(base, { url: b.url, id: `test_${crypto.randomUUID()}`, objectType: 'asset', body: JSON.stringify(sample) }, policy);
-      return { success: r.outcome === 'success', status: r.httpStatus, responseTimeMs: r.responseTimeMs, receiptId: r.receiptId, error: r.outcome === 'success' ? null : r.error };
+      const r = await sendWebhook(
+        base,
+        { url: b.url, id: `test_${crypto.randomUUID()}`, objectType: 'asset', body: JSON.stringify(sample) },
+        policy,
+      );
+      return {
+        success: r.outcome === 'success',
+        status: r.httpStatus,
+        responseTimeMs: r.responseTimeMs,
+        receiptId: r.receiptId,
+        error: r.outcome === 'success' ? null : r.error,
+      };
     },
   });
 }

@@ -17,7 +17,13 @@ const ObjectTypeSchema = Type.Union(OBJECT_TYPES.map((t) => Type.Literal(t)));
 
 export const DEFAULT_SCHEDULE_SECONDS = [5, 30, 120, 600, 1800, 3600];
 const RetrySchema = Type.Object({
-  scheduleSeconds: Type.Optional(Type.Array(Type.Number({ minimum: 0.01, maximum: 86400 }), { minItems: 1, maxItems: 50, description: 'Delays between attempts; the last repeats. Default 5, 30, 120, 600, 1800, 3600' })),
+  scheduleSeconds: Type.Optional(
+    Type.Array(Type.Number({ minimum: 0.01, maximum: 86400 }), {
+      minItems: 1,
+      maxItems: 50,
+      description: 'Delays between attempts; the last repeats. Default 5, 30, 120, 600, 1800, 3600',
+    }),
+  ),
   maxAttempts: Type.Optional(Type.Integer({ minimum: 1, maximum: 10000, description: 'Default 30' })),
   deadlineHours: Type.Optional(Type.Number({ minimum: 0.0001, maximum: 720, description: 'After the first attempt; default 24' })),
 });
@@ -32,7 +38,11 @@ const AuthIn = Type.Union([
     clientSecret: Str(4096, { minLength: 1 }),
     scope: Type.Optional(Str(1024)),
   }),
-  Type.Object({ type: Type.Literal('header'), name: Type.String({ minLength: 1, maxLength: 256, pattern: "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$" }), value: Str(8192, { minLength: 1 }) }),
+  Type.Object({
+    type: Type.Literal('header'),
+    name: Type.String({ minLength: 1, maxLength: 256, pattern: "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$" }),
+    value: Str(8192, { minLength: 1 }),
+  }),
   Type.Object({ type: Type.Literal('basic'), username: Str(255, { minLength: 1 }), password: Str(1024) }),
 ]);
 type AuthIn = Static<typeof AuthIn>;
@@ -136,7 +146,8 @@ export interface Row {
   when_created: Date;
   when_updated: Date;
 }
-const SELECT = 'id, name, channel, enabled, owner_ids::text[] AS owner_ids, object_types, destination, destinations, retry, settings, secrets, when_created, when_updated';
+const SELECT =
+  'id, name, channel, enabled, owner_ids::text[] AS owner_ids, object_types, destination, destinations, retry, settings, secrets, when_created, when_updated';
 
 interface Secrets {
   auth: AuthIn | null;
@@ -161,7 +172,10 @@ const toApi = (r: Row) => ({
   destination: r.destination,
   destinations: r.destinations,
   retry: r.retry,
-  webhook: { ...r.settings, signingSecretSet: r.secrets !== null && (r.settings as { signingSecretSet?: boolean }).signingSecretSet === true },
+  webhook: {
+    ...r.settings,
+    signingSecretSet: r.secrets !== null && (r.settings as { signingSecretSet?: boolean }).signingSecretSet === true,
+  },
   whenCreated: iso(r.when_created)!,
   whenUpdated: iso(r.when_updated)!,
 });
@@ -178,7 +192,11 @@ export function loadConfigFromRow(r: Row, key: Buffer): IntegrationConfig {
     destination: r.destination,
     destinations: r.destinations as IntegrationConfig['destinations'],
     retry: r.retry,
-    webhook: { ...(settings as Omit<IntegrationConfig['webhook'], 'auth' | 'signingSecret'>), auth: secrets.auth, signingSecret: secrets.signingSecret },
+    webhook: {
+      ...(settings as Omit<IntegrationConfig['webhook'], 'auth' | 'signingSecret'>),
+      auth: secrets.auth,
+      signingSecret: secrets.signingSecret,
+    },
   };
 }
 
@@ -213,7 +231,8 @@ export async function integrationRoutes(app: FastifyInstance, opts: { db: Db; se
     const destinations = (b.destinations ?? base?.destinations ?? {}) as Record<string, string>;
     if (b.destination !== undefined) await vet(destination, '/destination');
     for (const [type, url] of Object.entries(b.destinations ?? {})) {
-      if (!(OBJECT_TYPES as readonly string[]).includes(type)) throw badRequest(`/destinations: unknown object type "${type}"`, `/destinations/${type}`);
+      if (!(OBJECT_TYPES as readonly string[]).includes(type))
+        throw badRequest(`/destinations: unknown object type "${type}"`, `/destinations/${type}`);
       await vet(url, `/destinations/${type}`);
     }
     const retryIn = { ...(base?.retry ?? {}), ...(b.retry ?? {}) };
@@ -266,7 +285,18 @@ export async function integrationRoutes(app: FastifyInstance, opts: { db: Db; se
            VALUES ($1, $2, $3, 'webhook', $4, $5, $6, $7, $8, $9, $10) RETURNING ${SELECT}`
         : `UPDATE integrations SET name = $2, enabled = $3, owner_ids = $4, object_types = $5, destination = $6, destinations = $7,
              retry = $8, settings = $9, secrets = $10, when_updated = now() WHERE id = $1 RETURNING ${SELECT}`,
-      [id, v.name, v.enabled, v.ownerIds, v.objectTypes, v.destination, JSON.stringify(v.destinations), JSON.stringify(v.retry), JSON.stringify(v.settings), v.secrets],
+      [
+        id,
+        v.name,
+        v.enabled,
+        v.ownerIds,
+        v.objectTypes,
+        v.destination,
+        JSON.stringify(v.destinations),
+        JSON.stringify(v.retry),
+        JSON.stringify(v.settings),
+        v.secrets,
+      ],
     );
 
   const List = Type.Intersect([PageQuery, Type.Object({ name: Type.Optional(Str(255)) })]);
@@ -291,7 +321,12 @@ export async function integrationRoutes(app: FastifyInstance, opts: { db: Db; se
 
   app.post('/integrations', {
     config: admin,
-    schema: { tags, summary: 'Create a push integration (admin); credentials are write-only', body: IntegrationIn, response: { 201: Integration } },
+    schema: {
+      tags,
+      summary: 'Create a push integration (admin); credentials are write-only',
+      body: IntegrationIn,
+      response: { 201: Integration },
+    },
     handler: async (req, reply) => {
       const id = crypto.randomUUID();
       const row = await db.tx(async (q) => {
@@ -319,12 +354,24 @@ export async function integrationRoutes(app: FastifyInstance, opts: { db: Db; se
   };
   app.put('/integrations/:id', {
     config: admin,
-    schema: { tags, summary: 'Replace a push integration (admin); secrets left out are kept', params: IdParam, body: IntegrationIn, response: { 200: Integration } },
+    schema: {
+      tags,
+      summary: 'Replace a push integration (admin); secrets left out are kept',
+      params: IdParam,
+      body: IntegrationIn,
+      response: { 200: Integration },
+    },
     handler: update('put'),
   });
   app.patch('/integrations/:id', {
     config: admin,
-    schema: { tags, summary: 'Update a push integration (admin, JSON merge patch)', params: IdParam, body: IntegrationPatch, response: { 200: Integration } },
+    schema: {
+      tags,
+      summary: 'Update a push integration (admin, JSON merge patch)',
+      params: IdParam,
+      body: IntegrationPatch,
+      response: { 200: Integration },
+    },
     handler: update('patch'),
   });
   app.delete('/integrations/:id', {

@@ -54,7 +54,7 @@ export function retryAfterSeconds(header: string | undefined, now = Date.now()):
 /** Standard Webhooks signature over the exact body bytes: v1,base64(HMAC-SHA256(key, id.ts.body)). */
 export function sign(secret: string, id: string, timestamp: number, body: string): string {
   const key = Buffer.from(secret.replace(/^whsec_/, ''), 'base64');
-  return 'v1,' + crypto.createHmac('sha256', key).update(`${id}.${timestamp}.${body}`).digest('base64');
+  return `v1,${crypto.createHmac('sha256', key).update(`${id}.${timestamp}.${body}`).digest('base64')}`;
 }
 
 /** Puts the event id at a dotted path, creating objects on the way (spec 6.3). */
@@ -77,7 +77,7 @@ const oauthPending = new Map<string, Promise<string>>(); // one fetch at a time 
 
 async function oauthToken(cfg: IntegrationConfig, policy: AddressPolicy): Promise<string> {
   const auth = cfg.webhook.auth;
-  if (!auth || auth.type !== 'oauth2') throw new Error('not an oauth2 integration');
+  if (auth?.type !== 'oauth2') throw new Error('not an oauth2 integration');
   if ('token' in auth) return auth.token;
   const key = `${cfg.id}:${auth.tokenUrl}:${auth.clientId}`;
   const hit = oauthCache.get(key);
@@ -97,10 +97,16 @@ async function fetchOauthToken(
   policy: AddressPolicy,
 ): Promise<string> {
   const form = new URLSearchParams({ grant_type: 'client_credentials', ...(auth.scope ? { scope: auth.scope } : {}) }).toString();
-  const res = await request(auth.tokenUrl, form, {
-    'content-type': 'application/x-www-form-urlencoded',
-    authorization: 'Basic ' + Buffer.from(`${encodeURIComponent(auth.clientId)}:${encodeURIComponent(auth.clientSecret)}`).toString('base64'),
-  }, cfg.webhook.timeoutMs, policy);
+  const res = await request(
+    auth.tokenUrl,
+    form,
+    {
+      'content-type': 'application/x-www-form-urlencoded',
+      authorization: `Basic ${Buffer.from(`${encodeURIComponent(auth.clientId)}:${encodeURIComponent(auth.clientSecret)}`).toString('base64')}`,
+    },
+    cfg.webhook.timeoutMs,
+    policy,
+  );
   if (res.status === undefined || res.status < 200 || res.status >= 300) {
     throw new Error(`token endpoint answered ${res.status ?? res.error}: ${(res.body ?? '').slice(0, 200)}`);
   }
@@ -122,7 +128,7 @@ async function authHeaders(cfg: IntegrationConfig, policy: AddressPolicy): Promi
     case 'header':
       return { [a.name.toLowerCase()]: a.value };
     case 'basic':
-      return { authorization: 'Basic ' + Buffer.from(`${a.username}:${a.password}`).toString('base64') };
+      return { authorization: `Basic ${Buffer.from(`${a.username}:${a.password}`).toString('base64')}` };
   }
 }
 
@@ -158,7 +164,13 @@ interface RawResponse {
 }
 
 /** One POST: vetted address, hard timeout, no redirects, body read up to 1 MiB. */
-function request(url: string, body: string, headers: Record<string, string>, timeoutMs: number, policy: AddressPolicy): Promise<RawResponse> {
+function request(
+  url: string,
+  body: string,
+  headers: Record<string, string>,
+  timeoutMs: number,
+  policy: AddressPolicy,
+): Promise<RawResponse> {
   const started = performance.now();
   const ms = () => Math.round(performance.now() - started);
   return new Promise((resolve) => {
@@ -205,7 +217,14 @@ function request(url: string, body: string, headers: Record<string, string>, tim
             const end = () => {
               const hdrs: Record<string, string> = {};
               for (const [k, v] of Object.entries(res.headers)) if (v !== undefined) hdrs[k] = Array.isArray(v) ? v.join(', ') : v;
-              finish({ status: res.statusCode, headers: hdrs, body: Buffer.concat(chunks).toString('utf8'), bytes, truncated: bytes > kept, ms: ms() });
+              finish({
+                status: res.statusCode,
+                headers: hdrs,
+                body: Buffer.concat(chunks).toString('utf8'),
+                bytes,
+                truncated: bytes > kept,
+                ms: ms(),
+              });
             };
             res.on('end', end);
             res.on('close', end);
@@ -216,7 +235,11 @@ function request(url: string, body: string, headers: Record<string, string>, tim
           req.destroy(new Error(`timed out after ${timeoutMs} ms`));
         }, timeoutMs);
         req.on('error', (e: NodeJS.ErrnoException) =>
-          finish({ error: e.message || e.code || 'network error', refused: e.code === 'ADDRESS_REFUSED' || e instanceof AddressRefused, ms: ms() }),
+          finish({
+            error: e.message || e.code || 'network error',
+            refused: e.code === 'ADDRESS_REFUSED' || e instanceof AddressRefused,
+            ms: ms(),
+          }),
         );
         req.end(body);
       },
@@ -248,7 +271,18 @@ export async function sendWebhook(cfg: IntegrationConfig, msg: WebhookMessage, p
     };
   } catch (e) {
     // Could not get an OAuth token: retry later, like a network error.
-    return { outcome: 'retry', httpStatus: null, responseTimeMs: 0, receiptId: null, error: `auth: ${(e as Error).message}`, responseHeaders: null, responseBody: null, responseBodyBytes: null, truncated: false, retryAfterSeconds: null };
+    return {
+      outcome: 'retry',
+      httpStatus: null,
+      responseTimeMs: 0,
+      receiptId: null,
+      error: `auth: ${(e as Error).message}`,
+      responseHeaders: null,
+      responseBody: null,
+      responseBodyBytes: null,
+      truncated: false,
+      retryAfterSeconds: null,
+    };
   }
   const r = await request(msg.url, msg.body, headers, cfg.webhook.timeoutMs, policy);
   const outcome = classify(r.status, r.error !== undefined, r.refused);
@@ -256,7 +290,8 @@ export async function sendWebhook(cfg: IntegrationConfig, msg: WebhookMessage, p
   if (outcome === 'success' && r.body) {
     try {
       const parsed = JSON.parse(r.body) as { success?: unknown; id?: unknown };
-      if (parsed && typeof parsed === 'object' && (typeof parsed.id === 'string' || typeof parsed.id === 'number')) receiptId = String(parsed.id).slice(0, 255);
+      if (parsed && typeof parsed === 'object' && (typeof parsed.id === 'string' || typeof parsed.id === 'number'))
+        receiptId = String(parsed.id).slice(0, 255);
     } catch {
       /* a body is optional, and need not be JSON */
     }

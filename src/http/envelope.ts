@@ -47,7 +47,12 @@ const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[
  * Iterative, so no input can exhaust the stack.
  */
 function findBadString(root: unknown): { at: string; why: string } | undefined {
-  const bad = (s: string) => (s.includes('\u0000') ? 'must not contain the NUL character (\\u0000)' : LONE_SURROGATE.test(s) ? 'must be well-formed Unicode (no lone surrogates)' : undefined);
+  const bad = (s: string) =>
+    s.includes('\u0000')
+      ? 'must not contain the NUL character (\\u0000)'
+      : LONE_SURROGATE.test(s)
+        ? 'must be well-formed Unicode (no lone surrogates)'
+        : undefined;
   const stack: [unknown, string, number][] = [[root, '', 0]];
   while (stack.length) {
     const [v, at, depth] = stack.pop()!;
@@ -95,7 +100,10 @@ const PARTS: Record<string, string> = { body: 'body', querystring: 'query', para
 
 export function installErrorEnvelope(app: FastifyInstance): void {
   const send = (req: FastifyRequest, reply: FastifyReply, code: ErrorCode, status: number, message: string, field?: string) =>
-    reply.code(status).type('application/json; charset=utf-8').send(errorBody(code, message, req.id, field));
+    reply
+      .code(status)
+      .type('application/json; charset=utf-8')
+      .send(errorBody(code, message, req.id, field));
 
   app.setErrorHandler((err: FastifyError, req, reply) => {
     if (err instanceof ApiError) {
@@ -120,7 +128,10 @@ export function installErrorEnvelope(app: FastifyInstance): void {
     // Unique and foreign-key violations that a service did not turn into a clearer error.
     const pg = err as unknown as { code?: string; constraint?: string };
     if (pg.code === '23505') {
-      const u = (pg.constraint && UNIQUE[pg.constraint]) || { field: undefined, message: 'A record with that unique value already exists.' };
+      const u = (pg.constraint && UNIQUE[pg.constraint]) || {
+        field: undefined,
+        message: 'A record with that unique value already exists.',
+      };
       return send(req, reply, 'NAME_TAKEN', 409, u.message, u.field);
     }
     if (pg.code === '23503') return send(req, reply, 'CONFLICT', 409, 'Other records still refer to this one.');

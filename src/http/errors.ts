@@ -38,8 +38,7 @@ export class ApiError extends Error {
 export const notFound = (what: string) => new ApiError('NOT_FOUND', `${what} not found`);
 export const badRequest = (message: string, field?: string) =>
   new ApiError('VALIDATION_FAILED', message, field === undefined ? {} : { field });
-export const conflict = (message: string, field?: string) =>
-  new ApiError('CONFLICT', message, field === undefined ? {} : { field });
+export const conflict = (message: string, field?: string) => new ApiError('CONFLICT', message, field === undefined ? {} : { field });
 export const forbidden = (message: string) => new ApiError('FORBIDDEN', message);
 
 export interface ErrorBody {
@@ -59,7 +58,7 @@ export function errorBody(code: ErrorCode, message: string, requestId?: string, 
 
 /** JSON pointer escaping (RFC 6901). */
 export const pointer = (...parts: (string | number)[]) =>
-  parts.map((p) => '/' + String(p).replace(/~/g, '~0').replace(/\//g, '~1')).join('');
+  parts.map((p) => `/${String(p).replace(/~/g, '~0').replace(/\//g, '~1')}`).join('');
 
 // PostgreSQL failures that mean "the database is not there right now": class 08 (connection),
 // 57P0x (shutdown, crash), 53300 (too many connections), plus the socket errors of node.

@@ -43,7 +43,17 @@ export async function authenticate(db: Db, tokens: TokenService, header: string 
   return { credential: `jwt:${t.clientId}:${t.sub}`, ownerId: t.ownerId, scopes: t.scopes, actor };
 }
 
-export function installGuard(app: FastifyInstance, deps: { db: Db; tokens: TokenService; limiter: Limiter; rateLimitMax: number; idempotencyWindowSeconds: number; idempotencyAbandonSeconds: number }): void {
+export function installGuard(
+  app: FastifyInstance,
+  deps: {
+    db: Db;
+    tokens: TokenService;
+    limiter: Limiter;
+    rateLimitMax: number;
+    idempotencyWindowSeconds: number;
+    idempotencyAbandonSeconds: number;
+  },
+): void {
   const { db, tokens, limiter } = deps;
   app.decorateRequest('tenancy', null as unknown as Tenancy);
 
@@ -85,7 +95,10 @@ export function installGuard(app: FastifyInstance, deps: { db: Db; tokens: Token
     }
     const credential = req.tenancy.principal.credential;
     const path = req.url.split('?')[0] ?? '/';
-    const bodyHash = crypto.createHash('sha256').update(JSON.stringify(req.body ?? null)).digest('hex');
+    const bodyHash = crypto
+      .createHash('sha256')
+      .update(JSON.stringify(req.body ?? null))
+      .digest('hex');
     for (let i = 0; i < 2; i++) {
       const ins = await db.query(
         `INSERT INTO idempotency_keys (credential, method, path, key, body_hash) VALUES ($1, $2, $3, $4, $5)
@@ -113,18 +126,28 @@ export function installGuard(app: FastifyInstance, deps: { db: Db; tokens: Token
       // Past the window, or a first request abandoned by a crashed process: start afresh.
       const abandoned = prev.response_status === null && prev.age_s > deps.idempotencyAbandonSeconds;
       if (prev.age_s > deps.idempotencyWindowSeconds || abandoned) {
-        await db.query('DELETE FROM idempotency_keys WHERE credential = $1 AND method = $2 AND path = $3 AND key = $4', [credential, req.method, path, key]);
+        await db.query('DELETE FROM idempotency_keys WHERE credential = $1 AND method = $2 AND path = $3 AND key = $4', [
+          credential,
+          req.method,
+          path,
+          key,
+        ]);
         continue;
       }
       if (prev.body_hash !== bodyHash) {
-        throw new ApiError('IDEMPOTENCY_KEY_REUSED', 'This Idempotency-Key was used with a different body.', { field: '/headers/idempotency-key' });
+        throw new ApiError('IDEMPOTENCY_KEY_REUSED', 'This Idempotency-Key was used with a different body.', {
+          field: '/headers/idempotency-key',
+        });
       }
       if (prev.response_status === null) {
         throw new ApiError('IDEMPOTENCY_IN_PROGRESS', 'A request with this Idempotency-Key is still being processed.');
       }
       for (const [h, v] of Object.entries(prev.response_headers ?? {})) reply.header(h, v);
       reply.header('Idempotent-Replayed', 'true');
-      return reply.code(prev.response_status).type('application/json; charset=utf-8').send(prev.response_body ?? '');
+      return reply
+        .code(prev.response_status)
+        .type('application/json; charset=utf-8')
+        .send(prev.response_body ?? '');
     }
     throw new ApiError('IDEMPOTENCY_IN_PROGRESS', 'A request with this Idempotency-Key is still being processed.');
   });

@@ -36,7 +36,13 @@ export class MemoryLimiter implements Limiter {
     }
     const busy = this.inFlight.get(credential) ?? 0;
     if (busy >= this.s.concurrent) {
-      return { ok: false, reason: 'concurrency', remaining: this.s.max - log.length, resetSeconds: resetFrom(log[0]), retryAfterSeconds: 1 };
+      return {
+        ok: false,
+        reason: 'concurrency',
+        remaining: this.s.max - log.length,
+        resetSeconds: resetFrom(log[0]),
+        retryAfterSeconds: 1,
+      };
     }
     log.push(now);
     this.inFlight.set(credential, busy + 1);
@@ -115,7 +121,16 @@ export class RedisLimiter implements Limiter {
     const keys = [`${this.prefix}${credential}:hits`, `${this.prefix}${credential}:inflight`] as const;
     let r: [number, number, number];
     try {
-      r = (await (this.redis as any).admit(keys[0], keys[1], now, this.s.windowMs, this.s.max, this.s.concurrent, id, RedisLimiter.LEASE_MS)) as [number, number, number];
+      r = (await (this.redis as any).admit(
+        keys[0],
+        keys[1],
+        now,
+        this.s.windowMs,
+        this.s.max,
+        this.s.concurrent,
+        id,
+        RedisLimiter.LEASE_MS,
+      )) as [number, number, number];
     } catch (e) {
       // Redis down: serve rather than refuse everyone; the error is logged.
       this.onError(e as Error);

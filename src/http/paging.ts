@@ -92,7 +92,9 @@ export function page<R extends { _cursor_ts?: string; id: string }>(
   const out = more ? rows.slice(0, ks.limit) : rows;
   const last = out[out.length - 1];
   if (more && last?._cursor_ts !== undefined) {
-    const cursor = Buffer.from(JSON.stringify({ t: last._cursor_ts, i: String(last.id), o: ks.order } satisfies Cursor)).toString('base64url');
+    const cursor = Buffer.from(JSON.stringify({ t: last._cursor_ts, i: String(last.id), o: ks.order } satisfies Cursor)).toString(
+      'base64url',
+    );
     const url = new URL(req.url, baseUrl);
     url.searchParams.set('cursor', cursor);
     reply.header('Link', `<${baseUrl}${url.pathname}${url.search}>; rel="next"`);
@@ -129,7 +131,12 @@ export async function listPage<R extends { id: string }>(
   const where = spec.ownerColumn === null ? ['TRUE'] : [await req.tenancy.where(spec.ownerColumn, params)];
   spec.filters?.(params, where);
   const time = spec.timeColumn ?? 'when_created';
-  const ks = keyset(req.query as PageQuery, params, { defaultOrder: spec.defaultOrder, idType: spec.idType, timeColumn: time, ...(spec.idColumn ? { idColumn: spec.idColumn } : {}) });
+  const ks = keyset(req.query as PageQuery, params, {
+    defaultOrder: spec.defaultOrder,
+    idType: spec.idType,
+    timeColumn: time,
+    ...(spec.idColumn ? { idColumn: spec.idColumn } : {}),
+  });
   const { rows } = await db.query<R & { _cursor_ts: string }>(
     `SELECT ${spec.select}, ${cursorColumn(time)} FROM ${spec.from} WHERE ${[...where, ...ks.where].join(' AND ')} ORDER BY ${ks.orderBy} LIMIT ${ks.fetch}`,
     params,

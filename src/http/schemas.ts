@@ -3,8 +3,7 @@
 import { Type, type TSchema } from '@sinclair/typebox';
 
 /** A string of at most `max` code points (the spec's "Size"). */
-export const Str = (max: number, opts: { minLength?: number; description?: string } = {}) =>
-  Type.String({ maxLength: max, ...opts });
+export const Str = (max: number, opts: { minLength?: number; description?: string } = {}) => Type.String({ maxLength: max, ...opts });
 
 export const Uuid = Type.String({ format: 'uuid', description: 'UUID' });
 export const DateTime = Type.String({ format: 'date-time', description: 'ISO 8601, UTC, to the second' });

@@ -87,7 +87,10 @@ export const opsRoutes = fp(async function opsRoutes(app: FastifyInstance, { db 
     ['swagger-ui-bundle.js', 'text/javascript'],
   ] as const) {
     app.get(`/docs/${file}`, { ...pub, schema: { ...hide } }, async (_req, reply) =>
-      reply.type(type).header('Cache-Control', 'public, max-age=86400').send(fs.createReadStream(path.join(swaggerUiDir, file))),
+      reply
+        .type(type)
+        .header('Cache-Control', 'public, max-age=86400')
+        .send(fs.createReadStream(path.join(swaggerUiDir, file))),
     );
   }
 });

@@ -60,7 +60,11 @@ export function outboxCtes(type: ObjectType, source: string, payloadExpr: string
 }
 
 /** Appends already-shaped objects (asset changes) with their deliveries. */
-export async function appendToOutbox(q: Queryable, type: ObjectType, items: { objectId: string; ownerId: string; payload: unknown }[]): Promise<number> {
+export async function appendToOutbox(
+  q: Queryable,
+  type: ObjectType,
+  items: { objectId: string; ownerId: string; payload: unknown }[],
+): Promise<number> {
   if (!items.length) return 0;
   const m = await matchIntegrations(q, type, [...new Set(items.map((i) => i.ownerId))]);
   const { rows } = await q.query<{ deliveries: number }>(

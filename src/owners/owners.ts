@@ -86,7 +86,10 @@ async function checkParent(q: Queryable, t: Tenancy, parent: string | null | und
   }
 }
 
-export async function createOwner(q: Queryable, input: { name: string; note?: string | null; disabled?: boolean; parentId?: string | null }) {
+export async function createOwner(
+  q: Queryable,
+  input: { name: string; note?: string | null; disabled?: boolean; parentId?: string | null },
+) {
   const id = crypto.randomUUID();
   await q.query('INSERT INTO owners (id, name, note, disabled, parent_id) VALUES ($1, $2, $3, $4, $5)', [
     id,
@@ -129,7 +132,12 @@ export async function ownerRoutes(app: FastifyInstance, { db }: { db: Db }): Pro
       const body = req.body as OwnerWrite;
       const row = await db.tx(async (q) => {
         if (body.ownerId) await req.tenancy.assertOwner(body.ownerId, '/ownerId', q);
-        const id = await createOwner(q, { name: body.name, note: body.note ?? null, disabled: body.disabled ?? false, parentId: body.ownerId ?? null });
+        const id = await createOwner(q, {
+          name: body.name,
+          note: body.note ?? null,
+          disabled: body.disabled ?? false,
+          parentId: body.ownerId ?? null,
+        });
         return getOwner(q, req.tenancy, id);
       });
       reply.code(201).header('Location', `${req.server.publicUrl}/api/v1/owners/${row.id}`);
@@ -154,10 +162,13 @@ export async function ownerRoutes(app: FastifyInstance, { db }: { db: Db }): Pro
         parent: mode === 'put' ? (body.ownerId ?? null) : body.ownerId !== undefined ? body.ownerId : cur.parent_id,
       };
       await checkParent(q, req.tenancy, next.parent, cur.parent_id, id);
-      await q.query(
-        `UPDATE owners SET name = $2, note = $3, disabled = $4, parent_id = $5, when_updated = now() WHERE id = $1`,
-        [id, next.name, next.note, next.disabled, next.parent],
-      );
+      await q.query(`UPDATE owners SET name = $2, note = $3, disabled = $4, parent_id = $5, when_updated = now() WHERE id = $1`, [
+        id,
+        next.name,
+        next.note,
+        next.disabled,
+        next.parent,
+      ]);
       return toApi(await getOwner(q, req.tenancy, id));
     });
   };
@@ -192,4 +203,3 @@ export async function ownerRoutes(app: FastifyInstance, { db }: { db: Db }): Pro
     },
   });
 }
-

@@ -17,8 +17,7 @@ export const MAX_BULK = 1000;
 export const MAX_DATA_BYTES = 64 * 1024;
 export const RECORD_BODY_LIMIT = 16 * 1024 * 1024;
 
-export const round = (n: number | undefined | null, decimals: number) =>
-  n == null ? n : Math.round(n * 10 ** decimals) / 10 ** decimals;
+export const round = (n: number | undefined | null, decimals: number) => (n == null ? n : Math.round(n * 10 ** decimals) / 10 ** decimals);
 
 /** Columns every data record has. */
 interface Common {
@@ -59,7 +58,10 @@ export interface RecordDef<I extends Common = any> {
 
 /** A bulk body: one item or a non-empty array of at most 1000 (validated per branch, see envelope.ts). */
 export const bulkOf = (item: TObject) =>
-  Type.Union([item, Type.Array(item, { minItems: 1, maxItems: MAX_BULK })], { 'x-bulk': true, description: `One record, or an array of 1 to ${MAX_BULK}` });
+  Type.Union([item, Type.Array(item, { minItems: 1, maxItems: MAX_BULK })], {
+    'x-bulk': true,
+    description: `One record, or an array of 1 to ${MAX_BULK}`,
+  });
 
 const commonInput = {
   assetId: Type.String({ format: 'uuid', description: 'Asset generating the record' }),
@@ -79,9 +81,18 @@ function checkData(data: unknown, at: string) {
 // ---- the five record types ---------------------------------------------------------------------
 
 export const SENSOR_TYPES = [
-  'TEMPERATURE', 'HUMIDITY', 'X_ACCELERATION', 'Y_ACCELERATION', 'Z_ACCELERATION', 'FUEL_LEVEL',
-  'X_PEAK_ACCELERATION', 'Y_PEAK_ACCELERATION', 'Z_PEAK_ACCELERATION', 'BATTERY_VOLTAGE',
-  'EXTERNAL_POWER_VOLTAGE', 'PRESSURE',
+  'TEMPERATURE',
+  'HUMIDITY',
+  'X_ACCELERATION',
+  'Y_ACCELERATION',
+  'Z_ACCELERATION',
+  'FUEL_LEVEL',
+  'X_PEAK_ACCELERATION',
+  'Y_PEAK_ACCELERATION',
+  'Z_PEAK_ACCELERATION',
+  'BATTERY_VOLTAGE',
+  'EXTERNAL_POWER_VOLTAGE',
+  'PRESSURE',
 ] as const;
 export const REEFER_CLASSES = ['CR', 'CR0', 'CRTT', 'DK', 'MH', 'SC', 'LD', 'TK', 'TKTT'] as const;
 const literalUnion = (values: readonly string[]) => Type.Union(values.map((v) => Type.Literal(v)));
@@ -348,7 +359,10 @@ async function prepare<I extends Common>(q: Queryable, t: Tenancy, cfg: Config, 
   const ids = [...new Set(items.map((i) => i.assetId))];
   const params: unknown[] = [ids];
   const cond = await t.where('owner_id', params, q);
-  const { rows } = await q.query<{ id: string; owner_id: string }>(`SELECT id, owner_id FROM assets WHERE id = ANY($1::uuid[]) AND ${cond}`, params);
+  const { rows } = await q.query<{ id: string; owner_id: string }>(
+    `SELECT id, owner_id FROM assets WHERE id = ANY($1::uuid[]) AND ${cond}`,
+    params,
+  );
   const owners = new Map(rows.map((r) => [r.id, r.owner_id]));
   const now = Date.now();
   const nowIso = new Date(now).toISOString();
@@ -429,7 +443,12 @@ export async function recordRoutes(app: FastifyInstance, { db, cfg }: { db: Db; 
     });
 
     app.get(def.path, {
-      schema: { tags, summary: `List ${def.what}, newest first by default`, querystring: ListQuery, response: { 200: Type.Array(def.output) } },
+      schema: {
+        tags,
+        summary: `List ${def.what}, newest first by default`,
+        querystring: ListQuery,
+        response: { 200: Type.Array(def.output) },
+      },
       handler: async (req, reply) => {
         const query = req.query as PageQuery & { assetId?: string[]; ownerId?: string };
         const rows = await listPage<{ id: string }>(db, req, reply, {
@@ -461,4 +480,3 @@ export async function recordRoutes(app: FastifyInstance, { db, cfg }: { db: Db; 
     });
   }
 }
-

@@ -5,9 +5,7 @@
 // radius. Boundaries count as inside: polygon edges and vertices, hole edges, and the circle at
 // exactly radiusMeters. Longitudes 180 and -180 are the same meridian.
 
-export type Geometry =
-  | { type: 'Polygon'; coordinates: number[][][] }
-  | { type: 'MultiPolygon'; coordinates: number[][][][] };
+export type Geometry = { type: 'Polygon'; coordinates: number[][][] } | { type: 'MultiPolygon'; coordinates: number[][][][] };
 
 export type Circle = { latitude: number; longitude: number; radiusMeters: number };
 
@@ -40,8 +38,7 @@ const METRES_PER_DEGREE = EARTH_RADIUS_M * DEG;
 type Fail = { ok: false; field: string; message: string };
 const fail = (field: string, message: string): Fail => ({ ok: false, field, message });
 
-const isObject = (v: unknown): v is Record<string, unknown> =>
-  typeof v === 'object' && v !== null && !Array.isArray(v);
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** Validates one position; returns a failure or null. */
 function checkPosition(p: unknown, ptr: string): Fail | null {
@@ -95,11 +92,11 @@ function checkPolygon(rings: unknown, ptr: string, count: { n: number }): Fail |
  */
 export function validateGeometry(g: unknown): ValidationResult<Geometry> {
   if (!isObject(g)) return fail('', 'geometry must be an object');
-  const type = g['type'];
+  const type = g.type;
   if (type !== 'Polygon' && type !== 'MultiPolygon') {
     return fail('/type', "type must be 'Polygon' or 'MultiPolygon'");
   }
-  const coordinates = g['coordinates'];
+  const coordinates = g.coordinates;
   if (!Array.isArray(coordinates)) return fail('/coordinates', 'coordinates must be an array');
   const count = { n: 0 };
   if (type === 'Polygon') {

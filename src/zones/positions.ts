@@ -61,7 +61,9 @@ async function store<I extends LocationLike & { assetId: string }>(
   for (const z of zones.rows) zonesByOwner.set(z.owner_id, [...(zonesByOwner.get(z.owner_id) ?? []), z]);
   const zoneById = new Map(zones.rows.map((z) => [z.id, z]));
 
-  const inside = prepared.map((p) => zonesContaining(zonesByOwner.get(p.ownerId) ?? [], round(p.item.latitude, 6)!, round(p.item.longitude, 6)!));
+  const inside = prepared.map((p) =>
+    zonesContaining(zonesByOwner.get(p.ownerId) ?? [], round(p.item.latitude, 6)!, round(p.item.longitude, 6)!),
+  );
   const withZones = prepared.map((p, n) =>
     p.item.zoneId === undefined || p.item.zoneId === null ? { ...p, item: { ...p.item, zoneId: zoneIdText(inside[n]!) } } : p,
   );
@@ -73,7 +75,8 @@ async function store<I extends LocationLike & { assetId: string }>(
     const newest = new Map<string, any>();
     for (const r of rows) {
       const cur = newest.get(r.asset_id);
-      if (!cur || r.when_created > cur.when_created || (+r.when_created === +cur.when_created && byBigint(r.id, cur.id) > 0)) newest.set(r.asset_id, r);
+      if (!cur || r.when_created > cur.when_created || (+r.when_created === +cur.when_created && byBigint(r.id, cur.id) > 0))
+        newest.set(r.asset_id, r);
     }
     const latest = [...newest.values()];
     await q.query(
@@ -95,8 +98,12 @@ async function store<I extends LocationLike & { assetId: string }>(
   );
 
   // Walk each asset's new locations in time order from its stored position.
-  const state = new Map(positions.rows.map((r) => [r.asset_id, { at: r.when_created.getTime(), zones: r.zone_ids, locationId: '', changed: false }]));
-  const order = rows.map((r, n) => ({ r, zones: inside[n]! })).sort((a, b) => a.r.when_created - b.r.when_created || byBigint(a.r.id, b.r.id));
+  const state = new Map(
+    positions.rows.map((r) => [r.asset_id, { at: r.when_created.getTime(), zones: r.zone_ids, locationId: '', changed: false }]),
+  );
+  const order = rows
+    .map((r, n) => ({ r, zones: inside[n]! }))
+    .sort((a, b) => a.r.when_created - b.r.when_created || byBigint(a.r.id, b.r.id));
   const events: { owner: string; asset: string; subject: string; value: string; at: Date }[] = [];
   for (const { r, zones: now } of order) {
     const s = state.get(r.asset_id);
@@ -107,10 +114,22 @@ async function store<I extends LocationLike & { assetId: string }>(
     const before = new Set((s?.zones ?? []).filter((z) => zoneById.get(z)?.owner_id === r.owner_id));
     const after = new Set(now);
     for (const id of now.filter((z) => !before.has(z)).sort(byBigint)) {
-      events.push({ owner: r.owner_id, asset: r.asset_id, subject: `Entered zone ${zoneById.get(id)?.name ?? id}`, value: id, at: r.when_created });
+      events.push({
+        owner: r.owner_id,
+        asset: r.asset_id,
+        subject: `Entered zone ${zoneById.get(id)?.name ?? id}`,
+        value: id,
+        at: r.when_created,
+      });
     }
     for (const id of [...before].filter((z) => !after.has(z)).sort(byBigint)) {
-      events.push({ owner: r.owner_id, asset: r.asset_id, subject: `Left zone ${zoneById.get(id)?.name ?? id}`, value: id, at: r.when_created });
+      events.push({
+        owner: r.owner_id,
+        asset: r.asset_id,
+        subject: `Left zone ${zoneById.get(id)?.name ?? id}`,
+        value: id,
+        at: r.when_created,
+      });
     }
     state.set(r.asset_id, { at, zones: now, locationId: r.id, changed: true });
   }
@@ -120,7 +139,12 @@ async function store<I extends LocationLike & { assetId: string }>(
       `INSERT INTO asset_positions (asset_id, location_id, when_created, zone_ids)
        SELECT a, l, w, string_to_array(z, ',')::bigint[] FROM unnest($1::uuid[], $2::int8[], $3::timestamptz[], $4::text[]) AS u(a, l, w, z)
        ON CONFLICT (asset_id) DO UPDATE SET location_id = EXCLUDED.location_id, when_created = EXCLUDED.when_created, zone_ids = EXCLUDED.zone_ids`,
-      [moved.map(([a]) => a), moved.map(([, s]) => s.locationId), moved.map(([, s]) => new Date(s.at).toISOString()), moved.map(([, s]) => s.zones.join(','))],
+      [
+        moved.map(([a]) => a),
+        moved.map(([, s]) => s.locationId),
+        moved.map(([, s]) => new Date(s.at).toISOString()),
+        moved.map(([, s]) => s.zones.join(',')),
+      ],
     );
   }
   if (events.length) {
@@ -128,7 +152,13 @@ async function store<I extends LocationLike & { assetId: string }>(
       `INSERT INTO events (owner_id, asset_id, subject, severity, current_data, when_created)
        SELECT o, a, s, 'INFO', jsonb_build_object('value', v, 'whenCreated', to_char(w AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')), w
          FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::timestamptz[]) AS u(o, a, s, v, w)`,
-      [events.map((e) => e.owner), events.map((e) => e.asset), events.map((e) => e.subject), events.map((e) => e.value), events.map((e) => e.at.toISOString())],
+      [
+        events.map((e) => e.owner),
+        events.map((e) => e.asset),
+        events.map((e) => e.subject),
+        events.map((e) => e.value),
+        events.map((e) => e.at.toISOString()),
+      ],
     );
   }
   return rows;

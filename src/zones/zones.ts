@@ -52,7 +52,10 @@ type ZoneWrite = Static<typeof ZoneWrite>;
 const ZonePatch = Type.Partial(
   Type.Object({ ...ZoneWrite.properties, geometry: Nullable(Type.Partial(GeometrySchema)), circle: Nullable(Type.Partial(CircleSchema)) }),
 );
-const ZoneList = Type.Intersect([PageQuery, Type.Object({ ownerId: Type.Optional(Uuid), name: Type.Optional(Str(32)), type: Type.Optional(Str(32)) })]);
+const ZoneList = Type.Intersect([
+  PageQuery,
+  Type.Object({ ownerId: Type.Optional(Uuid), name: Type.Optional(Str(32)), type: Type.Optional(Str(32)) }),
+]);
 
 interface Row {
   id: string;
@@ -95,9 +98,15 @@ function shape(geometry: Geometry | null, circle: Circle | null) {
     if (!v.ok) throw badRequest(`/circle${v.field}: ${v.message}`, `/circle${v.field}`);
   }
   const box = geometry || circle ? bbox({ geometry, circle }) : null;
-  return [geometry ? JSON.stringify(geometry) : null, circle ? JSON.stringify(circle) : null, box?.minLat ?? null, box?.maxLat ?? null, box?.minLon ?? null, box?.maxLon ?? null];
+  return [
+    geometry ? JSON.stringify(geometry) : null,
+    circle ? JSON.stringify(circle) : null,
+    box?.minLat ?? null,
+    box?.maxLat ?? null,
+    box?.minLon ?? null,
+    box?.maxLon ?? null,
+  ];
 }
-
 
 export async function zoneRoutes(app: FastifyInstance, { db }: { db: Db }): Promise<void> {
   const tags = ['zones'];
@@ -127,12 +136,11 @@ export async function zoneRoutes(app: FastifyInstance, { db }: { db: Db }): Prom
       const b = req.body as ZoneWrite;
       const ownerId = await req.tenancy.ownerFor(b.ownerId);
       const geo = shape((b.geometry ?? null) as Geometry | null, b.circle ?? null);
-      const { rows } = await db
-        .query<Row>(
-          `INSERT INTO zones (owner_id, name, type, note, geometry, circle, min_lat, max_lat, min_lon, max_lon)
+      const { rows } = await db.query<Row>(
+        `INSERT INTO zones (owner_id, name, type, note, geometry, circle, min_lat, max_lat, min_lon, max_lon)
            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING ${SELECT}`,
-          [ownerId, b.name, b.type ?? null, b.note ?? null, ...geo],
-        );
+        [ownerId, b.name, b.type ?? null, b.note ?? null, ...geo],
+      );
       reply.code(201).header('Location', `${req.server.publicUrl}/api/v1/zones/${rows[0]!.id}`);
       return toApi(rows[0]!);
     },
@@ -146,24 +154,26 @@ export async function zoneRoutes(app: FastifyInstance, { db }: { db: Db }): Prom
   const update = (mode: 'put' | 'patch') => async (req: FastifyRequest) => {
     const id = (req.params as { id: string }).id;
     const b = req.body as Partial<ZoneWrite>;
-    return db
-      .tx(async (q) => {
-        const cur = await getZone(q, req.tenancy, id, true);
-        const pick = <T>(v: T | undefined, old: T, dflt: T) => (v !== undefined ? v : mode === 'put' ? dflt : old);
-        const ownerId = b.ownerId ?? cur.owner_id;
-        if (ownerId !== cur.owner_id) await req.tenancy.assertOwner(ownerId, '/ownerId', q);
-        const merged = <T>(v: unknown, old: T) => (mode === 'patch' && v ? mergePatch(old, v) : v) as T | null | undefined;
-        const geometry = pick(merged(b.geometry, cur.geometry), cur.geometry, null);
-        const circle = pick(merged(b.circle, cur.circle), cur.circle, null);
-        const { rows } = await q.query<Row>(
-          `UPDATE zones SET name = $2, type = $3, note = $4, owner_id = $5, geometry = $6, circle = $7, min_lat = $8, max_lat = $9,
+    return db.tx(async (q) => {
+      const cur = await getZone(q, req.tenancy, id, true);
+      const pick = <T>(v: T | undefined, old: T, dflt: T) => (v !== undefined ? v : mode === 'put' ? dflt : old);
+      const ownerId = b.ownerId ?? cur.owner_id;
+      if (ownerId !== cur.owner_id) await req.tenancy.assertOwner(ownerId, '/ownerId', q);
+      const merged = <T>(v: unknown, old: T) => (mode === 'patch' && v ? mergePatch(old, v) : v) as T | null | undefined;
+      const geometry = pick(merged(b.geometry, cur.geometry), cur.geometry, null);
+      const circle = pick(merged(b.circle, cur.circle), cur.circle, null);
+      const { rows } = await q.query<Row>(
+        `UPDATE zones SET name = $2, type = $3, note = $4, owner_id = $5, geometry = $6, circle = $7, min_lat = $8, max_lat = $9,
                   min_lon = $10, max_lon = $11, when_updated = now() WHERE id = $1 RETURNING ${SELECT}`,
-          [id, b.name ?? cur.name, pick(b.type, cur.type, null), pick(b.note, cur.note, null), ownerId, ...shape(geometry, circle)],
-        );
-        return toApi(rows[0]!);
-      });
+        [id, b.name ?? cur.name, pick(b.type, cur.type, null), pick(b.note, cur.note, null), ownerId, ...shape(geometry, circle)],
+      );
+      return toApi(rows[0]!);
+    });
   };
-  app.put('/zones/:id', { schema: { tags, summary: 'Replace a zone', params: IdParam, body: ZoneWrite, response: { 200: Zone } }, handler: update('put') });
+  app.put('/zones/:id', {
+    schema: { tags, summary: 'Replace a zone', params: IdParam, body: ZoneWrite, response: { 200: Zone } },
+    handler: update('put'),
+  });
   app.patch('/zones/:id', {
     schema: { tags, summary: 'Update a zone (JSON merge patch)', params: IdParam, body: ZonePatch, response: { 200: Zone } },
     handler: update('patch'),
