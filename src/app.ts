@@ -2,6 +2,7 @@
 // migrations, bootstrap the operator, then register the HTTP layers and resources. Testable with
 // app.inject() or on an ephemeral port; main.ts only listens and shuts down.
 import crypto from 'node:crypto';
+import type { AddressInfo } from 'node:net';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import swagger from '@fastify/swagger';
 import type { Config } from './config.js';
@@ -12,10 +13,11 @@ import { TokenService } from './auth/tokens.js';
 import { authRoutes } from './auth/routes.js';
 import { credentialRoutes } from './auth/credentials.js';
 import { bootstrap, type BootstrapResult } from './bootstrap.js';
-import { installErrorEnvelope, installValidation } from './http/envelope.js';
+import { clientError, installErrorEnvelope, installValidation } from './http/envelope.js';
 import { installGuard } from './http/guard.js';
 import { MemoryLimiter, RedisLimiter, type Limiter } from './http/limits.js';
 import { ErrorSchema } from './http/schemas.js';
+import { completeOperation } from './http/openapi.js';
 import { ownerRoutes } from './owners/owners.js';
 import { assetRoutes } from './assets/assets.js';
 import { opsRoutes } from './ops/ops.js';
@@ -65,6 +67,15 @@ export async function buildApp(cfg: Config, opts: { logger?: FastifyServerOption
       return typeof given === 'string' && /^[A-Za-z0-9._:-]{1,128}$/.test(given) ? given : crypto.randomUUID();
     },
     return503OnClosing: true,
+    // API.md 2: headers and body must arrive within REQUEST_TIMEOUT_SECONDS, else 408 and close,
+    // so a client trickling bytes cannot hold a connection (and a concurrency slot) for minutes.
+    requestTimeout: cfg.REQUEST_TIMEOUT_SECONDS * 1000,
+    http: {
+      requestTimeout: cfg.REQUEST_TIMEOUT_SECONDS * 1000,
+      headersTimeout: cfg.REQUEST_TIMEOUT_SECONDS * 1000,
+      connectionsCheckingInterval: Math.min(1000, cfg.REQUEST_TIMEOUT_SECONDS * 250),
+    },
+    clientErrorHandler: clientError,
     forceCloseConnections: false,
     ajv: { customOptions: { strict: false } },
   });
@@ -84,7 +95,8 @@ export async function buildApp(cfg: Config, opts: { logger?: FastifyServerOption
           app.log.warn({ err: e }, 'rate limit store unavailable; request admitted'),
         )
       : new MemoryLimiter(settings);
-    app.decorate('publicUrl', cfg.publicUrl);
+    // Read at use: with PORT=0 the port is known only once listening (below).
+    app.decorate('publicUrl', { getter: () => cfg.publicUrl });
     app.decorate('services', { cfg, db, tokens, limiter, bootstrap: boot, engine: null });
   } catch (e) {
     await limiter?.close();
@@ -92,6 +104,15 @@ export async function buildApp(cfg: Config, opts: { logger?: FastifyServerOption
     throw e;
   }
   const { tokens } = app.services;
+  // PORT=0 lets the system pick a free port that nobody else holds (tests do): once bound, the
+  // derived public URL (token issuer, Location and Link headers, OpenAPI servers) names that port.
+  // The hook runs before listen() resolves and before any request is read.
+  if (cfg.PORT === 0 && !cfg.PUBLIC_URL) {
+    app.addHook('onListen', (done) => {
+      cfg.publicUrl = cfg.publicUrl.replace(/:0$/, `:${(app.server.address() as AddressInfo).port}`);
+      done();
+    });
+  }
   const policy = addressPolicy(cfg.PUSH_ALLOW_HTTP, cfg.PUSH_ALLOWED_NETWORKS);
   if (cfg.DELIVERY_ENABLED) {
     const engine = new DeliveryEngine(
@@ -135,6 +156,7 @@ export async function buildApp(cfg: Config, opts: { logger?: FastifyServerOption
   app.addHook('onRoute', (r) => {
     if (!r.schema || r.schema.hide) return;
     r.schema.response = { ...(r.schema.response as object), '4xx': ErrorSchema, '5xx': ErrorSchema };
+    completeOperation(r);
   });
   await app.register(swagger, {
     openapi: {
@@ -142,9 +164,17 @@ export async function buildApp(cfg: Config, opts: { logger?: FastifyServerOption
       info: {
         title: 'Asset tracking service',
         version: '1',
-        description: 'Assets, owners and their data; push to webhooks, MQTT and Kafka. Errors: {error, message, code, requestId, field}.',
+        description:
+          'Assets, owners and their data; push to webhooks, MQTT and Kafka. Errors: {error, message, code, requestId, field}. Guide: docs/API.md in the repository.',
+        license: { name: 'Apache-2.0', url: 'https://www.apache.org/licenses/LICENSE-2.0' },
       },
-      servers: [{ url: cfg.publicUrl }],
+      servers: [
+        {
+          get url() {
+            return cfg.publicUrl; // read when the document is first built, after listen
+          },
+        },
+      ],
       components: {
         securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'JWT from the token endpoint, or an API key' } },
       },

@@ -1,5 +1,6 @@
 // Thin entry: read the configuration, build the app, listen; on SIGTERM/SIGINT let in-flight
 // requests finish, close connections and the database (PGlite checkpoints), then exit.
+import type { AddressInfo } from 'node:net';
 import { buildApp } from './app.js';
 import { ConfigError, loadConfig } from './config.js';
 import { DataDirLockedError } from './db/db.js';
@@ -27,7 +28,11 @@ async function main(): Promise<void> {
   }
   await app.listen({ port: cfg.PORT, host: cfg.HOST });
   const db = app.services.db.kind === 'pglite' ? `embedded PGlite in ${cfg.dataDir}` : 'PostgreSQL';
-  console.log(`\nAsset tracking service listening on ${cfg.publicUrl} (${db})`);
+  // The address actually bound (PORT=0 picks a free port; tests read it from this line).
+  const { port } = app.server.address() as AddressInfo;
+  const bound = `http://${cfg.HOST.includes(':') ? `[${cfg.HOST}]` : cfg.HOST}:${port}`;
+  console.log(`\nAsset tracking service listening on ${bound} (${db})`);
+  if (cfg.publicUrl !== bound) console.log(`  Public URL: ${cfg.publicUrl}`);
   console.log(`  API:  ${cfg.publicUrl}/api/v1    docs: ${cfg.publicUrl}/docs`);
   console.log(`  Token endpoint: ${app.services.tokens.issuer}/protocol/openid-connect/token`);
   const boot = app.services.bootstrap;

@@ -164,13 +164,14 @@ test('lifecycle: the device side lists PENDING, moves PENDING -> SENT -> ACKNOWL
   const patch = (id: string, status: string) => a.call('PATCH', `/api/v1/commands/${id}`, { status });
   bad(await patch(c.id, 'ACKNOWLEDGED'), 409, '/status', 'PENDING -> ACKNOWLEDGED');
   bad(await patch(c.id, 'FAILED'), 409, '/status', 'PENDING -> FAILED');
-  bad(await patch(c.id, 'PENDING'), 400, '/status', 'PENDING is not a target');
-  bad(await patch(c.id, 'EXPIRED'), 400, '/status', 'EXPIRED is not a target');
+  bad(await patch(c.id, 'PENDING'), 409, '/status', 'PENDING is not a target (a well-formed status, an illegal move)');
+  bad(await patch(c.id, 'EXPIRED'), 409, '/status', 'EXPIRED is not a target (only time makes a command expire)');
   bad(await a.call('PATCH', `/api/v1/commands/${c.id}`, {}), 400, '/status', 'no status');
   assert.equal(await a.status(c.id), 'PENDING', 'refused moves change nothing');
 
   const sent = ok(await patch(c.id, 'SENT'), 200, 'PENDING -> SENT');
   assert.equal(sent.status, 'SENT');
+  bad(await patch(c.id, 'PENDING'), 409, '/status', 'SENT -> PENDING');
   assert.ok(Date.parse(sent.whenUpdated) >= Date.parse(c.whenUpdated));
   assert.deepEqual(
     (await a.list(`status=PENDING&assetId=${reefer}`)).map((x) => x.id),
@@ -222,23 +223,41 @@ test('lifecycle: the device side lists PENDING, moves PENDING -> SENT -> ACKNOWL
 test('time-to-live: an open command past it reads EXPIRED, is listed as EXPIRED only, and can no longer move', async () => {
   const a = await tenant('ttl');
   const reefer = await a.asset('ttl-1');
-  // Each 1-second command is moved right after it is created, well within its second.
+  // One-minute commands, moved long before their minute is up however busy the machine is; then
+  // the test moves their clock a minute on (it owns that clock) instead of waiting for it.
   const lasting = await a.command({ assetId: reefer, type: 'SET_CO2', parameters: { value: 5 } });
-  const acked = await a.command({ assetId: reefer, type: 'START_PTI', ttlSeconds: 1 });
+  const acked = await a.command({ assetId: reefer, type: 'START_PTI', ttlSeconds: 60 });
   ok(await a.call('PATCH', `/api/v1/commands/${acked.id}`, { status: 'SENT' }), 200);
   ok(await a.call('PATCH', `/api/v1/commands/${acked.id}`, { status: 'ACKNOWLEDGED' }), 200);
-  const cancelled = await a.command({ assetId: reefer, type: 'START_DEFROST', ttlSeconds: 1 });
+  const cancelled = await a.command({ assetId: reefer, type: 'START_DEFROST', ttlSeconds: 60 });
   assert.equal((await a.call('DELETE', `/api/v1/commands/${cancelled.id}`)).status, 204);
-  const sent = await a.command({ assetId: reefer, type: 'POWER_OFF', ttlSeconds: 1 });
+  const sent = await a.command({ assetId: reefer, type: 'POWER_OFF', ttlSeconds: 60 });
   ok(await a.call('PATCH', `/api/v1/commands/${sent.id}`, { status: 'SENT' }), 200);
-  const pending = await a.command({ assetId: reefer, type: 'POWER_ON', ttlSeconds: 1 });
-  assert.equal(pending.ttlSeconds, 1);
+  const pending = await a.command({ assetId: reefer, type: 'POWER_ON', ttlSeconds: 60 });
+  assert.equal(pending.ttlSeconds, 60);
   assert.deepEqual(
     (await a.list(`status=PENDING&assetId=${reefer}&order=asc`)).map((x) => x.id),
     [lasting.id, pending.id],
   );
-
-  await new Promise((r) => setTimeout(r, 1500));
+  const db = ta.app.services.db;
+  const ttlIds = [acked.id, cancelled.id, sent.id, pending.id];
+  const { rows: exact } = await db.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM commands WHERE id = ANY($1::int8[]) AND expires_at = when_created + make_interval(secs => 60)`,
+    [ttlIds],
+  );
+  assert.equal(exact[0]!.n, 4, 'a command expires its time-to-live after its creation');
+  await db.query(
+    `UPDATE commands SET when_created = when_created - interval '61 seconds', expires_at = expires_at - interval '61 seconds'
+      WHERE id = ANY($1::int8[])`,
+    [[lasting.id, ...ttlIds]],
+  );
+  // And on the real clock: a 1-second command left alone reads EXPIRED once its second is over.
+  const short = await a.command({ assetId: await a.asset('ttl-2'), type: 'POWER_ON', ttlSeconds: 1 });
+  const deadline = Date.now() + 30_000;
+  while ((await a.status(short.id)) !== 'EXPIRED') {
+    assert.ok(Date.now() < deadline, 'a 1-second command still open after 30 s');
+    await new Promise((r) => setTimeout(r, 100));
+  }
   assert.equal(await a.status(pending.id), 'EXPIRED');
   assert.equal(await a.status(sent.id), 'EXPIRED', 'SENT is open too');
   assert.equal(await a.status(acked.id), 'ACKNOWLEDGED', 'a closed command never expires');

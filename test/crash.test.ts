@@ -1,6 +1,7 @@
 // Issue 4's crash test, on PostgreSQL: a child-process service takes 20,000 records in bulk posts
 // for a webhook that answers 500 or 429 to a share of requests and sleeps past the timeout on
-// some (a seeded pattern); the service is killed with SIGKILL three times and restarted. Then:
+// some (a seeded pattern); the service is killed with SIGKILL three times, each while a post is in
+// flight, and restarted on a new port. Then:
 // every record that got a 201 is stored, every stored event reached the receiver, every delivery
 // ended SUCCEEDED with a successful attempt row, and duplicates stay within kills x batch x concurrency.
 import assert from 'node:assert/strict';
@@ -8,7 +9,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import crypto from 'node:crypto';
 import { test } from 'node:test';
 import pg from 'pg';
-import { createTestDatabase, freePort, TEST_DB } from './helpers.js';
+import { createTestDatabase, TEST_DB } from './helpers.js';
 import { Receiver } from './receiver.js';
 
 const RECORDS = 20_000;
@@ -16,6 +17,13 @@ const POST_SIZE = 500;
 const BATCH = 50;
 const CONCURRENCY = 4;
 const KILLS = 3;
+
+/** What a request meets while the service is down or dies under it; anything else is a failure. */
+const DOWN_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'UND_ERR_SOCKET', 'UND_ERR_CLOSED']);
+function connectionError(e: unknown): boolean {
+  const cause = (e as { cause?: { code?: string } }).cause;
+  return e instanceof TypeError && DOWN_CODES.has(cause?.code ?? '');
+}
 
 /** mulberry32: a seeded fault pattern, the same on every run. */
 function rng(seed: number) {
@@ -33,13 +41,15 @@ if (TEST_DB === 'postgres') {
     timeout: 300_000,
   }, async (t) => {
     const databaseUrl = await createTestDatabase();
-    const port = await freePort();
-    const base = `http://127.0.0.1:${port}`;
+    // Each start listens on a port the system gives (PORT=0) and prints it; the test follows it.
+    // A fixed PUBLIC_URL keeps the token issuer, so one token serves every restart.
+    let base = '';
     const env = {
       ...process.env,
       DATABASE_URL: databaseUrl,
       SECRETS_KEY: crypto.randomBytes(32).toString('hex'),
-      PORT: String(port),
+      PORT: '0',
+      PUBLIC_URL: 'http://tracking.crash.test',
       LOG_LEVEL: 'error',
       BOOTSTRAP_CLIENT_SECRET: 'crash-secret',
       BOOTSTRAP_PASSWORD: 'crash-password',
@@ -51,17 +61,31 @@ if (TEST_DB === 'postgres') {
       RATE_LIMIT_CONCURRENT: '100',
     };
     let child: ChildProcess | undefined;
+    let up = false; // the current process is listening and not yet killed
     const startService = async () => {
-      child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], { env, stdio: ['ignore', 'ignore', 'inherit'] });
-      for (let i = 0; i < 300; i++) {
-        try {
-          if ((await fetch(`${base}/readyz`)).ok) return;
-        } catch {
-          /* not yet */
-        }
-        await new Promise((r) => setTimeout(r, 100));
-      }
-      throw new Error('service did not start');
+      const c = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], { env, stdio: ['ignore', 'pipe', 'inherit'] });
+      child = c;
+      let out = '';
+      c.stdout!.setEncoding('utf8');
+      base = await new Promise<string>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`service did not start in 120 s:\n${out}`)), 120_000);
+        c.stdout!.on('data', (d: string) => {
+          out += d;
+          const m = /listening on (http:\/\/\S+) /.exec(out);
+          if (m) {
+            clearTimeout(timer);
+            resolve(m[1]!);
+          }
+        });
+        c.once('exit', (code) => {
+          clearTimeout(timer);
+          reject(new Error(`service exited (${code}) before listening:\n${out}`));
+        });
+      });
+      c.stdout!.resume(); // keep draining its output
+      const ready = await fetch(`${base}/readyz`);
+      assert.equal(ready.status, 200, 'ready once listening');
+      up = true;
     };
     t.after(() => child?.kill('SIGKILL'));
 
@@ -116,20 +140,15 @@ if (TEST_DB === 'postgres') {
     });
     assert.equal(integration.status, 201, JSON.stringify(integration.body));
 
-    // Ingest in bulk posts while a killer SIGKILLs the service three times and restarts it.
+    // Ingest in bulk posts; the service is SIGKILLed while a post is in flight, at points of the
+    // ingest the test chooses (not a timer), with delivery running all along, and restarted.
+    const killAt = new Set(Array.from({ length: KILLS }, (_, k) => Math.round(((k + 1) * RECORDS) / POST_SIZE / (KILLS + 1))));
     const acknowledged: string[] = [];
     let kills = 0;
     let restarting: Promise<void> | undefined;
-    const killer = (async () => {
-      for (let k = 0; k < KILLS; k++) {
-        await new Promise((r) => setTimeout(r, 2500 + k * 1500));
-        child!.kill('SIGKILL');
-        kills++;
-        restarting = startService();
-        await restarting;
-      }
-    })();
+    let posts = 0;
     let seq = 0;
+    let lost = 0; // posts cut off by a kill: not acknowledged, so not counted
     while (acknowledged.length < RECORDS) {
       const items = Array.from({ length: Math.min(POST_SIZE, RECORDS - acknowledged.length) }, () => ({
         assetId: assets[seq % assets.length],
@@ -137,14 +156,28 @@ if (TEST_DB === 'postgres') {
         longitude: 10,
         whenCreated: new Date(Date.now() - 3600_000 + seq).toISOString(),
       }));
-      try {
-        const r = await api('/locations', items);
-        if (r.status === 201) acknowledged.push(...r.body.map((l: { id: string }) => l.id));
-      } catch {
-        await (restarting ?? new Promise((r) => setTimeout(r, 200))); // killed mid-request: not acknowledged
+      const killsBefore = kills;
+      const post = api('/locations', items);
+      if (killAt.has(++posts)) {
+        up = false;
+        child!.kill('SIGKILL');
+        kills++;
+        restarting = startService();
       }
+      let r;
+      try {
+        r = await post;
+      } catch (e) {
+        // Only a kill may break a request: the connection refused or cut while the service is down.
+        if (!connectionError(e) || (up && kills === killsBefore)) throw e;
+        lost++;
+        await restarting;
+        continue;
+      }
+      assert.equal(r.status, 201, JSON.stringify(r.body).slice(0, 300));
+      acknowledged.push(...r.body.map((l: { id: string }) => l.id));
     }
-    await killer;
+    await restarting;
     assert.equal(kills, KILLS);
 
     const db = new pg.Client({ connectionString: databaseUrl });
@@ -189,7 +222,7 @@ if (TEST_DB === 'postgres') {
     const byKills = Math.max(0, duplicates - timedOut);
     console.log(
       `crash test: ${acknowledged.length} records acknowledged, ${events.length} events delivered, ${rx.for('/hook').length} requests, ` +
-        `${kills} kills; ${duplicates} duplicate receipts: ${Math.min(duplicates, timedOut)} from timed-out attempts, ${byKills} from kills (bound ${bound})`,
+        `${kills} kills, ${lost} posts cut off; ${duplicates} duplicate receipts: ${Math.min(duplicates, timedOut)} from timed-out attempts, ${byKills} from kills (bound ${bound})`,
     );
     assert.ok(byKills <= bound, `duplicates from kills ${byKills} exceed ${bound}`);
   });

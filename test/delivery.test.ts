@@ -10,8 +10,8 @@ import { Webhook } from 'standardwebhooks';
 import { isAllowedAddress, addressPolicy, embeddedIpv4, vetUrl, vettedLookup } from '../src/delivery/address.js';
 import { classify, retryAfterSeconds } from '../src/delivery/webhook.js';
 import { retryDelaySeconds } from '../src/delivery/engine.js';
-import { ownerWithKey, startApp, type TestApp } from './helpers.js';
-import { Receiver } from './receiver.js';
+import { bad, ownerWithKey, startApp, type TestApp } from './helpers.js';
+import { assertBucket, Receiver } from './receiver.js';
 
 const SECRET = `whsec_${crypto.randomBytes(24).toString('base64')}`;
 const ta: TestApp = await startApp(undefined, {
@@ -61,7 +61,7 @@ async function deliveries(integrationId: string) {
   return r.body as any[];
 }
 
-async function until(integrationId: string, cond: (d: any[]) => boolean, ms = 15_000) {
+async function until(integrationId: string, cond: (d: any[]) => boolean, ms = 60_000) {
   const end = Date.now() + ms;
   for (;;) {
     const d = await deliveries(integrationId);
@@ -118,15 +118,25 @@ test('single mode: one signed POST per record, stored status, time and receipt i
 });
 
 test('5xx and timeouts are retried until success; 4xx and 3xx fail at once with the response stored; redirects are not followed', async () => {
-  const retry = await fleet({ webhook: { timeoutMs: 300 } });
-  rx.on(retry.path, (_r, k) =>
-    k === 1
-      ? { status: 503, body: 'busy' }
-      : k === 2
-        ? { status: 200, delayMs: 600 }
-        : { status: 200, body: '{"success":true,"id":"ok-3"}' },
-  );
+  // The second answer never comes while the sender waits: the receiver holds it until the test has
+  // seen that attempt time out. The others answer at once, well inside the 2 s timeout.
+  const retry = await fleet({ webhook: { timeoutMs: 2000 } });
+  let release!: () => void;
+  const released = new Promise<void>((r) => (release = r));
+  rx.on(retry.path, async (_r, k) => {
+    if (k === 1) return { status: 503, body: 'busy' };
+    if (k === 2) {
+      await released;
+      return { status: 200 };
+    }
+    return { status: 200, body: '{"success":true,"id":"ok-3"}' };
+  });
   await store(retry.key, retry.assetId, 1);
+  try {
+    await until(retry.integrationId, (x) => x[0]?.attemptsLog.length >= 2);
+  } finally {
+    release();
+  }
   const [d] = await until(retry.integrationId, (x) => x[0]?.status === 'SUCCEEDED');
   assert.equal(d.attempts, 3);
   assert.deepEqual(
@@ -156,23 +166,40 @@ test('5xx and timeouts are retried until success; 4xx and 3xx fail at once with 
   await store(moved.key, moved.assetId, 1);
   const [m] = await until(moved.integrationId, (x) => x[0]?.status === 'FAILED');
   assert.equal(m.attemptsLog[0].httpStatus, 302);
-  await new Promise((r) => setTimeout(r, 300));
+  assert.equal(m.attemptsLog.length, 1);
+  // No sleep to show nothing more comes: a second record, sent after the first one's outcome, is
+  // the barrier; by its own FAILED, a retry or a followed redirect of the first would have shown.
+  await store(moved.key, moved.assetId, 1);
+  await until(moved.integrationId, (x) => x.length === 2 && x.every((y) => y.status === 'FAILED'));
   assert.equal(rx.for(`${moved.path}-target`).length, 0, 'the redirect was not followed');
-  assert.equal(rx.for(moved.path).length, 1, 'no further attempts');
+  assert.equal(rx.for(moved.path).length, 2, 'no further attempts: one request per record');
 });
 
 test('429 pauses the whole integration for Retry-After without using up an attempt', async () => {
-  const f = await fleet({ retry: { scheduleSeconds: [0.1], maxAttempts: 1 } });
-  rx.on(f.path, (_r, k) => (k === 1 ? { status: 429, headers: { 'retry-after': '1' } } : { status: 200 }));
-  await store(f.key, f.assetId, 1);
-  const [d] = await until(f.integrationId, (x) => x[0]?.status === 'SUCCEEDED');
+  // Five events wait; one request at a time, so every request after the 429 starts after it.
+  const f = await fleet({ retry: { scheduleSeconds: [0.1], maxAttempts: 1 }, webhook: { maxConcurrentRequests: 1 } });
+  rx.on(f.path, (_r, k) => (k === 1 ? { status: 429, headers: { 'retry-after': '2' } } : { status: 200 }));
+  await store(f.key, f.assetId, 5);
+  const done = await until(f.integrationId, (x) => x.length === 5 && x.every((d) => d.status === 'SUCCEEDED'));
   const times = rx.for(f.path).map((r) => r.at);
-  assert.equal(times.length, 2);
-  assert.ok(times[1]! - times[0]! >= 950, `paused ${times[1]! - times[0]!} ms`);
-  assert.equal(d.attempts, 1, 'the 429 did not use up the only attempt');
+  assert.equal(times.length, 6, 'five deliveries and the one refused request');
+  // The pause starts when the 429 is answered (after it arrived) and covers every pending event.
+  const quiet = times[1]! - times[0]!;
+  assert.ok(quiet >= 1950, `no request for ${quiet} ms after the 429 (Retry-After 2 s)`);
+  assert.ok(
+    done.every((d) => d.attempts === 1),
+    'the 429 did not use up the only attempt',
+  );
+  const refused = done.filter((d) => d.attemptsLog.some((a: any) => a.httpStatus === 429));
+  assert.equal(refused.length, 1);
+  const [d] = refused;
   assert.deepEqual(
     d.attemptsLog.map((a: any) => a.httpStatus),
     [429, 200],
+  );
+  assert.ok(
+    done.filter((x) => x !== d).every((x) => x.attemptsLog.length === 1 && x.attemptsLog[0].httpStatus === 200),
+    'the other events were sent once, after the pause',
   );
   // Unit: Retry-After as seconds or an HTTP date, clamped; 60 s when absent.
   assert.equal(retryAfterSeconds('5'), 5);
@@ -187,21 +214,62 @@ test('the retry schedule ends in FAILED after maxAttempts, and redeliver sends i
   const f = await fleet({ retry: { scheduleSeconds: [0.05, 0.1], maxAttempts: 3 } });
   let healthy = false;
   rx.on(f.path, () => (healthy ? { status: 200 } : { status: 500 }));
-  await store(f.key, f.assetId, 2);
-  const failed = await until(f.integrationId, (x) => x.length === 2 && x.every((d) => d.status === 'FAILED'));
+  await store(f.key, f.assetId, 4);
+  const failed = await until(f.integrationId, (x) => x.length === 4 && x.every((d) => d.status === 'FAILED'));
   assert.ok(failed.every((d) => d.attempts === 3 && d.attemptsLog.length === 3));
+  const [d0, d1, d2, d3] = [...failed].sort((a, b) => Number(a.id) - Number(b.id));
+  const sent = (d: any) => rx.for(f.path).filter((r) => r.headers['webhook-id'] === d.eventId).length;
+  const statuses = async () => {
+    const now = new Map((await deliveries(f.integrationId)).map((d) => [d.id, d.status]));
+    return [d0, d1, d2, d3].map((d) => now.get(d.id));
+  };
+  const redeliver = (body: Record<string, string>) =>
+    ta.call('POST', `/api/v1/integrations/${f.integrationId}/deliveries/redeliver`, { token: ta.adminToken, body });
+  const ago = (min: number) => new Date(Date.now() - min * 60_000).toISOString();
   healthy = true;
-  const one = await ta.call('POST', `/api/v1/integrations/${f.integrationId}/deliveries/${failed[0].id}/redeliver`, {
+
+  // One delivery: sent again with a fresh attempt budget; the others stay as they were.
+  const one = await ta.call('POST', `/api/v1/integrations/${f.integrationId}/deliveries/${d0.id}/redeliver`, {
     token: ta.adminToken,
   });
   assert.equal(one.status, 202);
-  await until(f.integrationId, (x) => x.filter((d) => d.status === 'SUCCEEDED').length === 1);
-  const all = await ta.call('POST', `/api/v1/integrations/${f.integrationId}/deliveries/redeliver`, {
-    token: ta.adminToken,
-    body: { from: new Date(Date.now() - 3600_000).toISOString(), to: new Date(Date.now() + 60_000).toISOString() },
-  });
-  assert.deepEqual(all.body, { count: 1 });
+  const afterOne = await until(f.integrationId, (x) => x.find((d) => d.id === d0.id)?.status === 'SUCCEEDED');
+  const again = afterOne.find((d) => d.id === d0.id);
+  assert.equal(again.attempts, 1, 'a fresh attempt budget');
+  assert.deepEqual(
+    again.attemptsLog.map((a: any) => a.success).sort(),
+    [false, false, false, true],
+    'the earlier attempts stay in the log',
+  );
+  assert.deepEqual(await statuses(), ['SUCCEEDED', 'FAILED', 'FAILED', 'FAILED']);
+
+  // In bulk, [from, to) on the delivery's creation time and the status (default FAILED) select exactly.
+  // The test sets creation times in the past (it owns this clock): d1 3 h ago, d0 and d2 2 h ago.
+  const db = ta.app.services.db;
+  await db.query(`UPDATE deliveries SET when_created = now() - interval '3 hours' WHERE id = $1`, [d1.id]);
+  await db.query(`UPDATE deliveries SET when_created = now() - interval '2 hours' WHERE id = ANY($1::int8[])`, [[d0.id, d2.id]]);
+  const failedInRange = await redeliver({ from: ago(150), to: ago(30) });
+  assert.equal(failedInRange.status, 202, failedInRange.raw);
+  assert.deepEqual(failedInRange.body, { count: 1 }, 'only d2: d0 is not FAILED, d1 and d3 are out of range');
+  // d2 is PENDING again (or already sent); nothing else was selected.
+  const [s0, s1, s2, s3] = await statuses();
+  assert.deepEqual([s0, s1, s3], ['SUCCEEDED', 'FAILED', 'FAILED'], 'nothing else selected');
+  assert.ok(s2 === 'PENDING' || s2 === 'SUCCEEDED', String(s2));
+  await until(f.integrationId, (x) => x.find((d) => d.id === d2.id)?.status === 'SUCCEEDED');
+  assert.deepEqual(await statuses(), ['SUCCEEDED', 'FAILED', 'SUCCEEDED', 'FAILED']);
+
+  const succeeded = await redeliver({ status: 'SUCCEEDED', from: ago(150), to: ago(-1) });
+  assert.deepEqual(succeeded.body, { count: 2 }, 'd0 and d2: d1 and d3 are FAILED');
+  await rx.waitFor(() => sent(d0) === 5 && sent(d2) === 5, 60_000, 'd0 and d2 sent again');
+  await until(f.integrationId, (x) => x.filter((d) => d.status === 'SUCCEEDED').length === 2);
+  assert.deepEqual(await statuses(), ['SUCCEEDED', 'FAILED', 'SUCCEEDED', 'FAILED']);
+  assert.deepEqual([d1, d3].map(sent), [3, 3], 'the FAILED ones were not sent');
+
+  const rest = await redeliver({ from: ago(240), to: ago(-1) });
+  assert.deepEqual(rest.body, { count: 2 }, 'd1 and d3');
   await until(f.integrationId, (x) => x.every((d) => d.status === 'SUCCEEDED'));
+  // What the receiver got: three failed tries each, then one success per redelivery that chose it.
+  assert.deepEqual([d0, d1, d2, d3].map(sent), [5, 4, 5, 4]);
   // Unit: the schedule's last step repeats, with +-20% jitter.
   assert.equal(
     retryDelaySeconds([5, 30], 1, () => 0.5),
@@ -294,24 +362,31 @@ test('auth methods: OAuth 2.0 static and client credentials (token fetched once 
 
 test('maxConcurrentRequests and maxItemsPerMinute hold, as the receiver measures them', async () => {
   const conc = await fleet({ webhook: { maxConcurrentRequests: 2 } });
-  rx.maxInFlight = 0;
-  rx.on(conc.path, () => ({ status: 200, delayMs: 150 }));
+  // Each request is held until a second one is in flight (or all ten came), so the limit is
+  // reached whatever the load, then 150 ms more, in which a third would arrive if it were let.
+  let active = 0;
+  let most = 0;
+  rx.on(conc.path, async () => {
+    most = Math.max(most, ++active);
+    const end = Date.now() + 30_000;
+    while (active < 2 && rx.for(conc.path).length < 10 && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
+    await new Promise((r) => setTimeout(r, 150));
+    active--;
+    return { status: 200 };
+  });
   await store(conc.key, conc.assetId, 10);
   await until(conc.integrationId, (x) => x.length === 10 && x.every((d) => d.status === 'SUCCEEDED'));
-  assert.ok(rx.maxInFlight <= 2, `max in flight ${rx.maxInFlight}`);
-  assert.equal(rx.maxInFlight, 2);
+  assert.ok(most <= 2, `max in flight ${most}`);
+  assert.equal(most, 2);
 
-  const rate = await fleet({ webhook: { maxItemsPerMinute: 120 } }); // 2 per second
-  await store(rate.key, rate.assetId, 8);
-  await until(rate.integrationId, (x) => x.length === 8 && x.every((d) => d.status === 'SUCCEEDED'), 20_000);
+  // 120/min: a bucket of 2 refilled at 118/60 per second, one request at a time: 10 items need
+  // about 3.5 s at the receiver, and every stretch between two arrivals is checked (receiver.ts).
+  const rate = await fleet({ webhook: { maxItemsPerMinute: 120, maxConcurrentRequests: 1 } });
+  await store(rate.key, rate.assetId, 10);
+  await until(rate.integrationId, (x) => x.length === 10 && x.every((d) => d.status === 'SUCCEEDED'));
   const t = rx.for(rate.path).map((r) => r.at);
-  const span = t[t.length - 1]! - t[0]!;
-  // Capacity 2 then 118/60 per second: 8 items need at least (8 - 2) / 1.97 = 3 s.
-  assert.ok(span >= 2900, `8 items at 120/min took ${span} ms`);
-  for (let i = 0; i < t.length; i++) {
-    const inSecond = t.filter((x) => x >= t[i]! && x < t[i]! + 1000).length;
-    assert.ok(inSecond <= 4, `${inSecond} items within one second`);
-  }
+  assert.equal(t.length, 10);
+  assertBucket(t, { perMinute: 120, maxConcurrent: 1 });
 });
 
 test('addresses: http and private hosts refused at save time unless allowed; mapped, NAT64 and 6to4 forms recognised', async () => {
@@ -363,16 +438,24 @@ test('addresses: http and private hosts refused at save time unless allowed; map
 
 test("webhook test endpoint (spec 4.3) sends one sample Asset now, with the integration's auth and signature", async () => {
   const f = await fleet({ webhook: { signingSecret: SECRET, auth: { type: 'apiKey', token: 'k-test' } } });
-  rx.on('/probe', () => ({ status: 200, body: '{"success":true,"id":"probe-1"}' }));
+  // API.md 9: with integrationId, only one of the integration's own destinations gets its auth.
+  bad(
+    await ta.call('POST', '/api/v1/webhooks/test', { token: f.key, body: { url: `${rx.url}/probe`, integrationId: f.integrationId } }),
+    400,
+    '/url',
+    'a URL that is not a destination of the integration',
+  );
+  assert.equal(rx.for('/probe').length, 0, 'nothing sent to it');
+  rx.on(f.path, () => ({ status: 200, body: '{"success":true,"id":"probe-1"}' }));
   const r = await ta.call('POST', '/api/v1/webhooks/test', {
     token: f.key,
-    body: { url: `${rx.url}/probe`, integrationId: f.integrationId },
+    body: { url: `${rx.url}${f.path}`, integrationId: f.integrationId },
   });
   assert.equal(r.status, 200, r.raw);
   assert.equal(r.body.success, true);
   assert.equal(r.body.status, 200);
   assert.equal(r.body.receiptId, 'probe-1');
-  const got = rx.for('/probe').at(-1)!;
+  const got = rx.for(f.path).at(-1)!;
   assert.match(String(got.headers['webhook-id']), /^test_/);
   assert.equal(got.headers.authorization, 'Bearer k-test');
   const asset = new Webhook(SECRET).verify(got.body, {
@@ -384,7 +467,7 @@ test("webhook test endpoint (spec 4.3) sends one sample Asset now, with the inte
   const other = await ownerWithKey(ta, `other-${++n}`);
   const hidden = await ta.call('POST', '/api/v1/webhooks/test', {
     token: other.key,
-    body: { url: `${rx.url}/probe`, integrationId: f.integrationId },
+    body: { url: `${rx.url}${f.path}`, integrationId: f.integrationId },
   });
   assert.equal(hidden.status, 404, "another owner cannot borrow an integration's credentials");
   const down = await ta.call('POST', '/api/v1/webhooks/test', { token: f.key, body: { url: 'http://127.0.0.1:1/nothing' } });
@@ -396,7 +479,10 @@ test('the result stream gives one line per attempt for the channel, as NDJSON an
   const f = await fleet({});
   await store(f.key, f.assetId, 2);
   await until(f.integrationId, (x) => x.length === 2 && x.every((d) => d.status === 'SUCCEEDED'));
-  const res = await fetch(`${ta.url}/api/v1/deliveries/stream?channel=webhook`, { headers: { authorization: `Bearer ${ta.adminToken}` } });
+  const res = await fetch(`${ta.url}/api/v1/deliveries/stream?channel=webhook`, {
+    headers: { authorization: `Bearer ${ta.adminToken}` },
+    signal: AbortSignal.timeout(30_000),
+  });
   assert.equal(res.status, 200);
   assert.match(res.headers.get('content-type') ?? '', /ndjson/);
   const lines = (await res.text())
@@ -413,14 +499,30 @@ test('the result stream gives one line per attempt for the channel, as NDJSON an
   });
   assert.match(sse.headers.get('content-type') ?? '', /event-stream/);
   const reader = sse.body!.getReader();
+  const decoder = new TextDecoder();
   await store(f.key, f.assetId, 1);
+  // Follow the stream until the new attempt shows; a stream that stays silent fails after 30 s.
+  const want = new RegExp(`data: \\{.*"integrationId":"${f.integrationId}"`);
   let text = '';
-  const end = Date.now() + 10_000;
-  while (!/data: /.test(text) && Date.now() < end) text += new TextDecoder().decode((await reader.read()).value);
-  ac.abort();
-  assert.match(text, /data: \{.*"integrationId":"[0-9a-f-]+"/);
+  const timer = setTimeout(() => ac.abort(), 30_000);
+  try {
+    while (!want.test(text)) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      text += decoder.decode(value, { stream: true });
+    }
+  } catch (e) {
+    if (!ac.signal.aborted) throw e;
+  } finally {
+    clearTimeout(timer);
+    ac.abort();
+  }
+  assert.match(text, want, `no SSE event for the new attempt within 30 s; the stream sent: ${text.slice(0, 500)}`);
   // A non-admin sees the results of integrations scoped to its own owners only.
-  const own = await fetch(`${ta.url}/api/v1/deliveries/stream?channel=webhook`, { headers: { authorization: `Bearer ${f.key}` } });
+  const own = await fetch(`${ta.url}/api/v1/deliveries/stream?channel=webhook`, {
+    headers: { authorization: `Bearer ${f.key}` },
+    signal: AbortSignal.timeout(30_000),
+  });
   const ownLines = (await own.text())
     .trim()
     .split('\n')
@@ -428,7 +530,10 @@ test('the result stream gives one line per attempt for the channel, as NDJSON an
     .map((l) => JSON.parse(l));
   assert.ok(ownLines.length >= 2 && ownLines.every((l) => l.integrationId === f.integrationId));
   const stranger = await ownerWithKey(ta, `stranger-${++n}`);
-  const none = await fetch(`${ta.url}/api/v1/deliveries/stream?channel=webhook`, { headers: { authorization: `Bearer ${stranger.key}` } });
+  const none = await fetch(`${ta.url}/api/v1/deliveries/stream?channel=webhook`, {
+    headers: { authorization: `Bearer ${stranger.key}` },
+    signal: AbortSignal.timeout(30_000),
+  });
   assert.equal((await none.text()).trim(), '');
 });
 
@@ -476,27 +581,86 @@ test('credentials are stored encrypted; a disabled integration keeps its pending
   assert.ok(rows[0]!.secrets.startsWith('v1:'));
   assert.ok(!rows[0]!.secrets.includes('plain-token-7') && !rows[0]!.secrets.includes(SECRET.slice(6, 20)));
 
-  rx.on(f.path, (_r, k) => (k === 1 ? { status: 503 } : { status: 200 }));
+  // The first attempt's 503 is held until the integration is disabled, so no retry can be claimed before.
+  let release!: () => void;
+  const held = new Promise<void>((r) => {
+    release = r;
+  });
+  rx.on(f.path, async (_r, k) => {
+    if (k > 1) return { status: 200 };
+    await held;
+    return { status: 503 };
+  });
   await store(f.key, f.assetId, 1);
-  await rx.waitFor(() => rx.for(f.path).length === 1, 10_000, 'first attempt');
+  await rx.waitFor(() => rx.for(f.path).length === 1, 30_000, 'first attempt');
   const off = await ta.call('PATCH', `/api/v1/integrations/${f.integrationId}`, { token: ta.adminToken, body: { enabled: false } });
   assert.equal(off.status, 200);
-  await new Promise((r) => setTimeout(r, 1500));
+  release();
+  // Wait (on the database's clock) until the retry is due, then let a claim cycle pass: a second,
+  // enabled integration's delivery stored after that arrives only once the engine has claimed again,
+  // and that cycle would have taken the disabled one's due retry too.
+  const db = ta.app.services.db;
+  for (const end = Date.now() + 60_000; ; ) {
+    const { rows: due } = await db.query<{ due: boolean }>(
+      'SELECT attempts = 1 AND next_attempt_at < now() AS due FROM deliveries WHERE integration_id = $1',
+      [f.integrationId],
+    );
+    if (due[0]?.due) break;
+    assert.ok(Date.now() < end, 'the retry never became due');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  const barrier = await fleet({});
+  await store(barrier.key, barrier.assetId, 1);
+  await rx.waitFor(() => rx.for(barrier.path).length === 1, 30_000, 'the barrier delivery');
   assert.equal(rx.for(f.path).length, 1, 'nothing is sent while disabled');
   const [pending] = await deliveries(f.integrationId);
   assert.equal(pending.status, 'PENDING');
   await ta.call('PATCH', `/api/v1/integrations/${f.integrationId}`, { token: ta.adminToken, body: { enabled: true } });
   await until(f.integrationId, (x) => x[0]?.status === 'SUCCEEDED');
 
-  const g = await fleet({ retry: { scheduleSeconds: [0.5] } });
+  const g = await fleet({ retry: { scheduleSeconds: [0.5] }, webhook: { auth: { type: 'apiKey', token: 'wiped-on-delete' } } });
   rx.on(g.path, () => ({ status: 503 }));
-  await store(g.key, g.assetId, 1);
-  await rx.waitFor(() => rx.for(g.path).length === 1, 10_000, 'first attempt');
+  await store(g.key, g.assetId, 2);
+  await rx.waitFor(() => rx.for(g.path).length >= 2, 30_000, 'first attempts');
   assert.equal((await ta.call('DELETE', `/api/v1/integrations/${g.integrationId}`, { token: ta.adminToken })).status, 204);
-  await new Promise((r) => setTimeout(r, 1500));
-  assert.equal(rx.for(g.path).length, 1, 'a deleted integration sends nothing more');
-  const left = await ta.app.services.db.query<{ n: number }>('SELECT count(*)::int AS n FROM deliveries WHERE integration_id = $1', [
+  // API.md 9: pending deliveries become CANCELLED at once (an attempt already in flight still
+  // records its attempt, but cannot bring its delivery back), credentials are wiped, history stays.
+  const after = await ta.app.services.db.query<{ status: string }>('SELECT status FROM deliveries WHERE integration_id = $1', [
     g.integrationId,
   ]);
-  assert.equal(left.rows[0]!.n, 0);
+  assert.equal(after.rows.length, 2);
+  assert.ok(
+    after.rows.every((r) => r.status === 'CANCELLED'),
+    JSON.stringify(after.rows),
+  );
+  const sealed = await ta.app.services.db.query<{ secrets: string | null; deleted: boolean }>(
+    'SELECT secrets, deleted_at IS NOT NULL AS deleted FROM integrations WHERE id = $1',
+    [g.integrationId],
+  );
+  assert.deepEqual(sealed.rows[0], { secrets: null, deleted: true });
+  assert.equal((await ta.call('GET', `/api/v1/integrations/${g.integrationId}`, { token: ta.adminToken })).status, 404);
+  const redeliver = await ta.call('POST', `/api/v1/integrations/${g.integrationId}/deliveries/redeliver`, {
+    token: ta.adminToken,
+    body: { status: 'CANCELLED', from: '2020-01-01T00:00:00Z', to: '2100-01-01T00:00:00Z' },
+  });
+  assert.equal(redeliver.status, 404, 'a deleted integration cannot be redelivered');
+  // Its attempts stay in the result stream.
+  const res = await fetch(`${ta.url}/api/v1/deliveries/stream?channel=webhook`, { headers: { authorization: `Bearer ${ta.adminToken}` } });
+  const lines = (await res.text())
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l))
+    .filter((l) => l.integrationId === g.integrationId);
+  assert.ok(lines.length >= 2, `attempts of the deleted integration in the stream: ${lines.length}`);
+  // New records of its owners make no deliveries for it, and its name is free again.
+  await store(g.key, g.assetId, 1);
+  const still = await ta.app.services.db.query<{ n: number }>('SELECT count(*)::int AS n FROM deliveries WHERE integration_id = $1', [
+    g.integrationId,
+  ]);
+  assert.equal(still.rows[0]!.n, 2);
+  const again = await ta.call('POST', '/api/v1/integrations', {
+    token: ta.adminToken,
+    body: { name: g.integration.name, channel: 'webhook', enabled: false, ownerIds: [g.ownerId], destination: `${rx.url}/again` },
+  });
+  assert.equal(again.status, 201, again.raw);
 });

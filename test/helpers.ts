@@ -3,7 +3,7 @@
 // runs the suite on both. A test whose external service is absent skips with how to start it on a
 // developer's machine; under CI=true it fails instead.
 import crypto from 'node:crypto';
-import net, { type AddressInfo } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import { after, type TestContext } from 'node:test';
 import pg from 'pg';
 import assert from 'node:assert/strict';
@@ -106,7 +106,7 @@ export interface Res {
   raw: string;
 }
 
-/** Starts the whole service for this test file on the engine TEST_DB selects, listening on a free port. */
+/** Starts the whole service for this test file on the engine TEST_DB selects, listening on a port the system gives. */
 export async function startApp(
   _t: TestContext | undefined,
   env: Record<string, string> = {},
@@ -120,13 +120,14 @@ export async function startApp(
     }
     databaseUrl = await createTestDatabase();
   }
-  // The public URL (token issuer, Location headers) must name the real port: take a free one first.
-  const port = await freePort();
-  const cfg0 = testConfig({ PORT: String(port), ...env }, databaseUrl);
+  // Port 0: the system gives a port nobody else holds (a port picked and released could be taken
+  // meanwhile). The app's public URL (token issuer, Location headers) names it once bound.
+  const cfg0 = testConfig({ ...env, PORT: '0' }, databaseUrl);
   const app = await buildApp(cfg0, { logger: { level: env.LOG_LEVEL ?? 'warn' } });
-  await app.listen({ port, host: '127.0.0.1' });
-  const url = `http://127.0.0.1:${port}`;
   atEnd(() => app.close());
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  const url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+  if (!env.PUBLIC_URL) assert.equal(cfg0.publicUrl, url, 'the public URL names the bound port');
   const call: TestApp['call'] = async (method, path, o = {}) => {
     const headers: Record<string, string> = { ...(o.headers ?? {}) };
     if (o.token) headers.authorization = `Bearer ${o.token}`;
@@ -146,14 +147,6 @@ export async function startApp(
   };
   const tok = await passwordToken(call, OPERATOR.username, OPERATOR.password);
   return { app, url, cfg: cfg0, ...(databaseUrl ? { databaseUrl } : {}), adminToken: tok.access_token, call };
-}
-
-export async function freePort(): Promise<number> {
-  const srv = net.createServer();
-  await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve));
-  const { port } = srv.address() as AddressInfo;
-  await new Promise((resolve) => srv.close(resolve));
-  return port;
 }
 
 export const basic = (id: string, secret: string) => `Basic ${Buffer.from(`${id}:${secret}`).toString('base64')}`;

@@ -16,7 +16,7 @@ const RUN = `${Date.now().toString(36)}-${crypto.randomBytes(3).toString('hex')}
 
 async function keycloakAvailable(): Promise<boolean> {
   try {
-    const r = await fetch(`${ISSUER}/.well-known/openid-configuration`, { signal: AbortSignal.timeout(3000) });
+    const r = await fetch(`${ISSUER}/.well-known/openid-configuration`, { signal: AbortSignal.timeout(30_000) });
     return r.ok;
   } catch {
     return false;
@@ -27,7 +27,7 @@ const form = (b: Record<string, string>) => ({
   method: 'POST',
   headers: { 'content-type': 'application/x-www-form-urlencoded' },
   body: new URLSearchParams(b).toString(),
-  signal: AbortSignal.timeout(15_000),
+  signal: AbortSignal.timeout(60_000),
 });
 
 async function adminToken(): Promise<string> {
@@ -47,7 +47,7 @@ async function keycloakAdmin(t: TestContext) {
       method,
       headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
       ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-      signal: AbortSignal.timeout(15_000),
+      signal: AbortSignal.timeout(60_000),
     });
     if (!r.ok) throw new Error(`Keycloak admin ${method} ${path}: ${r.status} ${await r.text()}`);
     return r;

@@ -12,7 +12,7 @@ import pg from 'pg';
 import { buildApp } from '../src/app.js';
 import { loadConfig, ConfigError } from '../src/config.js';
 import { MIGRATION_LOCK_KEY, readMigrations } from '../src/db/migrate.js';
-import { createTestDatabase, freePort, postgresAvailable, requireService, testConfig, TEST_DB, ADMIN_PG_URL } from './helpers.js';
+import { createTestDatabase, postgresAvailable, requireService, testConfig, TEST_DB, ADMIN_PG_URL } from './helpers.js';
 
 test('every bad configuration variable is listed in one error', () => {
   assert.throws(
@@ -46,7 +46,17 @@ if (TEST_DB === 'postgres') {
         return app;
       }),
     );
-    await new Promise((r) => setTimeout(r, 1500));
+    // Wait until all three wait for the lock (seen in pg_locks), so the check below is not vacuous.
+    const deadline = Date.now() + 60_000;
+    for (;;) {
+      const { rows } = await holder.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM pg_locks
+          WHERE locktype = 'advisory' AND NOT granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`,
+      );
+      if (rows[0]!.n === 3) break;
+      assert.ok(Date.now() < deadline, `${rows[0]!.n} of 3 instances waiting for the migration lock after 60 s`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
     assert.equal(started, 0, 'no instance may start while another holds the migration lock');
     await holder.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY]);
     const apps = await Promise.all(starts);
@@ -89,27 +99,42 @@ function startService(env: Record<string, string>): Proc {
   return { child, out: () => out, exited };
 }
 
-async function waitForOutput(p: Proc, re: RegExp, ms = 60_000): Promise<void> {
+async function waitForOutput(p: Proc, re: RegExp, ms = 120_000): Promise<RegExpExecArray> {
   const end = Date.now() + ms;
-  while (!re.test(p.out())) {
+  for (;;) {
+    const m = re.exec(p.out());
+    if (m) return m;
     if (Date.now() > end || p.child.exitCode !== null) throw new Error(`expected ${re} in output:\n${p.out()}`);
-    await new Promise((r) => setTimeout(r, 100));
+    await new Promise((r) => setTimeout(r, 50));
   }
+}
+
+/** The port the service bound (it listens on PORT=0 and prints the address). */
+async function boundPort(p: Proc): Promise<number> {
+  return Number((await waitForOutput(p, /listening on http:\/\/127\.0\.0\.1:(\d+) /))[1]);
 }
 
 if (TEST_DB === 'pglite') {
   test('a second process on one PGlite folder is refused; SIGTERM finishes in-flight requests, closes cleanly, and data survives a restart', async (t) => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tracking-data-'));
     t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
-    const port = await freePort();
-    const env = { DATA_DIR: dir, PORT: String(port), BOOTSTRAP_PASSWORD: 'first-password', BOOTSTRAP_CLIENT_SECRET: 'first-secret' };
-    const first = startService(env);
+    // Each process listens on a port the system gives (PORT=0); a fixed PUBLIC_URL keeps the token
+    // issuer the same across the restart, as behind a proxy.
+    const env = {
+      DATA_DIR: dir,
+      PORT: '0',
+      PUBLIC_URL: 'http://tracking.lifecycle.test',
+      BOOTSTRAP_PASSWORD: 'first-password',
+      BOOTSTRAP_CLIENT_SECRET: 'first-secret',
+    };
+    // info: the request log says when the held request has reached the service.
+    const first = startService({ ...env, LOG_LEVEL: 'info' });
     t.after(() => first.child.kill('SIGKILL'));
-    await waitForOutput(first, /listening on/);
+    const port = await boundPort(first);
     assert.match(first.out(), /First start: operator created/);
     assert.ok(fs.existsSync(path.join(dir, 'service.lock')));
 
-    const second = startService({ ...env, PORT: String(await freePort()) });
+    const second = startService(env);
     assert.equal(await second.exited, 3);
     assert.match(second.out(), /in use by another process \(pid \d+\)/);
 
@@ -140,9 +165,10 @@ if (TEST_DB === 'pglite') {
     });
     req.write(body.slice(0, 4));
     req.flushHeaders();
-    await new Promise((r) => setTimeout(r, 500));
+    // The service has the request (its log says so), then takes the signal (its log says so too).
+    await waitForOutput(first, /"url":"\/api\/v1\/assets"[^\n]*"msg":"incoming request"/);
     first.child.kill('SIGTERM');
-    await new Promise((r) => setTimeout(r, 300));
+    await waitForOutput(first, /shutting down: finishing in-flight requests/);
     assert.equal(first.child.exitCode, null, 'the process waits for the request in flight');
     req.end(body.slice(4));
     assert.equal(await status, 201);
@@ -150,11 +176,11 @@ if (TEST_DB === 'pglite') {
     assert.ok(!fs.existsSync(path.join(dir, 'service.lock')), 'the lock file is removed on shutdown');
 
     // Restart on the same folder: no second bootstrap, the asset is still there.
-    const again = startService({ ...env, PORT: String(port) });
+    const again = startService(env);
     t.after(() => again.child.kill('SIGKILL'));
-    await waitForOutput(again, /listening on/);
+    const portAgain = await boundPort(again);
     assert.doesNotMatch(again.out(), /First start/);
-    const list = await fetch(`http://127.0.0.1:${port}/api/v1/assets?name=survivor`, {
+    const list = await fetch(`http://127.0.0.1:${portAgain}/api/v1/assets?name=survivor`, {
       headers: { authorization: `Bearer ${access_token}` },
     });
     assert.equal(((await list.json()) as unknown[]).length, 1, 'the same signing key still accepts the old token, and the data survived');

@@ -1,13 +1,54 @@
 // Spec section 8, API.md section 7: 1000 requests per rolling hour and 10 in flight per
-// credential; 429 with Retry-After and RateLimit-* headers; counters shared through Redis.
+// credential; 429 with Retry-After and RateLimit-* headers; counters shared through Redis. Limits
+// are checked over real sockets to the listening service, as clients meet them.
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import { test, type TestContext } from 'node:test';
 import { Redis } from 'ioredis';
 import { ownerWithKey, REDIS_URL, requireService, startApp, TEST_DB, type TestApp } from './helpers.js';
 
-/** Opens a POST whose body never finishes: the request stays in flight until `finish` is called. */
-function holdRequest(ta: TestApp, key: string): { response: Promise<number>; finish: () => void } {
+/**
+ * Counts the requests the service's own limiter has admitted and not yet released: the server-side
+ * in-flight count, so a test waits for it instead of hoping a sleep was long enough.
+ */
+function watchInFlight(ta: TestApp): () => number {
+  const limiter = ta.app.services.limiter;
+  const admit = limiter.admit.bind(limiter);
+  let n = 0;
+  limiter.admit = async (credential) => {
+    const a = await admit(credential);
+    if (!a.ok) return a;
+    n++;
+    let released = false;
+    return {
+      ...a,
+      release: () => {
+        if (!released) n--;
+        released = true;
+        a.release();
+      },
+    };
+  };
+  return () => n;
+}
+
+async function waitFor(cond: () => boolean | Promise<boolean>, what: string, ms = 30_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!(await cond())) {
+    if (Date.now() > end) throw new Error(`${what}: not within ${ms} ms`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+/** A GET over a real socket to the listening service. */
+async function get(ta: TestApp, path: string, key: string): Promise<{ status: number; headers: Headers; body: any }> {
+  const r = await fetch(`${ta.url}${path}`, { headers: { authorization: `Bearer ${key}` }, signal: AbortSignal.timeout(30_000) });
+  const text = await r.text();
+  return { status: r.status, headers: r.headers, body: text ? JSON.parse(text) : undefined };
+}
+
+/** Opens a POST whose body never finishes: the request stays in flight until `finish` (or `abort`) is called. */
+function holdRequest(ta: TestApp, key: string): { response: Promise<number>; finish: () => void; abort: () => void } {
   const u = new URL(ta.url);
   const body = JSON.stringify({ name: `held-${Math.random()}` });
   const req = http.request({
@@ -34,14 +75,21 @@ function holdRequest(ta: TestApp, key: string): { response: Promise<number>; fin
       done = true;
       req.end(body.slice(5));
     },
+    abort: () => {
+      if (done) return;
+      done = true;
+      req.destroy(); // the client goes away mid-request
+    },
   };
 }
 
 /**
- * Holds requests open and gives the server time to admit them all. Polling with the same
- * credential instead would race: a poll in flight can push a held request over the limit.
+ * Holds requests open and waits until the servers count them all in flight (`inFlight`: the sum
+ * of their counts). Polling with the same credential instead would race: a poll in flight can
+ * push a held request over the limit.
  */
-async function holdAll(t: TestContext, targets: TestApp[], key: string) {
+async function holdAll(t: TestContext, targets: TestApp[], key: string, inFlight: () => number) {
+  const before = inFlight();
   const held = targets.map((ta) => holdRequest(ta, key));
   // Whatever happens, finish them when the test ends, or closing the app would wait for ever.
   t.after(() => held.forEach((h) => h.finish()));
@@ -51,17 +99,9 @@ async function holdAll(t: TestContext, targets: TestApp[], key: string) {
       () => early++,
       () => early++,
     );
-  await new Promise((r) => setTimeout(r, 800));
+  await waitFor(() => inFlight() === before + held.length || early > 0, `${held.length} held requests admitted`);
   assert.equal(early, 0, 'a held request was answered before it was finished');
   return held;
-}
-
-async function waitFor(cond: () => Promise<boolean>, ms = 5000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 20));
-  }
 }
 
 test('the 1001st request in an hour answers 429 with Retry-After and RateLimit headers; other credentials are unaffected', async (t) => {
@@ -75,44 +115,66 @@ test('the 1001st request in an hour answers 429 with Retry-After and RateLimit h
   }
   assert.equal(last!.headers['ratelimit-limit'], '1000');
   assert.equal(last!.headers['ratelimit-remaining'], '0');
-  const over = await ta.call('GET', '/api/v1/assets?limit=1', { token: a.key });
+  // The 1001st, over a socket as a client meets it.
+  const over = await get(ta, '/api/v1/assets?limit=1', a.key);
   assert.equal(over.status, 429);
   assert.equal(over.body.code, 'RATE_LIMITED');
   assert.ok(over.body.error && over.body.message);
-  const retryAfter = Number(over.headers['retry-after']);
+  const retryAfter = Number(over.headers.get('retry-after'));
   assert.ok(retryAfter > 3500 && retryAfter <= 3600, `Retry-After ${retryAfter}`);
-  assert.equal(over.headers['ratelimit-remaining'], '0');
-  assert.ok(Number(over.headers['ratelimit-reset']) > 0);
+  assert.equal(over.headers.get('ratelimit-limit'), '1000');
+  assert.equal(over.headers.get('ratelimit-remaining'), '0');
+  assert.ok(Number(over.headers.get('ratelimit-reset')) > 0);
   // A refused request is not counted, writes are refused too, and another credential goes on.
   assert.equal((await ta.call('POST', '/api/v1/assets', { token: a.key, body: { name: 'x' } })).status, 429);
-  assert.equal((await ta.call('GET', '/api/v1/assets', { token: b.key })).status, 200);
+  assert.equal((await get(ta, '/api/v1/assets', b.key)).status, 200);
 });
 
-test('the window rolls: requests are admitted again once the oldest leave the window', async (t) => {
+test('over a socket: the window rolls, and requests are admitted again once the oldest leave it (after Retry-After)', async (t) => {
   const ta = await startApp(t, { RATE_LIMIT_MAX: '5', RATE_LIMIT_WINDOW_SECONDS: '2' });
   const a = await ownerWithKey(ta, 'roller');
-  for (let i = 0; i < 5; i++) assert.equal((await ta.call('GET', '/api/v1/assets', { token: a.key })).status, 200);
-  const over = await ta.call('GET', '/api/v1/assets', { token: a.key });
+  for (let i = 0; i < 5; i++) {
+    const r = await get(ta, '/api/v1/assets', a.key);
+    assert.equal(r.status, 200);
+    assert.equal(r.headers.get('ratelimit-limit'), '5');
+    assert.equal(r.headers.get('ratelimit-remaining'), String(4 - i));
+  }
+  const over = await get(ta, '/api/v1/assets', a.key);
   assert.equal(over.status, 429);
-  assert.ok(Number(over.headers['retry-after']) <= 2);
-  await new Promise((r) => setTimeout(r, 2100));
-  assert.equal((await ta.call('GET', '/api/v1/assets', { token: a.key })).status, 200);
+  assert.equal(over.body.code, 'RATE_LIMITED');
+  const retryAfter = Number(over.headers.get('retry-after'));
+  assert.ok(retryAfter >= 1 && retryAfter <= 2, `Retry-After ${retryAfter}`);
+  assert.equal(over.headers.get('ratelimit-remaining'), '0');
+  assert.ok(Number(over.headers.get('ratelimit-reset')) >= 1);
+  // Retry-After is when the oldest request leaves the window: waiting that long is enough, on any machine.
+  await new Promise((r) => setTimeout(r, retryAfter * 1000));
+  assert.equal((await get(ta, '/api/v1/assets', a.key)).status, 200);
 });
 
-test('the 11th request held in flight answers 429; finishing one admits the next', async (t) => {
+test('over a socket: the 11th request held in flight answers 429; finishing one, or its client going away, frees its slot', async (t) => {
   const ta = await startApp(t);
   const a = await ownerWithKey(ta, 'parallel');
-  const held = await holdAll(t, Array(10).fill(ta), a.key);
-  const eleventh = await ta.call('GET', '/api/v1/assets', { token: a.key });
+  const inFlight = watchInFlight(ta);
+  const held = await holdAll(t, Array(10).fill(ta), a.key, inFlight);
+  const eleventh = await get(ta, '/api/v1/assets', a.key);
   if (eleventh.status !== 429) for (const h of held) h.finish();
   assert.equal(eleventh.status, 429);
   assert.equal(eleventh.body.code, 'TOO_MANY_CONCURRENT');
-  assert.equal(eleventh.headers['retry-after'], '1');
+  assert.equal(eleventh.headers.get('retry-after'), '1');
+  assert.equal(eleventh.headers.get('ratelimit-limit'), '1000');
+  assert.equal(inFlight(), 10, 'a refused request holds no slot');
   held[0]!.finish();
   assert.equal(await held[0]!.response, 201);
-  assert.equal((await ta.call('GET', '/api/v1/assets', { token: a.key })).status, 200);
-  for (const h of held.slice(1)) h.finish();
-  assert.deepEqual(await Promise.all(held.slice(1).map((h) => h.response)), Array(9).fill(201));
+  await waitFor(() => inFlight() === 9, 'the finished request released its slot');
+  assert.equal((await get(ta, '/api/v1/assets', a.key)).status, 200);
+  // A client that goes away mid-request frees its slot too, and exactly one.
+  held[1]!.abort();
+  await waitFor(() => inFlight() === 8, 'the abandoned request released its slot');
+  const more = await holdAll(t, [ta, ta], a.key, inFlight);
+  assert.equal((await get(ta, '/api/v1/assets', a.key)).status, 429, 'ten in flight again');
+  for (const h of [...held.slice(2), ...more]) h.finish();
+  assert.deepEqual(await Promise.all([...held.slice(2), ...more].map((h) => h.response)), Array(10).fill(201));
+  await waitFor(() => inFlight() === 0, 'every slot released');
 });
 
 async function redisAvailable(): Promise<boolean> {
@@ -145,12 +207,19 @@ if (TEST_DB === 'postgres') {
     assert.equal((await two.call('GET', '/api/v1/assets', { token: a.key })).status, 429);
 
     const b = await ownerWithKey(one, 'shared-parallel');
-    const held = await holdAll(t, [one, one, two, two], b.key);
-    const r = await one.call('GET', '/api/v1/assets', { token: b.key });
+    const oneInFlight = watchInFlight(one);
+    const twoInFlight = watchInFlight(two);
+    const inFlight = () => oneInFlight() + twoInFlight();
+    const held = await holdAll(t, [one, one, two, two], b.key, inFlight);
+    const r = await get(one, '/api/v1/assets', b.key);
+    const r2 = await get(two, '/api/v1/assets', b.key);
     for (const h of held) h.finish(); // before asserting, so a failure cannot leave requests open
-    assert.equal(r.status, 429, r.raw);
-    assert.equal(r.body.code, 'TOO_MANY_CONCURRENT', r.raw);
+    assert.equal(r.status, 429, JSON.stringify(r.body));
+    assert.equal(r.body.code, 'TOO_MANY_CONCURRENT');
+    assert.equal(r2.status, 429, JSON.stringify(r2.body));
     assert.deepEqual(await Promise.all(held.map((h) => h.response)), [201, 201, 201, 201]);
-    await waitFor(async () => (await one.call('GET', '/api/v1/assets', { token: b.key })).status === 200);
+    await waitFor(() => inFlight() === 0, 'every slot released on both instances');
+    assert.equal((await get(one, '/api/v1/assets', b.key)).status, 200);
+    assert.equal((await get(two, '/api/v1/assets', b.key)).status, 200);
   });
 }

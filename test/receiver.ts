@@ -1,5 +1,6 @@
 // A real local HTTP receiver for push tests: records every request (headers, exact body bytes,
 // arrival time, how many were in flight) and answers as a test scripts it.
+import assert from 'node:assert/strict';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 
@@ -44,7 +45,7 @@ export class Receiver {
     return this.received.filter((r) => r.path === path);
   }
 
-  async waitFor(cond: () => boolean, ms = 15_000, what = 'condition'): Promise<void> {
+  async waitFor(cond: () => boolean, ms = 30_000, what = 'condition'): Promise<void> {
     const end = Date.now() + ms;
     while (!cond()) {
       if (Date.now() > end) throw new Error(`receiver: ${what} not met in ${ms} ms (got ${this.received.length} requests)`);
@@ -74,5 +75,31 @@ export class Receiver {
   async close(): Promise<void> {
     this.server.closeAllConnections();
     await new Promise((r) => this.server.close(r));
+  }
+}
+
+/**
+ * Asserts a webhook's maxItemsPerMinute on the arrival times a receiver recorded (single mode: one
+ * item a request). The limit is a token bucket (API.md 9) holding one second's worth and refilled
+ * with the rest of the minute's, so no 60 s window carries more than the limit: any stretch of W ms
+ * holds at most capacity + rate x W items, plus the requests already in flight when it began (sent
+ * before it, arriving in it; at most maxConcurrentRequests). The bucket's clock is the start of
+ * each claim's database transaction, which may precede the claim by its duration: CLAIM_MS covers
+ * that. Checked on every stretch between two arrivals, so both bursts and the overall pace count.
+ */
+const CLAIM_MS = 100;
+export function assertBucket(times: number[], o: { perMinute: number; maxConcurrent: number }): void {
+  const capacity = Math.max(1, Math.min(o.perMinute, Math.ceil(o.perMinute / 60)));
+  const ratePerMs = Math.max(o.perMinute - capacity, 1) / 60_000;
+  const t = [...times].sort((x, y) => x - y);
+  for (let i = 0; i < t.length; i++) {
+    for (let j = i; j < t.length; j++) {
+      const items = j - i + 1;
+      const allowed = capacity + ratePerMs * (t[j]! - t[i]! + CLAIM_MS) + o.maxConcurrent;
+      assert.ok(
+        items <= allowed,
+        `${items} items arrived within ${t[j]! - t[i]!} ms; a bucket of ${capacity} refilled at ${o.perMinute}/min allows ${allowed.toFixed(1)}`,
+      );
+    }
   }
 }

@@ -160,6 +160,7 @@ test("every /api/v1 route with a path parameter refuses a sibling owner's record
     '/api/v1/booking-data/{id}': { id: bBooking.id },
     '/api/v1/integrations/{id}': { id: bIntegration.id },
     '/api/v1/integrations/{id}/deliveries': { id: bIntegration.id },
+    '/api/v1/integrations/{id}/rotate-signing-secret': { id: bIntegration.id },
     '/api/v1/integrations/{id}/deliveries/redeliver': { id: bIntegration.id },
     '/api/v1/integrations/{id}/deliveries/{deliveryId}/redeliver': { id: bIntegration.id, deliveryId: bDeliveries[0].id },
   };
@@ -182,6 +183,9 @@ test("every /api/v1 route with a path parameter refuses a sibling owner's record
       destination: 'http://127.0.0.1:9/hook',
     }),
     'patch /api/v1/integrations/{id}': () => ({ name: `probe${++seq}` }),
+    // The sampler's first status (PENDING) is a well-formed but illegal move (409): use a legal one.
+    'patch /api/v1/commands/{id}': () => ({ status: 'SENT' }),
+    'post /api/v1/integrations/{id}/rotate-signing-secret': () => ({}),
     'post /api/v1/integrations/{id}/deliveries/redeliver': () => ({
       from: new Date(Date.now() - 3600_000).toISOString(),
       to: new Date().toISOString(),

@@ -4,10 +4,20 @@
 // replaces, PATCH merges (null clears). Lists page by keyset with a Link rel="next" header.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { ownerWithKey, startApp, type Res } from './helpers.js';
+import { Type } from '@sinclair/typebox';
+import { Ajv } from 'ajv';
+import { lenientSchema, Nullable, requestBodySchema, stripIgnored } from '../src/http/schemas.js';
+import { atEnd, basic, OPERATOR, ok, ownerWithKey, startApp, type Res } from './helpers.js';
+import { Receiver } from './receiver.js';
 
 // One service for the whole file (PGlite takes seconds to start); every test makes its own owners.
-const ta = await startApp(undefined, { RATE_LIMIT_MAX: '100000' });
+// Integrations made here point at a local address; this process delivers nothing (DELIVERY_ENABLED).
+const ta = await startApp(undefined, {
+  RATE_LIMIT_MAX: '100000',
+  PUSH_ALLOW_HTTP: 'true',
+  PUSH_ALLOWED_NETWORKS: '127.0.0.0/8',
+  DELIVERY_ENABLED: 'false',
+});
 const admin = ta.adminToken;
 
 const SMILE = '\u{1F600}'; // one code point, two UTF-16 units, four UTF-8 bytes
@@ -457,4 +467,429 @@ test('bad paging parameters and bad or tampered cursors are 400s', async () => {
   ] as const) {
     assertRejected(await ta.call('GET', `/api/v1/assets?${query}`, { token: o.key }), field, query);
   }
+});
+
+// ---- unknown fields, ignored response fields, enum messages (API.md section 1) ----------------------
+
+/** A 400 naming `field` whose message names the unknown member. */
+function assertUnknown(r: Res, field: string, what: string) {
+  assertRejected(r, field, what);
+  const name = field.slice(field.lastIndexOf('/') + 1);
+  assert.match(r.body.message, new RegExp(`${name} is not a known field`), `${what}: message names the field`);
+}
+
+const integrationBody = (ownerId: string, extra: Record<string, unknown> = {}) => ({
+  name: uniq('val-int'),
+  channel: 'webhook',
+  ownerIds: [ownerId],
+  destination: 'http://127.0.0.1:9/hook',
+  ...extra,
+});
+
+test('an unknown top-level field is a 400 naming it, on create, PUT and PATCH of several resources, and nothing is stored', async () => {
+  const o = await ownerWithKey(ta, 'unk-top');
+  const asset = ok(await ta.call('POST', '/api/v1/assets', { token: o.key, body: { name: 'unk-asset', note: 'kept' } }), 201);
+
+  // Assets and owners: create, replace and patch; nothing stored, nothing changed.
+  await refuses('POST', '/api/v1/assets', o.key, { name: 'unk-2', lat: 3 }, '/lat', 'asset create with lat');
+  await refuses('PUT', `/api/v1/assets/${asset.id}`, o.key, { name: 'unk-asset', notes: 'typo' }, '/notes', 'asset put with notes');
+  await refuses('PATCH', `/api/v1/assets/${asset.id}`, o.key, { tag: 'x' }, '/tag', 'asset patch with tag');
+  await refuses('POST', '/api/v1/owners', admin, { name: 'unk-owner', parentId: o.ownerId }, '/parentId', 'owner create with parentId');
+  await refuses('PATCH', `/api/v1/owners/${o.ownerId}`, admin, { Name: 'x' }, '/Name', 'owner patch with Name');
+  assert.deepEqual(ok(await ta.call('GET', `/api/v1/assets/${asset.id}`, { token: o.key }), 200), asset, 'asset unchanged');
+  const r = await ta.call('POST', '/api/v1/assets', { token: o.key, body: { name: 'unk-3', lat: 3 } });
+  assertUnknown(r, '/lat', 'asset lat');
+  assert.match(r.body.message, /known fields here: name, disabled, note, tags, assetTags, boxId, ownerId\./, r.body.message);
+
+  // A data record: the message suggests the field meant; nothing stored.
+  const loc = { assetId: asset.id, latitude: 1, longitude: 2 };
+  const l = await ta.call('POST', '/api/v1/locations', { token: o.key, body: { ...loc, lat: 3 } });
+  assertUnknown(l, '/lat', 'location lat');
+  assert.match(l.body.message, /did you mean latitude\?/, l.body.message);
+  const s = await ta.call('POST', '/api/v1/sensor-data', {
+    token: o.key,
+    body: { assetId: asset.id, sensorId: 's1', type: 'TEMPERATURE', value: 4, unit: 'C' },
+  });
+  assertUnknown(s, '/unit', 'sensor data unit');
+  assert.deepEqual(ok(await ta.call('GET', `/api/v1/locations?assetId=${asset.id}`, { token: o.key }), 200), [], 'no location stored');
+  assert.deepEqual(ok(await ta.call('GET', `/api/v1/sensor-data?assetId=${asset.id}`, { token: o.key }), 200), [], 'no sensor data stored');
+
+  // Zones, commands, booking data, API keys, users, integrations.
+  assertUnknown(await ta.call('POST', '/api/v1/zones', { token: o.key, body: { name: 'unk-z', radius: 5 } }), '/radius', 'zone radius');
+  assertUnknown(
+    await ta.call('POST', '/api/v1/commands', { token: o.key, body: { assetId: asset.id, type: 'POWER_ON', ttl: 60 } }),
+    '/ttl',
+    'command ttl',
+  );
+  assertUnknown(
+    await ta.call('POST', '/api/v1/booking-data', { token: o.key, body: { type: 'MAERSK_V1', data: { a: 1 } } }),
+    '/data',
+    'booking data (jsonData misspelt)',
+  );
+  assertUnknown(
+    await ta.call('POST', '/api/v1/api-keys', { token: admin, body: { name: 'k', ownerId: o.ownerId, scopes: ['read'], scope: 'read' } }),
+    '/scope',
+    'api key scope',
+  );
+  assertUnknown(
+    await ta.call('POST', '/api/v1/users', {
+      token: admin,
+      body: { username: uniq('unk-user'), password: 'long enough 1', ownerId: o.ownerId, scopes: ['read'], role: 'x' },
+    }),
+    '/role',
+    'user role',
+  );
+  assertUnknown(
+    await ta.call('POST', '/api/v1/integrations', { token: admin, body: integrationBody(o.ownerId, { url: 'http://127.0.0.1:9/x' }) }),
+    '/url',
+    'integration url',
+  );
+  for (const [what, list] of [
+    ['zones', '/api/v1/zones'],
+    ['commands', `/api/v1/commands?assetId=${asset.id}`],
+    ['booking data', `/api/v1/booking-data?ownerId=${o.ownerId}`],
+    ['users', `/api/v1/users?ownerId=${o.ownerId}`],
+  ] as const) {
+    assert.deepEqual(ok(await ta.call('GET', list, { token: what === 'users' ? admin : o.key }), 200), [], `no ${what} stored`);
+  }
+  const ints = ok(await ta.call('GET', '/api/v1/integrations?limit=1000', { token: admin }), 200) as { ownerIds: string[] }[];
+  assert.equal(ints.filter((i) => i.ownerIds.includes(o.ownerId)).length, 0, 'no integration stored');
+});
+
+test('an unknown nested field (zone circle, integration webhook, retry and auth) is a 400 with its full pointer', async () => {
+  const o = await ownerWithKey(ta, 'unk-nested');
+  const circle = { latitude: 1, longitude: 2, radiusMeters: 100 };
+  assertUnknown(
+    await ta.call('POST', '/api/v1/zones', { token: o.key, body: { name: 'unk-c', circle: { ...circle, radius: 5 } } }),
+    '/circle/radius',
+    'circle radius',
+  );
+  const square = [
+    [
+      [0, 0],
+      [1, 0],
+      [1, 1],
+      [0, 0],
+    ],
+  ];
+  assertUnknown(
+    await ta.call('POST', '/api/v1/zones', {
+      token: o.key,
+      body: { name: 'unk-g', geometry: { type: 'Polygon', coordinates: square, crs: 'x' } },
+    }),
+    '/geometry/crs',
+    'geometry crs',
+  );
+  const zone = ok(await ta.call('POST', '/api/v1/zones', { token: o.key, body: { name: 'unk-z', circle } }), 201);
+  assertUnknown(
+    await ta.call('PATCH', `/api/v1/zones/${zone.id}`, { token: o.key, body: { circle: { radius: 5 } } }),
+    '/circle/radius',
+    'patch circle radius',
+  );
+  assert.deepEqual(ok(await ta.call('GET', `/api/v1/zones/${zone.id}`, { token: o.key }), 200), zone, 'zone unchanged');
+
+  const cases: [Record<string, unknown>, string][] = [
+    [{ webhook: { timeoutMS: 1000 } }, '/webhook/timeoutMS'],
+    [{ retry: { maxAttempt: 3 } }, '/retry/maxAttempt'],
+    [{ webhook: { auth: { type: 'basic', username: 'u', password: 'p', realm: 'x' } } }, '/webhook/auth/realm'],
+    // A member another kind of auth takes is not ignored here: it is not this kind's.
+    [{ webhook: { auth: { type: 'apiKey', token: 't', username: 'u' } } }, '/webhook/auth/username'],
+  ];
+  for (const [extra, field] of cases) {
+    assertUnknown(await ta.call('POST', '/api/v1/integrations', { token: admin, body: integrationBody(o.ownerId, extra) }), field, field);
+  }
+  const made = ok(await ta.call('POST', '/api/v1/integrations', { token: admin, body: integrationBody(o.ownerId) }), 201);
+  const int = ok(await ta.call('GET', `/api/v1/integrations/${made.id}`, { token: admin }), 200);
+  for (const [extra, field] of cases) {
+    for (const method of ['PUT', 'PATCH']) {
+      const body = method === 'PUT' ? integrationBody(o.ownerId, { ...extra, name: int.name }) : extra;
+      assertUnknown(await ta.call(method, `/api/v1/integrations/${int.id}`, { token: admin, body }), field, `${method} ${field}`);
+    }
+  }
+  assert.deepEqual(ok(await ta.call('GET', `/api/v1/integrations/${int.id}`, { token: admin }), 200), int, 'integration unchanged');
+});
+
+test('free JSON objects (data, jsonData, parameters) keep accepting any member', async () => {
+  const o = await ownerWithKey(ta, 'unk-free');
+  const asset = ok(await ta.call('POST', '/api/v1/assets', { token: o.key, body: { name: 'free-asset' } }), 201);
+  const data = { anything: { deep: [1, { x: 'y' }] }, lat: 3 };
+  const reefer = ok(await ta.call('POST', '/api/v1/reefer-data', { token: o.key, body: { assetId: asset.id, data } }), 201);
+  assert.deepEqual(reefer.data, data);
+  const booking = ok(
+    await ta.call('POST', '/api/v1/booking-data', {
+      token: o.key,
+      body: { type: 'MAERSK_V1', jsonData: { lat: 3, nested: { any: true } } },
+    }),
+    201,
+  );
+  assert.deepEqual(booking.jsonData, { lat: 3, nested: { any: true } });
+  const cmd = ok(
+    await ta.call('POST', '/api/v1/commands', {
+      token: o.key,
+      body: { assetId: asset.id, type: 'SET_TEMPERATURE', parameters: { value: 4, unit: 'C', extra: { a: 1 } } },
+    }),
+    201,
+  );
+  assert.deepEqual(cmd.parameters, { value: 4, unit: 'C', extra: { a: 1 } });
+});
+
+test('in a bulk body the unknown field is named with its index, and nothing is stored', async () => {
+  const o = await ownerWithKey(ta, 'unk-bulk');
+  const asset = ok(await ta.call('POST', '/api/v1/assets', { token: o.key, body: { name: 'bulk-asset' } }), 201);
+  const items: Record<string, unknown>[] = Array.from({ length: 5 }, (_, i) => ({ assetId: asset.id, latitude: i, longitude: i }));
+  items[3] = { ...items[3], lat: 3 };
+  assertUnknown(await ta.call('POST', '/api/v1/locations', { token: o.key, body: items }), '/3/lat', 'bulk item 3');
+  const sensors = [0, 1, 2].map((i) => ({ assetId: asset.id, sensorId: 's', type: 'HUMIDITY', value: i }));
+  sensors[2] = { ...sensors[2]!, type: 'TEMP' };
+  const r = await ta.call('POST', '/api/v1/sensor-data', { token: o.key, body: sensors });
+  assertRejected(r, '/2/type', 'bulk item 2 type');
+  assert.match(r.body.message, /must be one of TEMPERATURE, HUMIDITY,/, r.body.message);
+  assert.deepEqual(ok(await ta.call('GET', `/api/v1/locations?assetId=${asset.id}`, { token: o.key }), 200), [], 'no location stored');
+  assert.deepEqual(ok(await ta.call('GET', `/api/v1/sensor-data?assetId=${asset.id}`, { token: o.key }), 200), [], 'no sensor data stored');
+});
+
+/** GET a resource, PUT (or PATCH) the very body back: 200, nothing but whenUpdated changes. */
+async function putsBack(path: string, token: string, method = 'PUT', change: Record<string, unknown> = {}) {
+  const got = ok(await ta.call('GET', path, { token }), 200, `GET ${path}`);
+  const put = ok(await ta.call(method, path, { token, body: { ...got, ...change } }), 200, `${method} ${path} of its GET body`);
+  const { whenUpdated: _a, ...before } = { ...got, ...change };
+  const { whenUpdated: _b, ...after } = put;
+  assert.deepEqual(after, before, `${method} ${path}: the body put back is what is stored`);
+  assert.deepEqual(ok(await ta.call('GET', path, { token }), 200), put, `${path} stored as answered`);
+  return got;
+}
+
+test('a GET body can be PUT back unchanged: read-only and response-only fields are ignored, on every writable resource', async () => {
+  const o = await ownerWithKey(ta, 'putback');
+  const child = await ownerWithKey(ta, 'putback-child', { parentId: o.ownerId });
+  const asset = ok(
+    await ta.call('POST', '/api/v1/assets', {
+      token: o.key,
+      body: { name: 'pb-asset', note: 'n', tags: 'a,b', boxId: 'B1', disabled: true },
+    }),
+    201,
+  );
+  await putsBack(`/api/v1/assets/${asset.id}`, o.key);
+  // The owner's GET body carries childIds (derived, read-only) and its parent (admin only to change).
+  const owner = await putsBack(`/api/v1/owners/${o.ownerId}`, o.key);
+  assert.deepEqual(owner.childIds, [child.ownerId]);
+  await putsBack(`/api/v1/owners/${child.ownerId}`, o.key);
+  const circle = { latitude: 10, longitude: 20, radiusMeters: 500 };
+  const zc = ok(
+    await ta.call('POST', '/api/v1/zones', { token: o.key, body: { name: 'pb-circle', type: 'DEPOT', note: 'n', circle } }),
+    201,
+  );
+  await putsBack(`/api/v1/zones/${zc.id}`, o.key);
+  const square = [
+    [
+      [0, 0],
+      [1, 0],
+      [1, 1],
+      [0, 0],
+    ],
+  ];
+  const zg = ok(
+    await ta.call('POST', '/api/v1/zones', { token: o.key, body: { name: 'pb-poly', geometry: { type: 'Polygon', coordinates: square } } }),
+    201,
+  );
+  await putsBack(`/api/v1/zones/${zg.id}`, o.key);
+  const bd = ok(
+    await ta.call('POST', '/api/v1/booking-data', { token: o.key, body: { name: 'pb-b', type: 'MAERSK_V1', jsonData: { a: [1] } } }),
+    201,
+  );
+  const gotBooking = await putsBack(`/api/v1/booking-data/${bd.id}`, o.key);
+  assert.equal(typeof gotBooking.whoCreated, 'string');
+  // Integrations: the webhook settings come back with signingSecretSet, which is ignored; secrets left out are kept.
+  const int = ok(
+    await ta.call('POST', '/api/v1/integrations', {
+      token: admin,
+      body: integrationBody(o.ownerId, {
+        retry: { maxAttempts: 3 },
+        webhook: { mode: 'batch', batchSize: 10, signingSecret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw' },
+      }),
+    }),
+    201,
+  );
+  const gotInt = await putsBack(`/api/v1/integrations/${int.id}`, admin);
+  assert.equal(gotInt.webhook.signingSecretSet, true);
+  // Auth comes back without its secret (write-only): put back unchanged, the stored secret is kept;
+  // with another username or tokenUrl the secret must be given again (it never follows a change).
+  // The receiver shows that the kept secret is still the one sent (the test endpoint, to the integration's own URL).
+  const rx = await new Receiver().start();
+  atEnd(() => rx.close());
+  const sent: [Record<string, string>, string, string][] = [
+    [{ type: 'basic', username: 'u', password: 'p' }, 'authorization', `Basic ${Buffer.from('u:p').toString('base64')}`],
+    [{ type: 'apiKey', token: 't1' }, 'authorization', 'Bearer t1'],
+    [{ type: 'header', name: 'X-Key', value: 'v' }, 'x-key', 'v'],
+    [{ type: 'oauth2', token: 't2' }, 'authorization', 'Bearer t2'],
+    [{ type: 'oauth2', tokenUrl: 'http://127.0.0.1:9/token', clientId: 'c', clientSecret: 's', scope: 'push' }, '', ''],
+  ];
+  for (const [auth, header, value] of sent) {
+    const destination = `${rx.url}/pb-${uniq(auth.type!)}`;
+    const withAuth = ok(
+      await ta.call('POST', '/api/v1/integrations', { token: admin, body: integrationBody(o.ownerId, { destination, webhook: { auth } }) }),
+      201,
+    );
+    const got = await putsBack(`/api/v1/integrations/${withAuth.id}`, admin);
+    if (header) {
+      const t = ok(
+        await ta.call('POST', '/api/v1/webhooks/test', { token: admin, body: { url: destination, integrationId: withAuth.id } }),
+        200,
+        `test ${auth.type}`,
+      );
+      assert.equal(t.success, true, JSON.stringify(t));
+      assert.equal(rx.for(new URL(destination).pathname).at(-1)?.headers[header], value, `${auth.type}: the stored secret is still sent`);
+    }
+    const secret = Object.keys(auth).find((k) => !(k in got.webhook.auth))!;
+    assert.ok(['password', 'token', 'value', 'clientSecret'].includes(secret), `${auth.type}: ${secret} not shown`);
+    const changed = { ...got.webhook.auth, ...(auth.type === 'basic' ? { username: 'other' } : {}) };
+    if (auth.type === 'header') changed.name = 'X-Other';
+    if ('tokenUrl' in auth) changed.tokenUrl = 'http://127.0.0.1:9/elsewhere';
+    if (auth.type === 'apiKey' || (auth.type === 'oauth2' && !('tokenUrl' in auth))) continue; // nothing else to change
+    const r = await ta.call('PUT', `/api/v1/integrations/${withAuth.id}`, {
+      token: admin,
+      body: { ...got, webhook: { ...got.webhook, auth: changed } },
+    });
+    assertRejected(r, `/webhook/auth/${secret}`, `${auth.type}: changed without the secret`);
+  }
+  assertRejected(
+    await ta.call('POST', '/api/v1/integrations', {
+      token: admin,
+      body: integrationBody(o.ownerId, { webhook: { auth: { type: 'apiKey' } } }),
+    }),
+    '/webhook/auth/token',
+    'a new auth needs its secret',
+  );
+  // PATCH-only resources take their GET body too: a user (username is fixed), a command (status moves on).
+  const user = ok(
+    await ta.call('POST', '/api/v1/users', {
+      token: admin,
+      body: { username: uniq('pb-user'), password: 'long enough 1', ownerId: o.ownerId, scopes: ['read'] },
+    }),
+    201,
+  );
+  await putsBack(`/api/v1/users/${user.id}`, admin, 'PATCH');
+  ok(await ta.call('POST', '/api/v1/reefer-data', { token: o.key, body: { assetId: asset.id, data: {} } }), 201); // makes it take commands
+  const cmd = ok(await ta.call('POST', '/api/v1/commands', { token: o.key, body: { assetId: asset.id, type: 'POWER_ON' } }), 201);
+  await putsBack(`/api/v1/commands/${cmd.id}`, o.key, 'PATCH', { status: 'SENT' });
+
+  // On create, too: a client's id, times and derived fields are not taken.
+  const copy = ok(await ta.call('POST', '/api/v1/assets', { token: o.key, body: { ...asset, name: 'pb-copy' } }), 201);
+  assert.notEqual(copy.id, asset.id);
+  assert.deepEqual([copy.note, copy.tags, copy.boxId, copy.disabled, copy.ownerId], [asset.note, asset.tags, asset.boxId, true, o.ownerId]);
+  const ancient = { id: '00000000-0000-4000-8000-000000000000', whenCreated: '2001-01-01T00:00:00Z', whenUpdated: '2001-01-01T00:00:00Z' };
+  const own = ok(
+    await ta.call('POST', '/api/v1/owners', { token: admin, body: { name: uniq('pb-owner'), childIds: [o.ownerId], ...ancient } }),
+    201,
+  );
+  assert.notEqual(own.id, ancient.id);
+  assert.notEqual(own.whenCreated, ancient.whenCreated);
+  assert.deepEqual(own.childIds, []);
+  assert.equal(ok(await ta.call('GET', `/api/v1/owners/${o.ownerId}`, { token: admin }), 200).ownerId, null, 'parent unchanged');
+});
+
+test('enum errors list the allowed values; a single allowed literal is named', async () => {
+  const o = await ownerWithKey(ta, 'enum-msg');
+  const asset = ok(await ta.call('POST', '/api/v1/assets', { token: o.key, body: { name: 'enum-asset' } }), 201);
+  let r = await ta.call('POST', '/api/v1/sensor-data', {
+    token: o.key,
+    body: { assetId: asset.id, sensorId: 's', type: 'TEMP', value: 4 },
+  });
+  assertRejected(r, '/type', 'sensor type TEMP');
+  assert.match(r.body.message, /\/type must be one of TEMPERATURE, HUMIDITY, X_ACCELERATION, .*PRESSURE\./, r.body.message);
+  r = await ta.call('GET', '/api/v1/sensor-data?type=TEMP', { token: o.key });
+  assertRejected(r, '/type', 'sensor type TEMP in the query');
+  assert.match(r.body.message, /must be one of TEMPERATURE, HUMIDITY,/, r.body.message);
+  // Nullable enums: the null branch does not hide the list.
+  r = await ta.call('POST', '/api/v1/reefer-data', { token: o.key, body: { assetId: asset.id, data: {}, reeferClass: 'XX' } });
+  assertRejected(r, '/reeferClass', 'reefer class');
+  assert.match(r.body.message, /must be one of CR, CR0, CRTT,/, r.body.message);
+  r = await ta.call('POST', '/api/v1/commands', { token: o.key, body: { assetId: asset.id, type: 'REBOOT' } });
+  assertRejected(r, '/type', 'command type');
+  assert.match(r.body.message, /must be one of SET_TEMPERATURE, .*POWER_OFF\./, r.body.message);
+  r = await ta.call('POST', '/api/v1/booking-data', { token: o.key, body: { type: 'OTHER' } });
+  assertRejected(r, '/type', 'booking type');
+  assert.match(r.body.message, /\/type must be MAERSK_V1\./, r.body.message);
+  r = await ta.call('POST', '/api/v1/integrations', {
+    token: admin,
+    body: integrationBody(o.ownerId, { webhook: { auth: { type: 'bearer', token: 't' } } }),
+  });
+  assertRejected(r, '/webhook/auth/type', 'auth type');
+  assert.match(r.body.message, /must be one of apiKey, oauth2, header, basic\./, r.body.message);
+  // A union that is not of literals: the branch meant is reported (a missing password, not a wrong type).
+  r = await ta.call('POST', '/api/v1/integrations', {
+    token: admin,
+    body: integrationBody(o.ownerId, { webhook: { auth: { type: 'basic', username: 'u' } } }),
+  });
+  assertRejected(r, '/webhook/auth/password', 'basic auth without password');
+  r = await ta.call('POST', '/api/v1/integrations', {
+    token: admin,
+    body: integrationBody(o.ownerId, {
+      webhook: { auth: { type: 'oauth2', tokenUrl: 'http://127.0.0.1:9/t', clientId: 5, clientSecret: 's' } },
+    }),
+  });
+  assertRejected(r, '/webhook/auth/clientId', 'oauth2 client credentials with a numeric clientId (the branch it fits best)');
+  r = await ta.call('PATCH', `/api/v1/assets/${asset.id}`, { token: o.key, body: { note: 5 } });
+  assertRejected(r, '/note', 'nullable string given a number');
+  assert.match(r.body.message, /must be string or null/, r.body.message);
+});
+
+test('decisions: unknown query parameters are ignored; the token endpoint ignores unknown form parameters (RFC 6749 3.1)', async () => {
+  const o = await ownerWithKey(ta, 'lenient');
+  ok(await ta.call('POST', '/api/v1/assets', { token: o.key, body: { name: 'lenient-1' } }), 201);
+  const r = ok(await ta.call('GET', '/api/v1/assets?_=1700000000&utm_source=x', { token: o.key }), 200);
+  assert.equal(r.length, 1);
+  const t = await ta.call('POST', '/auth/realms/tracking/protocol/openid-connect/token', {
+    headers: { authorization: basic(OPERATOR.clientId, OPERATOR.clientSecret), 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams({
+      grant_type: 'password',
+      username: OPERATOR.username,
+      password: OPERATOR.password,
+      nonce: 'n',
+      audience: 'x',
+    }).toString(),
+  });
+  assert.equal(t.status, 200, t.raw);
+});
+
+test('unit: the body schema refuses unknown members, ignores and removes response-only ones, and keeps free objects open', () => {
+  const body = Type.Object({
+    name: Type.String(),
+    circle: Type.Optional(Nullable(Type.Object({ r: Type.Number() }))),
+    data: Type.Optional(Type.Object({}, { additionalProperties: true })),
+    auth: Type.Optional(
+      Type.Union([
+        Type.Object({ type: Type.Literal('a'), token: Type.String() }),
+        Type.Object({ type: Type.Literal('b'), username: Type.String() }),
+      ]),
+    ),
+  });
+  const response = Type.Object({
+    id: Type.String(),
+    name: Type.String(),
+    circle: Nullable(Type.Object({ r: Type.Number(), area: Type.Number() })),
+    data: Type.Object({}, { additionalProperties: true }),
+    auth: Type.Object({ type: Type.String(), username: Type.Optional(Type.String()), hint: Type.String() }),
+  });
+  const { schema, strip } = requestBodySchema(body, [Type.Union([response, Type.Array(response)])]);
+  const validate = new Ajv({ strict: false }).compile(schema as object);
+  const input = { id: 'x', name: 'n', circle: { r: 1, area: 3 }, data: { id: 1, any: 2 }, auth: { type: 'a', token: 't', hint: 'h' } };
+  assert.ok(validate(input), JSON.stringify(validate.errors));
+  stripIgnored(input, strip);
+  assert.deepEqual(input, { name: 'n', circle: { r: 1 }, data: { id: 1, any: 2 }, auth: { type: 'a', token: 't' } });
+  for (const [bad, where] of [
+    [{ name: 'n', lat: 1 }, ''],
+    [{ name: 'n', circle: { r: 1, radius: 2 } }, '/circle'],
+    // username is another kind's input, so not response-only here.
+    [{ name: 'n', auth: { type: 'a', token: 't', username: 'u' } }, '/auth'],
+  ] as const) {
+    assert.equal(validate(bad), false, JSON.stringify(bad));
+    assert.ok(
+      validate.errors?.some((e) => e.keyword === 'additionalProperties' && e.instancePath === where),
+      JSON.stringify(validate.errors),
+    );
+  }
+  assert.ok(validate({ name: 'n', auth: { type: 'b', username: 'u', hint: 'h' } }));
+  // Literal unions become enums (their error lists the values).
+  assert.deepEqual(lenientSchema(Type.Union([Type.Literal('x'), Type.Literal('y')])), { enum: ['x', 'y'] });
 });

@@ -67,7 +67,8 @@ const CommandCreate = Type.Object({
   ttlSeconds: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_TTL_SECONDS, description: 'Default 3600' })),
   ownerId: Type.Optional(Type.String({ format: 'uuid', description: "Must be the asset's owner when given" })),
 });
-const CommandPatch = Type.Object({ status: lit(['SENT', 'ACKNOWLEDGED', 'FAILED', 'CANCELLED']) });
+// Every status is a well-formed value; which moves are legal is decided by TRANSITIONS (an illegal one is 409).
+const CommandPatch = Type.Object({ status: lit(COMMAND_STATUSES) });
 const CommandList = Type.Intersect([
   PageQuery,
   Type.Object({

@@ -31,11 +31,24 @@ export interface Db extends Queryable {
 
 const INT8 = 20;
 const NUMERIC = 1700;
+const FLOAT4 = 700;
+const FLOAT8 = 701;
+/**
+ * JSON has no Infinity or NaN and the response serializer refuses them, so a non-finite float
+ * already in the database (stored before input was checked, or by hand) reads as null: one odd
+ * row must never break every list that covers it.
+ */
+const finiteOrNull = (v: string): number | null => {
+  const n = Number(v);
+  return Number.isFinite(n) ? n : null;
+};
 
 export function createPostgres(url: string, poolSize: number): Db {
   const typeParsers: Record<number, (v: string) => unknown> = {
     [INT8]: (v) => v,
-    [NUMERIC]: (v) => Number(v),
+    [NUMERIC]: finiteOrNull,
+    [FLOAT4]: finiteOrNull,
+    [FLOAT8]: finiteOrNull,
   };
   const pool = new pg.Pool({
     connectionString: url,
@@ -141,7 +154,9 @@ export async function createPglite(dataDir: string | undefined): Promise<Db> {
     db = await PGlite.create(dataDir ? path.join(dataDir, 'pgdata') : undefined, {
       parsers: {
         [INT8]: (v: string) => v,
-        [NUMERIC]: (v: string) => Number(v),
+        [NUMERIC]: finiteOrNull,
+        [FLOAT4]: finiteOrNull,
+        [FLOAT8]: finiteOrNull,
         [pgliteTypes.TIMESTAMPTZ]: (v: string) => new Date(v),
       },
     });

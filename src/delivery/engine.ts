@@ -480,12 +480,13 @@ export class DeliveryEngine {
     }
   }
 
-  /** Retention (API.md 9): succeeded deliveries go after 7 days, failed after 30, in bulk. */
+  /** Retention (API.md 9): succeeded deliveries go after 7 days, failed and cancelled after 30, in bulk. */
   async sweep(): Promise<number> {
     let removed = 0;
     for (const [status, days] of [
       ['SUCCEEDED', this.s.succeededRetentionDays],
       ['FAILED', this.s.failedRetentionDays],
+      ['CANCELLED', this.s.failedRetentionDays],
     ] as const) {
       for (;;) {
         const { rowCount } = await this.db.query(

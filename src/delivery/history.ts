@@ -9,7 +9,7 @@ import { ApiError, badRequest, notFound } from '../http/errors.js';
 import { listPage, PageQuery } from '../http/paging.js';
 import { DateTime, iso, isInt8Id, isUuid, Nullable, Uuid } from '../http/schemas.js';
 import { deliveryWakeups } from '../outbox/outbox.js';
-import type { AddressPolicy } from './address.js';
+import { AddressRefused, checkUrlShape, type AddressPolicy } from './address.js';
 import { loadIntegration, type IntegrationConfig } from './integrations.js';
 import { sendWebhook, USER_AGENT } from './webhook.js';
 
@@ -89,7 +89,7 @@ export async function historyRoutes(app: FastifyInstance, opts: { db: Db; secret
   const IntegrationParam = Type.Object({ id: Type.String({ maxLength: 64 }) });
   const checkIntegration = async (id: string) => {
     if (!isUuid(id)) throw notFound('integration');
-    const { rows } = await db.query('SELECT 1 FROM integrations WHERE id = $1', [id]);
+    const { rows } = await db.query('SELECT 1 FROM integrations WHERE id = $1 AND deleted_at IS NULL', [id]);
     if (!rows.length) throw notFound('integration');
   };
 
@@ -153,6 +153,7 @@ export async function historyRoutes(app: FastifyInstance, opts: { db: Db; secret
       tags,
       summary: 'Send one delivery again (a pending one: now)',
       params: Type.Object({ id: Type.String({ maxLength: 64 }), deliveryId: Type.String({ maxLength: 32 }) }),
+      response: { 202: Type.Object({ count: Type.Integer() }) },
     },
     handler: async (req, reply) => {
       const { id, deliveryId } = req.params as { id: string; deliveryId: string };
@@ -212,6 +213,13 @@ export async function historyRoutes(app: FastifyInstance, opts: { db: Db; secret
       summary:
         'Delivery results of a channel: NDJSON for a window (default the last 24 h), or SSE (Accept: text/event-stream) that keeps following. An operator sees every integration; anyone else those whose owners it all sees',
       querystring: StreamQuery,
+      // Written by hand (the reply is hijacked): documented for clients, never used to serialize.
+      response: {
+        200: {
+          description: 'One JSON object per attempt and event: NDJSON lines, or SSE `data:` events',
+          content: { 'application/x-ndjson': { schema: Type.String() }, 'text/event-stream': { schema: Type.String() } },
+        },
+      },
     },
     handler: async (req, reply) => {
       const q = req.query as Static<typeof StreamQuery>;
@@ -286,6 +294,9 @@ export async function historyRoutes(app: FastifyInstance, opts: { db: Db; secret
     },
     handler: async (req) => {
       const b = req.body as Static<typeof TestBody>;
+      // The URL's shape (scheme, no user info) is judged as when an integration is saved; the
+      // address it resolves to is judged when it is dialled, and reported in the answer.
+      const url = parseTestUrl(b.url, policy);
       let cfg: IntegrationConfig | null = null;
       if (b.integrationId) {
         cfg = await loadIntegration(db, b.integrationId, secretsKey);
@@ -295,6 +306,14 @@ export async function historyRoutes(app: FastifyInstance, opts: { db: Db; secret
         if (visible !== 'all' && !cfg.ownerIds.every((o) => visible.includes(o))) {
           throw new ApiError('NOT_FOUND', 'integration not found', { field: '/integrationId' });
         }
+        // API.md 9: stored credentials and the signing secret never go to a URL the caller just
+        // named, only to one of the integration's own destinations.
+        const own = [cfg.destination, ...Object.values(cfg.destinations)].map(normalUrl);
+        if (!own.includes(url.href))
+          throw badRequest(
+            "url: with integrationId, url must be one of that integration's destinations (its auth and signature go nowhere else)",
+            '/url',
+          );
       }
       const base: IntegrationConfig = cfg ?? {
         id: 'test',
@@ -314,6 +333,7 @@ export async function historyRoutes(app: FastifyInstance, opts: { db: Db; secret
           injectEventIdPath: null,
           auth: null,
           signingSecret: null,
+          previousSigningSecret: null,
         },
       };
       const now = new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
@@ -330,7 +350,7 @@ export async function historyRoutes(app: FastifyInstance, opts: { db: Db; secret
       };
       const r = await sendWebhook(
         base,
-        { url: b.url, id: `test_${crypto.randomUUID()}`, objectType: 'asset', body: JSON.stringify(sample) },
+        { url: url.href, id: `test_${crypto.randomUUID()}`, objectType: 'asset', body: JSON.stringify(sample) },
         policy,
       );
       return {
@@ -342,4 +362,23 @@ export async function historyRoutes(app: FastifyInstance, opts: { db: Db; secret
       };
     },
   });
+}
+
+/** A URL in the form destinations are compared in (WHATWG serialisation), or the raw text. */
+function normalUrl(raw: string): string {
+  try {
+    return new URL(raw).href;
+  } catch {
+    return raw;
+  }
+}
+
+/** The test URL's shape, checked as saving an integration checks it (400 on /url). */
+function parseTestUrl(raw: string, policy: AddressPolicy): URL {
+  try {
+    return checkUrlShape(raw, policy);
+  } catch (e) {
+    if (e instanceof AddressRefused) throw badRequest(`url: ${e.message}`, '/url');
+    throw e;
+  }
 }

@@ -2,11 +2,13 @@
 // included) of which object types go where, and how. Credentials are write-only: stored encrypted
 // with SECRETS_KEY, never returned; a PUT or PATCH that leaves them out keeps them.
 import crypto from 'node:crypto';
+import { isDeepStrictEqual } from 'node:util';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
 import type { Db, Queryable } from '../db/db.js';
 import { decrypt, encrypt } from '../auth/crypto.js';
 import { ApiError, badRequest, notFound } from '../http/errors.js';
+import { parseDottedPath } from '../http/dotted-path.js';
 import { listPage, PageQuery } from '../http/paging.js';
 import { DateTime, IdParam, iso, isUuid, Nullable, Str, Uuid } from '../http/schemas.js';
 import { OBJECT_TYPES, type ObjectType } from '../outbox/outbox.js';
@@ -46,6 +48,35 @@ const AuthIn = Type.Union([
   Type.Object({ type: Type.Literal('basic'), username: Str(255, { minLength: 1 }), password: Str(1024) }),
 ]);
 type AuthIn = Static<typeof AuthIn>;
+/**
+ * The body's auth: AuthIn with its secret member optional. API.md 1: a GET body put back carries
+ * auth without the write-only secret; keepSecret then keeps the stored one.
+ */
+const AUTH_SECRET_MEMBERS = ['token', 'clientSecret', 'value', 'password'];
+const AuthBody = Type.Union(
+  AuthIn.anyOf.map((o) =>
+    Type.Object(
+      Object.fromEntries(Object.entries(o.properties).map(([k, v]) => [k, AUTH_SECRET_MEMBERS.includes(k) ? Type.Optional(v) : v])),
+    ),
+  ),
+);
+
+/**
+ * Auth given without its secret keeps the stored secret only when every other member is unchanged
+ * (a GET body put back): a stored secret never follows a new tokenUrl, header name or username.
+ */
+function keepSecret(given: Record<string, unknown> | null, stored: AuthIn | null): AuthIn | null {
+  if (given === null) return null;
+  const t = given.type;
+  const need =
+    t === 'apiKey' ? 'token' : t === 'header' ? 'value' : t === 'basic' ? 'password' : 'tokenUrl' in given ? 'clientSecret' : 'token';
+  if (given[need] !== undefined) return given as AuthIn;
+  if (stored && isDeepStrictEqual(publicAuth(stored), given)) return stored;
+  throw badRequest(
+    `/webhook/auth/${need} is required (left out, the stored one is kept only when the rest of auth is unchanged).`,
+    `/webhook/auth/${need}`,
+  );
+}
 
 const WebhookIn = Type.Object({
   mode: Type.Optional(Type.Union([Type.Literal('single'), Type.Literal('batch')])),
@@ -55,8 +86,14 @@ const WebhookIn = Type.Object({
   timeoutMs: Type.Optional(Type.Integer({ minimum: 100, maximum: 120_000 })),
   injectEventId: Type.Optional(Type.Boolean()),
   injectEventIdPath: Type.Optional(Nullable(Type.String({ maxLength: 200, pattern: '^[A-Za-z0-9_$-]+(\\.[A-Za-z0-9_$-]+)*$' }))),
-  auth: Type.Optional(Nullable(AuthIn)),
-  signingSecret: Type.Optional(Nullable(Type.String({ pattern: '^whsec_[A-Za-z0-9+/=]{16,}$', maxLength: 512 }))),
+  auth: Type.Optional(Nullable(AuthBody)),
+  signingSecret: Type.Optional(
+    Type.String({
+      pattern: '^whsec_[A-Za-z0-9+/=]{16,}$',
+      maxLength: 512,
+      description: 'Standard Webhooks secret; generated when left out. A new value rotates: the previous one keeps signing for 24 h',
+    }),
+  ),
 });
 
 const IntegrationIn = Type.Object({
@@ -101,7 +138,9 @@ export const Integration = Type.Object(
       injectEventId: Type.Boolean(),
       injectEventIdPath: Nullable(Type.String()),
       auth: Nullable(AuthOut),
-      signingSecretSet: Type.Boolean({ description: 'Secrets are write-only' }),
+      signingSecretSet: Type.Boolean({ description: 'Always true: every webhook is signed' }),
+      signingSecret: Type.Optional(Type.String({ description: 'Only in the answer to a create or a rotation: shown once' })),
+      previousSigningSecretExpiresAt: Nullable(DateTime),
     }),
     whenCreated: DateTime,
     whenUpdated: DateTime,
@@ -128,6 +167,8 @@ export interface IntegrationConfig {
     injectEventIdPath: string | null;
     auth: AuthIn | null;
     signingSecret: string | null;
+    /** The secret before the last rotation, still signing until `until` (epoch ms). */
+    previousSigningSecret: { secret: string; until: number } | null;
   };
 }
 
@@ -141,7 +182,11 @@ export interface Row {
   destination: string;
   destinations: Record<string, string>;
   retry: IntegrationConfig['retry'];
-  settings: Omit<IntegrationConfig['webhook'], 'auth' | 'signingSecret'> & { auth: Static<typeof AuthOut> | null };
+  settings: Omit<IntegrationConfig['webhook'], 'auth' | 'signingSecret' | 'previousSigningSecret'> & {
+    auth: Static<typeof AuthOut> | null;
+    signingSecretSet?: boolean;
+    previousSigningSecretExpiresAt?: string | null;
+  };
   secrets: string | null;
   when_created: Date;
   when_updated: Date;
@@ -152,14 +197,20 @@ const SELECT =
 interface Secrets {
   auth: AuthIn | null;
   signingSecret: string | null;
+  previousSigningSecret?: { secret: string; until: number } | null;
 }
+
+/** API.md 9: after a rotation the previous secret keeps signing this long, as Svix does. */
+export const SECRET_OVERLAP_MS = 24 * 3600_000;
+/** A Standard Webhooks secret: whsec_ and 32 random bytes in base64. */
+export const newSigningSecret = () => `whsec_${crypto.randomBytes(32).toString('base64')}`;
+const readSecrets = (key: Buffer, sealed: string | null): Secrets =>
+  sealed ? JSON.parse(decrypt(key, sealed)) : { auth: null, signingSecret: null, previousSigningSecret: null };
 
 const SECRET_FIELDS = ['token', 'clientSecret', 'value', 'password'] as const;
 const publicAuth = (a: AuthIn | null) => {
   if (!a) return null;
-  const out: Record<string, string> = {};
-  for (const [k, v] of Object.entries(a)) if (!(SECRET_FIELDS as readonly string[]).includes(k)) out[k] = v as string;
-  return out as Static<typeof AuthOut>;
+  return Object.fromEntries(Object.entries(a).filter(([k]) => !(SECRET_FIELDS as readonly string[]).includes(k))) as Static<typeof AuthOut>;
 };
 
 const toApi = (r: Row) => ({
@@ -174,16 +225,22 @@ const toApi = (r: Row) => ({
   retry: r.retry,
   webhook: {
     ...r.settings,
-    signingSecretSet: r.secrets !== null && (r.settings as { signingSecretSet?: boolean }).signingSecretSet === true,
+    signingSecretSet: r.secrets !== null && r.settings.signingSecretSet === true,
+    previousSigningSecretExpiresAt: r.settings.previousSigningSecretExpiresAt ?? null,
   },
   whenCreated: iso(r.when_created)!,
   whenUpdated: iso(r.when_updated)!,
 });
 
+/** The API shape, with a new signing secret in the one answer that shows it. */
+const withShownSecret = (r: Row, shown: string | undefined) => {
+  const out = toApi(r);
+  return shown === undefined ? out : { ...out, webhook: { ...out.webhook, signingSecret: shown } };
+};
+
 export function loadConfigFromRow(r: Row, key: Buffer): IntegrationConfig {
-  const secrets: Secrets = r.secrets ? JSON.parse(decrypt(key, r.secrets)) : { auth: null, signingSecret: null };
-  const { auth: _a, ...settings } = r.settings as IntegrationConfig['webhook'] & { signingSecretSet?: boolean };
-  delete (settings as { signingSecretSet?: boolean }).signingSecretSet;
+  const secrets = readSecrets(key, r.secrets);
+  const { auth: _a, signingSecretSet: _s, previousSigningSecretExpiresAt: _p, ...settings } = r.settings;
   return {
     id: r.id,
     name: r.name,
@@ -193,20 +250,40 @@ export function loadConfigFromRow(r: Row, key: Buffer): IntegrationConfig {
     destinations: r.destinations as IntegrationConfig['destinations'],
     retry: r.retry,
     webhook: {
-      ...(settings as Omit<IntegrationConfig['webhook'], 'auth' | 'signingSecret'>),
+      ...settings,
       auth: secrets.auth,
       signingSecret: secrets.signingSecret,
+      previousSigningSecret: secrets.previousSigningSecret ?? null,
     },
   };
 }
 
 export async function loadIntegration(q: Queryable, id: string, key: Buffer): Promise<IntegrationConfig | null> {
-  const { rows } = await q.query<Row>(`SELECT ${SELECT} FROM integrations WHERE id = $1`, [id]);
+  const { rows } = await q.query<Row>(`SELECT ${SELECT} FROM integrations WHERE id = $1 AND deleted_at IS NULL`, [id]);
   return rows[0] ? loadConfigFromRow(rows[0], key) : null;
+}
+
+/**
+ * Integrations saved before every webhook was signed get a secret at start (the operator sees it
+ * by rotating). The condition makes it safe when several instances start at once.
+ */
+async function signUnsignedIntegrations(db: Db, key: Buffer): Promise<void> {
+  const { rows } = await db.query<Row>(
+    `SELECT ${SELECT} FROM integrations WHERE channel = 'webhook' AND (settings->>'signingSecretSet') IS DISTINCT FROM 'true'`,
+  );
+  for (const r of rows) {
+    const secrets: Secrets = { ...readSecrets(key, r.secrets), signingSecret: newSigningSecret(), previousSigningSecret: null };
+    await db.query(
+      `UPDATE integrations SET secrets = $2, settings = settings || '{"signingSecretSet": true}'::jsonb
+        WHERE id = $1 AND (settings->>'signingSecretSet') IS DISTINCT FROM 'true'`,
+      [r.id, encrypt(key, JSON.stringify(secrets))],
+    );
+  }
 }
 
 export async function integrationRoutes(app: FastifyInstance, opts: { db: Db; secretsKey: Buffer; policy: AddressPolicy }): Promise<void> {
   const { db, secretsKey, policy } = opts;
+  await signUnsignedIntegrations(db, secretsKey);
   const tags = ['integrations'];
   const admin = { scope: 'admin' as const };
 
@@ -222,7 +299,7 @@ export async function integrationRoutes(app: FastifyInstance, opts: { db: Db; se
   /** Merges input over the current row (PATCH) or defaults (create/PUT) and validates it all. */
   const compose = async (t: Tenancy, q: Queryable, b: Partial<IntegrationIn>, cur: Row | null, mode: 'create' | 'put' | 'patch') => {
     const base = mode === 'patch' ? cur : null;
-    const curSecrets: Secrets = cur?.secrets ? JSON.parse(decrypt(secretsKey, cur.secrets)) : { auth: null, signingSecret: null };
+    const curSecrets = readSecrets(secretsKey, cur?.secrets ?? null);
     const ownerIds = b.ownerIds ?? base?.owner_ids ?? [];
     for (const [n, id] of ownerIds.entries()) {
       if (!(await t.sees(id, q))) throw new ApiError('NOT_FOUND', `owner ${id} not found`, { field: `/ownerIds/${n}` });
@@ -251,13 +328,15 @@ export async function integrationRoutes(app: FastifyInstance, opts: { db: Db; se
       injectEventId: (w.injectEventId as boolean) ?? false,
       injectEventIdPath: (w.injectEventIdPath as string | null) ?? null,
     };
+    if (settings.injectEventIdPath !== null) parseDottedPath(settings.injectEventIdPath, '/webhook/injectEventIdPath');
     // Write-only secrets: absent = keep (PUT included), null = remove, a value = replace.
     const inAuth = b.webhook?.auth;
-    const auth = inAuth === undefined ? curSecrets.auth : inAuth;
-    const inSig = b.webhook?.signingSecret;
-    const signingSecret = inSig === undefined ? curSecrets.signingSecret : inSig;
+    const auth = inAuth === undefined ? curSecrets.auth : keepSecret(inAuth as Record<string, unknown> | null, curSecrets.auth);
     if (auth?.type === 'oauth2' && 'tokenUrl' in auth) await vet(auth.tokenUrl, '/webhook/auth/tokenUrl');
-    const secrets: Secrets = { auth, signingSecret };
+    // API.md 9: every webhook is signed. No secret yet: one is generated (shown once in the
+    // answer); a different one given: a rotation, the previous one signing on for 24 h.
+    const signing = rotate(curSecrets, b.webhook?.signingSecret ?? (curSecrets.signingSecret ? undefined : newSigningSecret()));
+    const secrets: Secrets = { auth, ...signing.secrets };
     return {
       name: b.name ?? base?.name ?? '',
       enabled: b.enabled ?? base?.enabled ?? true,
@@ -266,17 +345,45 @@ export async function integrationRoutes(app: FastifyInstance, opts: { db: Db; se
       destination,
       destinations,
       retry,
-      settings: { ...settings, auth: publicAuth(auth), signingSecretSet: signingSecret !== null },
-      secrets: auth || signingSecret ? encrypt(secretsKey, JSON.stringify(secrets)) : null,
+      settings: {
+        ...settings,
+        auth: publicAuth(auth),
+        signingSecretSet: true,
+        previousSigningSecretExpiresAt: signing.previousExpiresAt,
+      },
+      secrets: encrypt(secretsKey, JSON.stringify(secrets)),
+      /** The new secret, for the one answer that shows it. */
+      shownSecret: signing.shown,
+    };
+  };
+
+  /** Applies a new signing secret (or none) to the stored ones; a change keeps the old one for 24 h. */
+  const rotate = (cur: Secrets, next: string | undefined) => {
+    const now = Date.now();
+    const livePrevious = cur.previousSigningSecret && cur.previousSigningSecret.until > now ? cur.previousSigningSecret : null;
+    if (next === undefined || next === cur.signingSecret) {
+      return {
+        secrets: { signingSecret: cur.signingSecret, previousSigningSecret: livePrevious },
+        previousExpiresAt: livePrevious ? iso(new Date(livePrevious.until)) : null,
+        shown: undefined,
+      };
+    }
+    const previous = cur.signingSecret ? { secret: cur.signingSecret, until: now + SECRET_OVERLAP_MS } : null;
+    return {
+      secrets: { signingSecret: next, previousSigningSecret: previous },
+      previousExpiresAt: previous ? iso(new Date(previous.until)) : null,
+      shown: next,
     };
   };
 
   const get = (q: Queryable, id: string, forUpdate = false) => {
     if (!isUuid(id)) throw notFound('integration');
-    return q.query<Row>(`SELECT ${SELECT} FROM integrations WHERE id = $1${forUpdate ? ' FOR UPDATE' : ''}`, [id]).then((r) => {
-      if (!r.rows[0]) throw notFound('integration');
-      return r.rows[0];
-    });
+    return q
+      .query<Row>(`SELECT ${SELECT} FROM integrations WHERE id = $1 AND deleted_at IS NULL${forUpdate ? ' FOR UPDATE' : ''}`, [id])
+      .then((r) => {
+        if (!r.rows[0]) throw notFound('integration');
+        return r.rows[0];
+      });
   };
   const write = (q: Queryable, id: string, v: Awaited<ReturnType<typeof compose>>, insert: boolean) =>
     q.query<Row>(
@@ -312,6 +419,7 @@ export async function integrationRoutes(app: FastifyInstance, opts: { db: Db; se
         defaultOrder: 'asc',
         idType: 'uuid',
         filters: (params, where) => {
+          where.push('deleted_at IS NULL');
           if (query.name !== undefined) where.push(`name = $${params.push(query.name)}`);
         },
       });
@@ -329,12 +437,12 @@ export async function integrationRoutes(app: FastifyInstance, opts: { db: Db; se
     },
     handler: async (req, reply) => {
       const id = crypto.randomUUID();
-      const row = await db.tx(async (q) => {
+      const out = await db.tx(async (q) => {
         const v = await compose(req.tenancy, q, req.body as IntegrationIn, null, 'create');
-        return (await write(q, id, v, true)).rows[0]!;
+        return withShownSecret((await write(q, id, v, true)).rows[0]!, v.shownSecret);
       });
       reply.code(201).header('Location', `${req.server.publicUrl}/api/v1/integrations/${id}`);
-      return toApi(row);
+      return out;
     },
   });
 
@@ -349,7 +457,7 @@ export async function integrationRoutes(app: FastifyInstance, opts: { db: Db; se
     return db.tx(async (q) => {
       const cur = await get(q, id, true);
       const v = await compose(req.tenancy, q, req.body as Partial<IntegrationIn>, cur, mode);
-      return toApi((await write(q, id, v, false)).rows[0]!);
+      return withShownSecret((await write(q, id, v, false)).rows[0]!, v.shownSecret);
     });
   };
   app.put('/integrations/:id', {
@@ -374,6 +482,33 @@ export async function integrationRoutes(app: FastifyInstance, opts: { db: Db; se
     },
     handler: update('patch'),
   });
+  const RotateBody = Type.Object({
+    signingSecret: Type.Optional(WebhookIn.properties.signingSecret),
+  });
+  app.post('/integrations/:id/rotate-signing-secret', {
+    config: admin,
+    schema: {
+      tags,
+      summary: 'Rotate the signing secret (admin): the new one is shown once; the previous one keeps signing for 24 h',
+      params: IdParam,
+      body: RotateBody,
+      response: { 200: Integration },
+    },
+    // A rotation usually has no body at all: treat that as {}.
+    preValidation: async (req) => {
+      req.body ??= {};
+    },
+    handler: async (req) => {
+      const id = (req.params as { id: string }).id;
+      const given = (req.body as Static<typeof RotateBody> | undefined)?.signingSecret;
+      return db.tx(async (q) => {
+        const cur = await get(q, id, true);
+        const v = await compose(req.tenancy, q, { webhook: { signingSecret: given ?? newSigningSecret() } }, cur, 'patch');
+        return withShownSecret((await write(q, id, v, false)).rows[0]!, v.shownSecret);
+      });
+    },
+  });
+
   app.delete('/integrations/:id', {
     config: admin,
     schema: { tags, summary: 'Delete a push integration (admin); its pending deliveries are cancelled', params: IdParam },
@@ -381,7 +516,18 @@ export async function integrationRoutes(app: FastifyInstance, opts: { db: Db; se
       const id = (req.params as { id: string }).id;
       await db.tx(async (q) => {
         await get(q, id, true);
-        await q.query('DELETE FROM integrations WHERE id = $1', [id]);
+        // API.md 9: delivery stops at once (the engine claims only enabled, undeleted integrations),
+        // pending deliveries become CANCELLED, credentials are wiped; the history stays.
+        await q.query(
+          `UPDATE integrations SET deleted_at = now(), enabled = false, secrets = NULL,
+                  settings = jsonb_set(settings, '{auth}', 'null'), when_updated = now() WHERE id = $1`,
+          [id],
+        );
+        await q.query(
+          `UPDATE deliveries SET status = 'CANCELLED', completed_at = now(), lease_until = NULL
+            WHERE integration_id = $1 AND status = 'PENDING'`,
+          [id],
+        );
       });
       return reply.code(204).send();
     },

@@ -7,6 +7,7 @@ import http from 'node:http';
 import https from 'node:https';
 import { resolveVetted, vettedLookup, AddressRefused, type AddressPolicy } from './address.js';
 import type { IntegrationConfig } from './integrations.js';
+import { setAtPath } from '../http/dotted-path.js';
 
 export const USER_AGENT = 'asset-tracking-service/0.1 (+webhook)';
 export const MAX_STORED_BODY = 64 * 1024;
@@ -57,17 +58,21 @@ export function sign(secret: string, id: string, timestamp: number, body: string
   return `v1,${crypto.createHmac('sha256', key).update(`${id}.${timestamp}.${body}`).digest('base64')}`;
 }
 
-/** Puts the event id at a dotted path, creating objects on the way (spec 6.3). */
+/**
+ * The webhook-signature header: one `v1,` signature per live secret, space-separated (Standard
+ * Webhooks), so during a rotation's 24 h overlap a receiver holding either secret verifies.
+ */
+export function signatureHeader(cfg: IntegrationConfig, msg: WebhookMessage, timestamp: number, now = Date.now()): Record<string, string> {
+  const { signingSecret, previousSigningSecret: prev } = cfg.webhook;
+  const secrets = [signingSecret, prev && prev.until > now ? prev.secret : null].filter((x): x is string => x !== null);
+  if (secrets.length === 0) return {}; // only the test endpoint's own sample goes unsigned
+  return { 'webhook-signature': secrets.map((k) => sign(k, msg.id, timestamp, msg.body)).join(' ') };
+}
+
+/** Puts the event id at a dotted path, creating objects on the way (spec 6.3), own members only. */
 export function injectEventId(obj: Record<string, unknown>, eventId: string, path: string | null): Record<string, unknown> {
-  const parts = (path ?? 'eventId').split('.');
   const out = structuredClone(obj);
-  let cur: Record<string, unknown> = out;
-  for (const p of parts.slice(0, -1)) {
-    const next = cur[p];
-    if (!next || typeof next !== 'object' || Array.isArray(next)) cur[p] = {};
-    cur = cur[p] as Record<string, unknown>;
-  }
-  cur[parts[parts.length - 1]!] = eventId;
+  setAtPath(out, (path ?? 'eventId').split('.'), eventId);
   return out;
 }
 
@@ -215,8 +220,10 @@ function request(
               if (bytes > MAX_READ_BODY) res.destroy(); // enough: we keep 64 KiB anyway
             });
             const end = () => {
-              const hdrs: Record<string, string> = {};
-              for (const [k, v] of Object.entries(res.headers)) if (v !== undefined) hdrs[k] = Array.isArray(v) ? v.join(', ') : v;
+              // fromEntries defines own members: a header named __proto__ stays an ordinary member.
+              const hdrs: Record<string, string> = Object.fromEntries(
+                Object.entries(res.headers).flatMap(([k, v]) => (v === undefined ? [] : [[k, Array.isArray(v) ? v.join(', ') : v]])),
+              );
               finish({
                 status: res.statusCode,
                 headers: hdrs,
@@ -266,7 +273,7 @@ export async function sendWebhook(cfg: IntegrationConfig, msg: WebhookMessage, p
       'webhook-schema-version': '1',
       'webhook-id': msg.id,
       'webhook-timestamp': String(timestamp),
-      ...(cfg.webhook.signingSecret ? { 'webhook-signature': sign(cfg.webhook.signingSecret, msg.id, timestamp, msg.body) } : {}),
+      ...signatureHeader(cfg, msg, timestamp),
       ...(await authHeaders(cfg, policy)),
     };
   } catch (e) {

@@ -1,36 +1,80 @@
 // The HTTP plumbing every route shares: request validation (strict bodies, coerced query strings),
 // NUL refusal, the error envelope for every status >= 400 (unknown routes and wrong verbs too).
+import { STATUS_CODES } from 'node:http';
+import type { Duplex } from 'node:stream';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { Ajv, type ErrorObject } from 'ajv';
+import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import addFormatsModule from 'ajv-formats';
+import { fullFormats } from 'ajv-formats/dist/formats.js';
 import FindMyWay from 'find-my-way';
 import { ApiError, errorBody, isDatabaseUnavailable, pointer, type ErrorCode } from './errors.js';
+import { IGNORED_KEYWORD, lenientSchema, requestBodySchema, stripIgnored, type StripPlan } from './schemas.js';
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
 
+/** API.md section 1: date-times in bodies and query strings lie in 1970..9999 (UTC). */
+export const MIN_DATE_MS = Date.UTC(1970, 0, 1);
+export const MAX_DATE_MS = Date.UTC(10000, 0, 1) - 1;
+const isDateTime = (fullFormats['date-time'] as { validate: (s: string) => boolean }).validate;
+
+/** An RFC 3339 date-time (offset or Z, a real calendar date) inside the accepted range. */
+export function isDateTimeInRange(s: string): boolean {
+  if (!isDateTime(s)) return false;
+  const ms = Date.parse(s);
+  return Number.isFinite(ms) && ms >= MIN_DATE_MS && ms <= MAX_DATE_MS;
+}
+
+/** Both validators share ajv-formats' formats, with date-time narrowed to the accepted range. */
+function withFormats(ajv: Ajv): Ajv {
+  addFormats(ajv);
+  ajv.addFormat('date-time', { type: 'string', validate: isDateTimeInRange });
+  return ajv;
+}
+
 export function installValidation(app: FastifyInstance): void {
-  // Bodies: no coercion ("12" is not a number), defaults applied, unknown members ignored.
-  const bodyAjv = addFormats(new Ajv({ coerceTypes: false, useDefaults: true, strict: false, allErrors: false }));
+  // Bodies: no coercion ("12" is not a number), defaults applied, unknown members refused (verbose:
+  // the error carries the schema, so the message can list the known members).
+  const bodyAjv = withFormats(new Ajv({ coerceTypes: false, useDefaults: true, strict: false, allErrors: false, verbose: true }));
   // Query strings and path params arrive as text: coerce, and allow repeated params as arrays.
-  const queryAjv = addFormats(new Ajv({ coerceTypes: 'array', useDefaults: true, strict: false, allErrors: false }));
-  app.setValidatorCompiler(({ schema, httpPart }) => {
-    if (httpPart !== 'body') return queryAjv.compile(schema);
-    const s = schema as { 'x-bulk'?: boolean; anyOf?: object[] };
+  const queryAjv = withFormats(new Ajv({ coerceTypes: 'array', useDefaults: true, strict: false, allErrors: false }));
+  // API.md section 1: what a route's 2xx responses carry is ignored in its body (requestBodySchema).
+  // Form bodies (the OAuth token endpoint) stay open: RFC 6749 section 3.1 says unknown parameters
+  // are ignored. Query strings stay lenient too: links carry cache busters and tracking parameters.
+  const routes = new Map<string, { responses: unknown[]; form: boolean }>();
+  app.addHook('onRoute', (r) => {
+    if (r.schema?.body === undefined) return;
+    const responses = Object.entries((r.schema.response ?? {}) as Record<string, unknown>)
+      .filter(([status]) => status.startsWith('2'))
+      .map(([, schema]) => schema);
+    const consumes = (r.schema as { consumes?: string[] }).consumes;
+    const form = consumes !== undefined && !consumes.some((c) => c.includes('json'));
+    for (const m of [r.method].flat()) routes.set(`${m} ${r.url}`, { responses, form });
+  });
+  const checked = (v: ValidateFunction, strip: StripPlan | undefined) => (data: unknown) => {
+    if (v(data)) {
+      stripIgnored(data, strip);
+      return true;
+    }
+    return { error: Object.assign(new Error('body validation failed'), { validation: v.errors ?? [], validationContext: 'body' }) };
+  };
+  app.setValidatorCompiler(({ schema, httpPart, method, url }) => {
+    if (httpPart !== 'body') return queryAjv.compile(lenientSchema(schema) as object);
+    const route = routes.get(`${[method].flat()[0]} ${url}`);
+    if (route?.form) return bodyAjv.compile(lenientSchema(schema) as object);
+    const { schema: body, strip } = requestBodySchema(schema, route?.responses ?? []);
+    const s = body as { 'x-bulk'?: boolean; anyOf?: object[] };
     if (s['x-bulk'] && s.anyOf?.length === 2) {
       // One record or an array of them: validate the branch the body's shape picks, so an error
       // names the item (`/3/latitude`) instead of "must match a schema in anyOf".
-      const one = bodyAjv.compile(s.anyOf[0]!);
-      const many = bodyAjv.compile(s.anyOf[1]!);
-      return (data: unknown) => {
-        const v = Array.isArray(data) ? many : one;
-        if (v(data)) return true;
-        return { error: Object.assign(new Error('body validation failed'), { validation: v.errors ?? [], validationContext: 'body' }) };
-      };
+      const one = checked(bodyAjv.compile(s.anyOf[0]!), strip);
+      const many = checked(bodyAjv.compile(s.anyOf[1]!), strip);
+      return (data: unknown) => (Array.isArray(data) ? many : one)(data);
     }
-    return bodyAjv.compile(schema);
+    return checked(bodyAjv.compile(body as object), strip);
   });
 
-  // API.md section 1: a NUL anywhere in a string (keys included) is a 400 naming where.
+  // API.md section 1: a NUL anywhere in a string (keys included), or a number that is not finite,
+  // is a 400 naming where.
   app.addHook('preValidation', async (req) => {
     const q = req.query as Record<string, unknown> | undefined;
     const hit = findBadString(req.body) ?? findBadString(q);
@@ -42,7 +86,7 @@ export const MAX_JSON_DEPTH = 64;
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
 /**
- * Finds the first string (value or key) that carries a NUL or is not well-formed UTF-16 (a lone
+ * Finds the first number that is not finite, or string (value or key) that carries a NUL or is not well-formed UTF-16 (a lone
  * surrogate, which PostgreSQL refuses in JSON), or a nesting deeper than MAX_JSON_DEPTH.
  * Iterative, so no input can exhaust the stack.
  */
@@ -59,6 +103,10 @@ function findBadString(root: unknown): { at: string; why: string } | undefined {
     if (typeof v === 'string') {
       const why = bad(v);
       if (why) return { at, why };
+    } else if (typeof v === 'number') {
+      // API.md section 1: JSON.parse turns an overflowing literal (1e400) into Infinity, which
+      // PostgreSQL would store as Infinity (or JSONB as null) and JSON cannot carry back out.
+      if (!Number.isFinite(v)) return { at, why: 'must be a finite number' };
     } else if (v && typeof v === 'object') {
       if (depth >= MAX_JSON_DEPTH) return { at, why: `is nested more than ${MAX_JSON_DEPTH} levels deep` };
       const entries = Array.isArray(v) ? v.map((c, i) => [String(i), c] as const) : Object.entries(v);
@@ -77,7 +125,84 @@ function findBadString(root: unknown): { at: string; why: string } | undefined {
 function validationField(e: ErrorObject): string {
   let field = e.instancePath;
   if (e.keyword === 'required') field += pointer((e.params as { missingProperty: string }).missingProperty);
+  if (e.keyword === 'additionalProperties') field += pointer((e.params as { additionalProperty: string }).additionalProperty);
   return field;
+}
+
+/**
+ * The error worth reporting. When no branch of a union matched, Ajv lists every branch's first
+ * error: skip the branches that were plainly not meant (the value is not of their type, e.g. the
+ * `null` of a nullable field, or their literal tag differs, e.g. `auth.type`); when every branch
+ * was skipped, merge their allowed types or values into one error.
+ */
+function pickError(errors: ErrorObject[]): ErrorObject | undefined {
+  const unions = errors.filter((e) => e.keyword === 'anyOf' || e.keyword === 'oneOf');
+  const notMeant = (e: ErrorObject) =>
+    unions.some(
+      (u) =>
+        e.schemaPath.startsWith(`${u.schemaPath}/`) &&
+        ((e.keyword === 'type' && e.instancePath === u.instancePath) ||
+          (e.keyword === 'const' && e.instancePath.slice(0, e.instancePath.lastIndexOf('/')) === u.instancePath)),
+    );
+  const leaves = errors.filter((e) => !unions.includes(e));
+  const meant = leaves.filter((e) => !notMeant(e));
+  if (meant.length) {
+    // Several branches meant (two kinds of oauth2 auth): the one whose members the value fits best.
+    let best = meant[0]!;
+    for (const e of meant) if (branchFit(unions, e) > branchFit(unions, best)) best = e;
+    return best;
+  }
+  if (!leaves.length) return errors[0];
+  const first = leaves[0]!;
+  const same = leaves.filter((e) => e.keyword === first.keyword && e.instancePath === first.instancePath);
+  if (first.keyword === 'const') {
+    const allowedValues = [...new Set(same.map((e) => (e.params as { allowedValue: unknown }).allowedValue))];
+    return { ...first, keyword: 'enum', params: { allowedValues } };
+  }
+  if (first.keyword === 'type') {
+    const types = [...new Set(same.flatMap((e) => String((e.params as { type: string }).type).split(',')))];
+    return { ...first, message: `must be ${types.join(' or ')}` };
+  }
+  return first;
+}
+
+/** How well the value fits the union branch an error came from: its members known there minus those not. */
+function branchFit(unions: ErrorObject[], e: ErrorObject): number {
+  const u = unions.filter((x) => e.schemaPath.startsWith(`${x.schemaPath}/`)).sort((a, b) => b.schemaPath.length - a.schemaPath.length)[0];
+  if (!u || !Array.isArray(u.schema) || typeof u.data !== 'object' || u.data === null) return 0;
+  let branch = u.schema[Number(e.schemaPath.slice(u.schemaPath.length + 1).split('/')[0])] as { allOf?: unknown[]; properties?: object };
+  if (Array.isArray(branch?.allOf)) branch = branch.allOf.at(-1) as typeof branch; // see tagFirst in schemas.ts
+  const props = branch?.properties;
+  if (!props) return 0;
+  return Object.keys(u.data).reduce((fit, k) => fit + (Object.hasOwn(props, k) ? 1 : -1), 0);
+}
+
+/** Did-you-mean: a known member that differs from an unknown one by case, a prefix or two edits. */
+function closest(name: string, known: string[]): string | undefined {
+  const n = name.toLowerCase();
+  const dist = (a: string, b: string) => {
+    let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+    for (let i = 1; i <= a.length; i++) {
+      const cur = [i];
+      for (let j = 1; j <= b.length; j++) cur[j] = Math.min(prev[j]! + 1, cur[j - 1]! + 1, prev[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+      prev = cur;
+    }
+    return prev[b.length]!;
+  };
+  return (
+    known.find((k) => k.toLowerCase() === n) ??
+    known.find((k) => n.length >= 3 && k.toLowerCase().startsWith(n)) ??
+    known.find((k) => dist(k.toLowerCase(), n) <= Math.min(2, n.length - 1))
+  );
+}
+
+function unknownFieldMessage(e: ErrorObject, where: string): string {
+  const name = (e.params as { additionalProperty: string }).additionalProperty;
+  const parent = (e.parentSchema ?? {}) as { properties?: Record<string, unknown>; [IGNORED_KEYWORD]?: string[] };
+  const ignored = new Set(parent[IGNORED_KEYWORD] ?? []);
+  const known = Object.keys(parent.properties ?? {}).filter((k) => !ignored.has(k));
+  const guess = closest(name, known);
+  return `${where} is not a known field${guess ? ` (did you mean ${guess}?)` : ''}; known fields here: ${known.join(', ') || 'none'}.`;
 }
 
 function validationMessage(e: ErrorObject, part: string, field: string): string {
@@ -87,8 +212,16 @@ function validationMessage(e: ErrorObject, part: string, field: string): string 
       return `${where} is required.`;
     case 'maxLength':
       return `${where} must be at most ${(e.params as { limit: number }).limit} characters.`;
+    case 'format':
+      if ((e.params as { format: string }).format === 'date-time')
+        return `${where} must be an ISO 8601 date-time with an offset or Z, between 1970-01-01 and 9999-12-31.`;
+      return `${where} ${e.message ?? 'is invalid'}.`;
     case 'enum':
-      return `${where} must be one of ${(e.params as { allowedValues: unknown[] }).allowedValues.join(', ')}.`;
+      return `${where} must be one of ${(e.params as { allowedValues: unknown[] }).allowedValues.map(String).join(', ')}.`;
+    case 'const':
+      return `${where} must be ${String((e.params as { allowedValue: unknown }).allowedValue)}.`;
+    case 'additionalProperties':
+      return unknownFieldMessage(e, where);
     case 'anyOf':
       return `${where} has an unaccepted value.`;
     default:
@@ -112,7 +245,7 @@ export function installErrorEnvelope(app: FastifyInstance): void {
       return send(req, reply, err.code, err.status, err.message, err.extra.field);
     }
     if (err.validation) {
-      const first = err.validation[0] as ErrorObject | undefined;
+      const first = pickError(err.validation as ErrorObject[]);
       const part = PARTS[err.validationContext ?? 'body'] ?? 'body';
       const field = first ? validationField(first) : '';
       return send(req, reply, 'VALIDATION_FAILED', 400, first ? validationMessage(first, part, field) : err.message, field);
@@ -135,6 +268,8 @@ export function installErrorEnvelope(app: FastifyInstance): void {
       return send(req, reply, 'NAME_TAKEN', 409, u.message, u.field);
     }
     if (pg.code === '23503') return send(req, reply, 'CONFLICT', 409, 'Other records still refer to this one.');
+    // The client went away while its body was being read: not the database's doing.
+    if (err.code === 'ECONNRESET' && err.statusCode === 400) return send(req, reply, 'MALFORMED_REQUEST', 400, 'The request was aborted.');
     if (isDatabaseUnavailable(err)) {
       req.log.warn({ err }, 'database unavailable');
       reply.header('Retry-After', '5');
@@ -187,3 +322,27 @@ const UNIQUE: Record<string, { field: string; message: string }> = {
   clients_client_id_key: { field: '/clientId', message: 'That clientId is already in use.' },
   integrations_name_key: { field: '/name', message: 'An integration with this name already exists.' },
 };
+
+/**
+ * Errors Node reports before a request reaches Fastify (a request that did not arrive in time,
+ * oversized headers, malformed HTTP): answered in the same envelope, then the socket is closed.
+ */
+export function clientError(err: NodeJS.ErrnoException, socket: Duplex): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const [status, code, message]: [number, ErrorCode, string] =
+    err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+      ? [408, 'REQUEST_TIMEOUT', 'The request did not arrive in time; the connection is closed.']
+      : err.code === 'HPE_HEADER_OVERFLOW'
+        ? [431, 'HEADERS_TOO_LARGE', 'The request headers are too large.']
+        : [400, 'MALFORMED_REQUEST', 'The request is not well-formed HTTP.'];
+  const body = JSON.stringify(errorBody(code, message));
+  // Only when no answer has started on this socket: never corrupt a response in flight.
+  const inFlight = (socket as Duplex & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
+  if (socket.writable && !inFlight?.headersSent) {
+    socket.write(
+      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+        `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy();
+}

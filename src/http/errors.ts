@@ -4,6 +4,7 @@
 export const ERRORS = {
   VALIDATION_FAILED: { status: 400, title: 'Bad Request' },
   BAD_CURSOR: { status: 400, title: 'Bad Request' },
+  MALFORMED_REQUEST: { status: 400, title: 'Bad Request' },
   UNAUTHENTICATED: { status: 401, title: 'Unauthorized' },
   TOKEN_EXPIRED: { status: 401, title: 'Unauthorized' },
   FORBIDDEN: { status: 403, title: 'Forbidden' },
@@ -12,9 +13,11 @@ export const ERRORS = {
   CONFLICT: { status: 409, title: 'Conflict' },
   NAME_TAKEN: { status: 409, title: 'Conflict' },
   IDEMPOTENCY_IN_PROGRESS: { status: 409, title: 'Conflict' },
+  REQUEST_TIMEOUT: { status: 408, title: 'Request Timeout' },
   PAYLOAD_TOO_LARGE: { status: 413, title: 'Payload Too Large' },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, title: 'Unsupported Media Type' },
   IDEMPOTENCY_KEY_REUSED: { status: 422, title: 'Unprocessable Content' },
+  HEADERS_TOO_LARGE: { status: 431, title: 'Request Header Fields Too Large' },
   RATE_LIMITED: { status: 429, title: 'Too Many Requests' },
   TOO_MANY_CONCURRENT: { status: 429, title: 'Too Many Requests' },
   INTERNAL: { status: 500, title: 'Internal Server Error' },
@@ -67,6 +70,8 @@ export function isDatabaseUnavailable(e: unknown): boolean {
   const err = e as { code?: string; message?: string };
   if (!err || typeof err !== 'object') return false;
   if (typeof err.code === 'string' && (UNAVAILABLE_CODES.has(err.code) || err.code.startsWith('08'))) return true;
+  // A server on a Unix socket that is down has no socket file: connect fails with ENOENT.
+  if (err.code === 'ENOENT' && (err as { syscall?: string }).syscall === 'connect') return true;
   const msg = err.message ?? '';
   return /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error/.test(msg);
 }

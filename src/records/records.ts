@@ -173,7 +173,9 @@ export const sensorData: RecordDef<SensorIn> = {
       ...commonOutput,
       sensorId: Type.String(),
       type: Type.String(),
-      value: Type.Union([Type.Number(), Type.String()]),
+      value: Type.Union([Type.Number(), Type.String(), Type.Null()], {
+        description: 'null only for a value JSON cannot carry (a non-finite number stored by an older version)',
+      }),
       sensorType: Nullable(Type.String()),
     },
     { title: 'SensorData' },
