@@ -78,6 +78,11 @@ const spec = {
   AUTH_EXTERNAL_JWKS_URL: [url(['http:', 'https:']), undefined],
   AUTH_OWNER_CLAIM: [str, 'owner_id'],
   AUTH_ROLES_CLAIM: [str, 'roles'],
+  // API.md 2: a revocation reaches other instances within 10 s; this is how long one trusts its
+  // cached view of a login (0: ask the database on every request).
+  AUTH_SESSION_CACHE_MS: [int(0, 9000), '5000'],
+  AUTH_THROTTLE_FAILURES: [int(1, 1_000_000), '10'],
+  AUTH_THROTTLE_WINDOW_SECONDS: [int(1, 86400), '300'],
   BOOTSTRAP_OWNER_NAME: [str, 'operator'],
   BOOTSTRAP_CLIENT_ID: [str, undefined],
   BOOTSTRAP_CLIENT_SECRET: [str, undefined],
@@ -92,6 +97,7 @@ const spec = {
   FUTURE_TOLERANCE_SECONDS: [int(0, 7 * 86400), '600'],
   SHUTDOWN_TIMEOUT_MS: [int(0, 600_000), '10000'],
   REQUEST_TIMEOUT_SECONDS: [int(1, 3600), '30'],
+  TRUST_PROXY: [cidrList, ''],
   PUSH_ALLOW_HTTP: [bool, 'false'],
   DELIVERY_ENABLED: [bool, 'true'],
   DELIVERY_LEASE_SECONDS: [

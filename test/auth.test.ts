@@ -1,11 +1,13 @@
 // Spec 4.2 and 5.1, API.md section 2: the token request exactly as the spec writes it, expiry,
-// refresh, and every kind of bad token answering 401; a missing scope answering 403.
+// refresh, and every kind of bad token answering 401; a missing scope answering 403; throttling of
+// failed token requests and equal timing for unknown users.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import http from 'node:http';
 import { promisify } from 'node:util';
 import { test } from 'node:test';
 import * as jose from 'jose';
-import { OPERATOR, ownerWithKey, passwordToken, startApp, basic } from './helpers.js';
+import { OPERATOR, ownerWithKey, passwordToken, startApp, basic, type TestApp } from './helpers.js';
 
 const exec = promisify(execFile);
 
@@ -80,29 +82,188 @@ test('wrong client secret, unknown user, wrong password and unsupported grants a
 });
 
 test('an expired token answers 401 saying it expired, and the refresh grant gives a new one', async (t) => {
-  const ta = await startApp(t, { TOKEN_LIFE_SECONDS: '1' });
+  const ta = await startApp(t);
+  // The service's clock, moved by the test: no waiting, and no 1-second lives a busy machine outruns.
+  const tokens = ta.app.services.tokens;
+  let nowMs = Date.now();
+  tokens.now = () => nowMs;
   const tok = await passwordToken(ta.call, OPERATOR.username, OPERATOR.password);
-  assert.equal(tok.expires_in, 1);
+  assert.equal(tok.expires_in, 1200);
   assert.equal((await ta.call('GET', '/api/v1/owners', { token: tok.access_token })).status, 200);
-  await new Promise((r) => setTimeout(r, 2100));
+  nowMs += 1199_000;
+  assert.equal((await ta.call('GET', '/api/v1/owners', { token: tok.access_token })).status, 200, 'valid one second before exp');
+  nowMs += 2_000;
   const expired = await ta.call('GET', '/api/v1/owners', { token: tok.access_token });
   assert.equal(expired.status, 401);
   assert.equal(expired.body.code, 'TOKEN_EXPIRED');
   assert.match(expired.body.message, /expired/);
   assert.equal(expired.headers['www-authenticate'], 'Bearer');
-  const refreshed = await ta.call('POST', '/auth/realms/tracking/protocol/openid-connect/token', {
-    headers: { authorization: basic(OPERATOR.clientId, OPERATOR.clientSecret), 'content-type': 'application/x-www-form-urlencoded' },
-    body: new URLSearchParams({ grant_type: 'refresh_token', refresh_token: tok.refresh_token }).toString(),
-  });
+  const refresh = (refresh_token: string) =>
+    ta.call('POST', '/auth/realms/tracking/protocol/openid-connect/token', {
+      headers: { authorization: basic(OPERATOR.clientId, OPERATOR.clientSecret), 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ grant_type: 'refresh_token', refresh_token }).toString(),
+    });
+  const refreshed = await refresh(tok.refresh_token);
   assert.equal(refreshed.status, 200, refreshed.raw);
   assert.equal((await ta.call('GET', '/api/v1/owners', { token: refreshed.body.access_token })).status, 200);
   // A refresh token is not an access token, and an access token is not a refresh token.
   assert.equal((await ta.call('GET', '/api/v1/owners', { token: tok.refresh_token })).status, 401);
-  const wrongKind = await ta.call('POST', '/auth/realms/tracking/protocol/openid-connect/token', {
-    headers: { authorization: basic(OPERATOR.clientId, OPERATOR.clientSecret), 'content-type': 'application/x-www-form-urlencoded' },
-    body: new URLSearchParams({ grant_type: 'refresh_token', refresh_token: refreshed.body.access_token }).toString(),
-  });
+  const wrongKind = await refresh(refreshed.body.access_token);
   assert.equal(wrongKind.status, 400);
+  // A refresh token expires too (8 h by default).
+  nowMs += 8 * 3600_000 + 1000;
+  const late = await refresh(refreshed.body.refresh_token);
+  assert.equal(late.status, 400, late.raw);
+  assert.equal(late.body.error, 'invalid_grant');
+  assert.match(late.body.message, /expired/);
+});
+
+/** A token request over a real socket from a chosen local address (127.0.0.1, 127.0.0.2, ...). */
+function tokenFrom(
+  ta: TestApp,
+  localAddress: string,
+  form: Record<string, string>,
+  client: { clientId: string; clientSecret: string } = OPERATOR,
+  extraHeaders: Record<string, string> = {},
+): Promise<{ status: number; retryAfter: string | undefined; body: any }> {
+  const payload = new URLSearchParams(form).toString();
+  const u = new URL(`${ta.url}/auth/realms/tracking/protocol/openid-connect/token`);
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      {
+        host: u.hostname,
+        port: u.port,
+        path: u.pathname,
+        method: 'POST',
+        localAddress,
+        headers: {
+          authorization: basic(client.clientId, client.clientSecret),
+          'content-type': 'application/x-www-form-urlencoded',
+          'content-length': Buffer.byteLength(payload),
+          ...extraHeaders,
+        },
+      },
+      (res) => {
+        let raw = '';
+        res.setEncoding('utf8');
+        res.on('data', (d: string) => {
+          raw += d;
+        });
+        res.on('end', () => {
+          const retryAfter = res.headers['retry-after'];
+          resolve({
+            status: res.statusCode ?? 0,
+            retryAfter: typeof retryAfter === 'string' ? retryAfter : undefined,
+            body: JSON.parse(raw),
+          });
+        });
+        res.on('error', reject);
+      },
+    );
+    req.on('error', reject);
+    req.end(payload);
+  });
+}
+
+test('ten failed passwords for one user from one address: 429 with Retry-After, the right password too, until the window passes; other pairs are unaffected', async (t) => {
+  const ta = await startApp(t);
+  const tokens = ta.app.services.tokens;
+  let nowMs = Date.now();
+  tokens.now = () => nowMs;
+  const owner = await ownerWithKey(ta, 'throttle-co');
+  const made = await ta.call('POST', '/api/v1/users', {
+    token: ta.adminToken,
+    body: { username: 'victim', password: 'victim-password', ownerId: owner.ownerId, scopes: ['read'] },
+  });
+  assert.equal(made.status, 201, made.raw);
+  const attempt = (from: string, username: string, password: string) => tokenFrom(ta, from, { grant_type: 'password', username, password });
+  for (let i = 1; i <= 10; i++) {
+    const r = await attempt('127.0.0.1', 'victim', `wrong-${i}`);
+    assert.equal(r.status, 400, `failure ${i}`);
+    assert.equal(r.body.error, 'invalid_grant');
+  }
+  const locked = await attempt('127.0.0.1', 'victim', 'wrong-11');
+  assert.equal(locked.status, 429);
+  assert.equal(locked.body.error, 'too_many_attempts');
+  assert.ok(locked.body.message);
+  const retry = Number(locked.retryAfter);
+  assert.ok(Number.isInteger(retry) && retry >= 1 && retry <= 300, `Retry-After ${locked.retryAfter}`);
+  // The right password is refused as well while the pair is throttled.
+  assert.equal((await attempt('127.0.0.1', 'victim', 'victim-password')).status, 429);
+  // Another address, and another username from the same address, are not locked out.
+  assert.equal((await attempt('127.0.0.2', 'victim', 'victim-password')).status, 200);
+  assert.equal((await attempt('127.0.0.1', OPERATOR.username, 'wrong')).status, 400);
+  assert.equal((await attempt('127.0.0.1', OPERATOR.username, OPERATOR.password)).status, 200);
+  // Still refused just before the window (5 minutes from the first failure) ends, admitted after.
+  nowMs += (retry - 1) * 1000;
+  assert.equal((await attempt('127.0.0.1', 'victim', 'victim-password')).status, 429);
+  nowMs += 2000;
+  assert.equal((await attempt('127.0.0.1', 'victim', 'victim-password')).status, 200);
+  // Unknown usernames count the same (a lockout must not tell which users exist).
+  for (let i = 0; i < 10; i++) assert.equal((await attempt('127.0.0.1', 'nobody-here', 'x')).status, 400);
+  assert.equal((await attempt('127.0.0.1', 'nobody-here', 'x')).status, 429);
+});
+
+test('failed client secrets are throttled per client and address the same way, with the limits configured', async (t) => {
+  const ta = await startApp(t, { AUTH_THROTTLE_FAILURES: '4', AUTH_THROTTLE_WINDOW_SECONDS: '60' });
+  const tokens = ta.app.services.tokens;
+  let nowMs = Date.now();
+  tokens.now = () => nowMs;
+  const cc = { grant_type: 'client_credentials' };
+  const wrong = { clientId: OPERATOR.clientId, clientSecret: 'wrong-secret' };
+  for (let i = 1; i <= 4; i++) {
+    const r = await tokenFrom(ta, '127.0.0.1', cc, wrong);
+    assert.equal(r.status, 401, `failure ${i}`);
+    assert.equal(r.body.error, 'invalid_client');
+  }
+  const locked = await tokenFrom(ta, '127.0.0.1', cc);
+  assert.equal(locked.status, 429, 'the right secret is refused while throttled');
+  const retry = Number(locked.retryAfter);
+  assert.ok(Number.isInteger(retry) && retry >= 1 && retry <= 60, `Retry-After ${locked.retryAfter}`);
+  assert.equal((await tokenFrom(ta, '127.0.0.2', cc)).status, 200, 'another address');
+  nowMs += 61_000;
+  assert.equal((await tokenFrom(ta, '127.0.0.1', cc)).status, 200, 'after the window');
+});
+
+test('behind a trusted proxy (TRUST_PROXY) throttling keys on X-Forwarded-For; otherwise that header is ignored', async (t) => {
+  const cc = { grant_type: 'client_credentials' };
+  const wrong = { clientId: OPERATOR.clientId, clientSecret: 'wrong-secret' };
+  const from = (ta: TestApp, xff: string, client = wrong) => tokenFrom(ta, '127.0.0.1', cc, client, { 'x-forwarded-for': xff });
+  const proxied = await startApp(t, { AUTH_THROTTLE_FAILURES: '2', TRUST_PROXY: '127.0.0.0/8' });
+  for (let i = 0; i < 2; i++) assert.equal((await from(proxied, '203.0.113.5')).status, 401);
+  assert.equal((await from(proxied, '203.0.113.5', OPERATOR)).status, 429, 'that client address is throttled');
+  assert.equal((await from(proxied, '203.0.113.6', OPERATOR)).status, 200, 'another client behind the same proxy is not');
+  const direct = await startApp(t, { AUTH_THROTTLE_FAILURES: '2' });
+  for (let i = 0; i < 2; i++) assert.equal((await from(direct, `203.0.113.${10 + i}`)).status, 401);
+  assert.equal((await from(direct, '203.0.113.99', OPERATOR)).status, 429, 'an untrusted header cannot dodge the throttle');
+});
+
+test('a wrong password takes as long for an unknown user as for a real one', async (t) => {
+  const ta = await startApp(t, { AUTH_THROTTLE_FAILURES: '100000' });
+  const form = (username: string) => new URLSearchParams({ grant_type: 'password', username, password: 'definitely-wrong' }).toString();
+  const timed = async (username: string) => {
+    const started = performance.now();
+    const r = await ta.call('POST', '/auth/realms/tracking/protocol/openid-connect/token', {
+      headers: { authorization: basic(OPERATOR.clientId, OPERATOR.clientSecret), 'content-type': 'application/x-www-form-urlencoded' },
+      body: form(username),
+    });
+    assert.equal(r.status, 400);
+    return performance.now() - started;
+  };
+  await timed('nobody-at-all');
+  await timed(OPERATOR.username);
+  const known: number[] = [];
+  const unknown: number[] = [];
+  // Interleaved, so load from elsewhere falls on both alike; medians, and a generous ratio.
+  for (let i = 0; i < 15; i++) {
+    known.push(await timed(OPERATOR.username));
+    unknown.push(await timed(`nobody-${i}`));
+  }
+  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+  const k = median(known);
+  const u = median(unknown);
+  t.diagnostic(`wrong password, median of 15: known user ${k.toFixed(1)} ms, unknown user ${u.toFixed(1)} ms`);
+  assert.ok(u >= 0.5 * k, `unknown user median ${u.toFixed(1)} ms vs known ${k.toFixed(1)} ms`);
 });
 
 test('forged tokens (wrong signature, alg none, wrong issuer, garbage) and missing credentials all answer 401', async (t) => {

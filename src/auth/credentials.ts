@@ -95,6 +95,7 @@ const Client = Type.Object(
     grants: Type.Array(Grant),
     ownerId: Uuid,
     scopes: Scopes,
+    disabled: Type.Boolean(),
     whenCreated: DateTime,
   },
   { title: 'Client' },
@@ -107,6 +108,12 @@ const ClientCreate = Type.Object({
   scopes: Type.Optional(Scopes),
 });
 const ClientCreated = Type.Intersect([Client, Type.Object({ clientSecret: Type.String({ description: 'Shown once' }) })]);
+const ClientPatch = Type.Object({
+  name: Type.Optional(Nullable(Str(255))),
+  grants: Type.Optional(Type.Array(Grant, { minItems: 1, maxItems: 3, uniqueItems: true })),
+  scopes: Type.Optional(Scopes),
+  disabled: Type.Optional(Type.Boolean()),
+});
 interface ClientRow {
   id: string;
   client_id: string;
@@ -114,9 +121,10 @@ interface ClientRow {
   grants: string[];
   owner_id: string;
   scopes: Scope[];
+  disabled: boolean;
   when_created: Date;
 }
-const CLIENT_SELECT = 'id, client_id, name, grants, owner_id, scopes, when_created';
+const CLIENT_SELECT = 'id, client_id, name, grants, owner_id, scopes, disabled, when_created';
 const clientApi = (r: ClientRow) => ({
   id: r.id,
   clientId: r.client_id,
@@ -124,8 +132,12 @@ const clientApi = (r: ClientRow) => ({
   grants: r.grants as Static<typeof Grant>[],
   ownerId: r.owner_id,
   scopes: r.scopes,
+  disabled: r.disabled,
   whenCreated: iso(r.when_created)!,
 });
+
+/** Whether `next` drops something `cur` had (narrower scopes or grants revoke tokens, API.md 2). */
+const narrows = (cur: readonly string[], next: readonly string[] | undefined) => next !== undefined && cur.some((s) => !next.includes(s));
 
 export async function createClient(
   q: Queryable,
@@ -189,6 +201,7 @@ export async function createApiKey(q: Queryable, k: { name: string; ownerId: str
 
 export async function credentialRoutes(app: FastifyInstance, { db }: { db: Db }): Promise<void> {
   const admin = { scope: 'admin' as const };
+  const { sessions } = app.services.tokens;
   const param = (req: FastifyRequest, what: string) => {
     const id = (req.params as { id: string }).id;
     if (!isUuid(id)) throw notFound(what);
@@ -234,17 +247,32 @@ export async function credentialRoutes(app: FastifyInstance, { db }: { db: Db })
     handler: async (req) => {
       const id = param(req, 'user');
       const b = req.body as Static<typeof UserPatch>;
-      return db.tx(async (q) => {
+      const hash = b.password === undefined ? null : await hashPassword(b.password);
+      const { user, revoked } = await db.tx(async (q) => {
         const cur = await req.tenancy.one<UserRow>(q, { select: USER_SELECT, from: 'users', ownerColumn: 'owner_id' }, id, 'user', true);
         if (b.ownerId) await req.tenancy.assertOwner(b.ownerId, '/ownerId', q);
-        const hash = b.password === undefined ? null : await hashPassword(b.password);
         const { rows } = await q.query<UserRow>(
           `UPDATE users SET owner_id = $2, scopes = $3, disabled = $4, password_hash = COALESCE($5, password_hash), when_updated = now()
             WHERE id = $1 RETURNING ${USER_SELECT}`,
           [id, b.ownerId ?? cur.owner_id, b.scopes ?? cur.scopes, b.disabled ?? cur.disabled, hash],
         );
-        return userApi(rows[0]!);
+        // API.md 2: a new password, disabling, narrower scopes (or another owner, which the tokens
+        // name) end every login of the user, in the same transaction as the change.
+        const why =
+          b.password !== undefined
+            ? 'password changed'
+            : b.disabled === true
+              ? 'user disabled'
+              : narrows(cur.scopes, b.scopes)
+                ? 'scopes narrowed'
+                : b.ownerId !== undefined && b.ownerId !== cur.owner_id
+                  ? 'owner changed'
+                  : null;
+        if (why) await sessions.revoke(q, { userId: id }, why);
+        return { user: userApi(rows[0]!), revoked: why !== null };
       });
+      if (revoked) sessions.forget();
+      return user;
     },
   });
   app.delete('/users/:id', {
@@ -253,7 +281,9 @@ export async function credentialRoutes(app: FastifyInstance, { db }: { db: Db })
     handler: async (req, reply) => {
       const id = param(req, 'user');
       await req.tenancy.one(db, { select: 'id', from: 'users', ownerColumn: 'owner_id' }, id, 'user');
+      // Its logins go with it (ON DELETE CASCADE); API keys it made belong to their owner and stay.
       await db.query('DELETE FROM users WHERE id = $1', [id]);
+      sessions.forget();
       return reply.code(204).send();
     },
   });
@@ -296,8 +326,47 @@ export async function credentialRoutes(app: FastifyInstance, { db }: { db: Db })
     handler: async (req, reply) => {
       const id = param(req, 'client');
       await req.tenancy.one(db, { select: 'id', from: 'clients', ownerColumn: 'owner_id' }, id, 'client');
+      // Every login made through the client goes with it (ON DELETE CASCADE), users' included.
       await db.query('DELETE FROM clients WHERE id = $1', [id]);
+      sessions.forget();
       return reply.code(204).send();
+    },
+  });
+  app.patch('/clients/:id', {
+    config: admin,
+    schema: {
+      tags: ['clients'],
+      summary: 'Update an OAuth client (admin): name, grants, scopes, disabled; narrowing or disabling revokes its tokens',
+      params: IdParam,
+      body: ClientPatch,
+      response: { 200: Client },
+    },
+    handler: async (req) => {
+      const id = param(req, 'client');
+      const b = req.body as Static<typeof ClientPatch>;
+      const { client, revoked } = await db.tx(async (q) => {
+        const cur = await req.tenancy.one<ClientRow>(
+          q,
+          { select: CLIENT_SELECT, from: 'clients', ownerColumn: 'owner_id' },
+          id,
+          'client',
+          true,
+        );
+        const { rows } = await q.query<ClientRow>(
+          `UPDATE clients SET name = $2, grants = $3, scopes = $4, disabled = $5 WHERE id = $1 RETURNING ${CLIENT_SELECT}`,
+          [id, b.name === undefined ? cur.name : b.name, b.grants ?? cur.grants, b.scopes ?? cur.scopes, b.disabled ?? cur.disabled],
+        );
+        const why =
+          b.disabled === true
+            ? 'client disabled'
+            : narrows(cur.scopes, b.scopes) || narrows(cur.grants, b.grants)
+              ? 'client narrowed'
+              : null;
+        if (why) await sessions.revoke(q, { clientRowId: id }, why);
+        return { client: clientApi(rows[0]!), revoked: why !== null };
+      });
+      if (revoked) sessions.forget();
+      return client;
     },
   });
 

@@ -1,13 +1,15 @@
 // The built-in OpenID Connect issuer on Keycloak-compatible paths (spec 4.2, API.md section 2):
 // token endpoint (password, refresh_token, client_credentials), discovery document and JWKS.
 // Served under /auth/realms/{realm} and, as newer Keycloak does, /realms/{realm}.
+import crypto from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import formbody from '@fastify/formbody';
 import { Type, type Static } from '@sinclair/typebox';
 import type { Config } from '../config.js';
 import type { Db } from '../db/db.js';
-import { digest, safeEqual, verifyPassword } from './crypto.js';
-import { isScope, type TokenService, type TokenSubject } from './tokens.js';
+import { digest, hashPassword, safeEqual, verifyPassword } from './crypto.js';
+import { FailureThrottle } from './throttle.js';
+import { isScope, type TokenService, type TokenSubject, type VerifiedToken } from './tokens.js';
 
 const TokenBody = Type.Object({
   grant_type: Type.String({ maxLength: 64 }),
@@ -36,6 +38,7 @@ class OAuthError extends Error {
     readonly status: number,
     readonly error: string,
     message: string,
+    readonly headers: Record<string, string> = {},
   ) {
     super(message);
   }
@@ -48,7 +51,33 @@ interface ClientRow {
   grants: string[];
   owner_id: string;
   scopes: string[];
+  disabled: boolean;
 }
+
+interface UserRow {
+  id: string;
+  username: string;
+  password_hash: string;
+  owner_id: string;
+  scopes: string[];
+  disabled: boolean;
+}
+
+const findUser = async (db: Db, where: string, value: string): Promise<UserRow | undefined> =>
+  (await db.query<UserRow>(`SELECT id, username, password_hash, owner_id, scopes, disabled FROM users WHERE ${where}`, [value])).rows[0];
+
+const userSubject = (user: UserRow, client: ClientRow): TokenSubject => ({
+  sub: user.id,
+  clientId: client.client_id,
+  ownerId: user.owner_id,
+  scopes: user.scopes.filter(isScope),
+  username: user.username,
+});
+
+// Stand-ins checked when the user or client is unknown, so a refusal costs the same either way.
+const UNKNOWN_CLIENT_DIGEST = digest(crypto.randomBytes(32).toString('hex'));
+let unknownHash: Promise<string> | undefined;
+const unknownUserHash = () => (unknownHash ??= hashPassword(crypto.randomBytes(32).toString('hex')));
 
 /** Client credentials from HTTP Basic (the spec's user:password in the URL) or the form body. */
 function clientCredentials(req: FastifyRequest<{ Body: TokenBody }>): { id: string; secret: string } {
@@ -80,85 +109,111 @@ export async function authRoutes(app: FastifyInstance, opts: { db: Db; cfg: Conf
     return false;
   };
 
+  const throttle = new FailureThrottle(db, cfg.AUTH_THROTTLE_FAILURES, cfg.AUTH_THROTTLE_WINDOW_SECONDS, () => tokens.now());
+  const refused = (retryAfterSeconds: number, what: string) =>
+    new OAuthError(
+      429,
+      'too_many_attempts',
+      `Too many failed attempts for this ${what} from this address; retry in ${retryAfterSeconds} s.`,
+      {
+        'Retry-After': String(retryAfterSeconds),
+      },
+    );
+
   const token = async (req: FastifyRequest<{ Body: TokenBody; Params: { realm: string } }>, reply: FastifyReply) => {
     if (!checkRealm(req.params.realm, reply)) return reply;
     reply.header('Cache-Control', 'no-store').header('Pragma', 'no-cache');
     try {
+      const address = req.ip;
       const cred = clientCredentials(req);
+      // API.md 2: throttled pairs are refused before any secret is checked, a right one included.
+      const clientThrottle = await throttle.check('client', cred.id, address);
+      if (clientThrottle.retryAfterSeconds) throw refused(clientThrottle.retryAfterSeconds, 'client');
       const { rows } = await db.query<ClientRow>(
-        'SELECT id, client_id, secret_digest, grants, owner_id, scopes FROM clients WHERE client_id = $1',
+        'SELECT id, client_id, secret_digest, grants, owner_id, scopes, disabled FROM clients WHERE client_id = $1',
         [cred.id],
       );
       const client = rows[0];
-      if (!client || !safeEqual(client.secret_digest, digest(cred.secret))) {
+      // Compare against a digest even for an unknown client, so both take the same time.
+      const secretOk = safeEqual(client?.secret_digest ?? UNKNOWN_CLIENT_DIGEST, digest(cred.secret));
+      if (!client || !secretOk) {
+        await throttle.failed('client', cred.id, address);
         throw new OAuthError(401, 'invalid_client', 'Unknown client or wrong client secret.');
       }
+      if (clientThrottle.failures) await throttle.succeeded('client', cred.id, address);
+      if (client.disabled) throw new OAuthError(401, 'invalid_client', 'This client is disabled.');
       const grant = req.body.grant_type;
       if (!['password', 'refresh_token', 'client_credentials'].includes(grant)) {
         throw new OAuthError(400, 'unsupported_grant_type', `Grant type "${grant}" is not supported.`);
       }
       if (!client.grants.includes(grant)) throw new OAuthError(400, 'unauthorized_client', `This client may not use the ${grant} grant.`);
+      const refreshLife = Math.max(cfg.REFRESH_TOKEN_LIFE_SECONDS, cfg.TOKEN_LIFE_SECONDS);
       let subject: TokenSubject;
+      let sid: string;
+      let refreshJti: string | null = null;
       if (grant === 'client_credentials') {
         subject = { sub: client.id, clientId: client.client_id, ownerId: client.owner_id, scopes: client.scopes.filter(isScope) };
-      } else {
-        let userQuery: { sql: string; value: string };
-        if (grant === 'password') {
-          if (!req.body.username || req.body.password === undefined) {
-            throw new OAuthError(400, 'invalid_request', 'The password grant needs username and password.');
-          }
-          userQuery = { sql: 'username = $1', value: req.body.username };
-        } else {
-          if (!req.body.refresh_token) throw new OAuthError(400, 'invalid_request', 'The refresh_token grant needs refresh_token.');
-          let refreshed;
-          try {
-            refreshed = await tokens.verify(req.body.refresh_token, 'refresh');
-          } catch (e) {
-            throw new OAuthError(400, 'invalid_grant', `Refresh token refused: ${(e as Error).message}`);
-          }
-          if (refreshed.clientId !== client.client_id)
-            throw new OAuthError(400, 'invalid_grant', 'The refresh token was issued to another client.');
-          userQuery = { sql: 'id = $1::uuid', value: refreshed.sub };
+        sid = await tokens.sessions.open({ clientRowId: client.id, userId: null, refreshJti: null, lifeSeconds: cfg.TOKEN_LIFE_SECONDS });
+      } else if (grant === 'password') {
+        const { username, password } = req.body;
+        if (!username || password === undefined) {
+          throw new OAuthError(400, 'invalid_request', 'The password grant needs username and password.');
         }
-        const { rows: users } = await db.query<{
-          id: string;
-          username: string;
-          password_hash: string;
-          owner_id: string;
-          scopes: string[];
-          disabled: boolean;
-        }>(`SELECT id, username, password_hash, owner_id, scopes, disabled FROM users WHERE ${userQuery.sql}`, [userQuery.value]);
-        const user = users[0];
-        const ok = user && !user.disabled && (grant !== 'password' || (await verifyPassword(req.body.password!, user.password_hash)));
-        if (!user || !ok)
-          throw new OAuthError(
-            400,
-            'invalid_grant',
-            grant === 'password' ? 'Invalid user credentials.' : 'The user no longer exists or is disabled.',
-          );
-        subject = {
-          sub: user.id,
-          clientId: client.client_id,
-          ownerId: user.owner_id,
-          scopes: user.scopes.filter(isScope),
-          username: user.username,
-        };
+        const userThrottle = await throttle.check('user', username, address);
+        if (userThrottle.retryAfterSeconds) throw refused(userThrottle.retryAfterSeconds, 'user');
+        const user = await findUser(db, 'username = $1', username);
+        // scrypt runs for an unknown user too (against a hash of nothing anyone knows) and for a
+        // disabled one: every refusal takes the time of a wrong password (no enumeration by timing).
+        const passwordOk = await verifyPassword(password, user?.password_hash ?? (await unknownUserHash()));
+        if (!user || !passwordOk || user.disabled) {
+          await throttle.failed('user', username, address);
+          throw new OAuthError(400, 'invalid_grant', 'Invalid user credentials.');
+        }
+        if (userThrottle.failures) await throttle.succeeded('user', username, address);
+        subject = userSubject(user, client);
+        refreshJti = crypto.randomUUID();
+        sid = await tokens.sessions.open({ clientRowId: client.id, userId: user.id, refreshJti, lifeSeconds: refreshLife });
+      } else {
+        if (!req.body.refresh_token) throw new OAuthError(400, 'invalid_request', 'The refresh_token grant needs refresh_token.');
+        let refreshed: VerifiedToken;
+        try {
+          refreshed = await tokens.verify(req.body.refresh_token, 'refresh');
+        } catch (e) {
+          throw new OAuthError(400, 'invalid_grant', `Refresh token refused: ${(e as Error).message}`);
+        }
+        if (refreshed.clientId !== client.client_id)
+          throw new OAuthError(400, 'invalid_grant', 'The refresh token was issued to another client.');
+        if (!refreshed.sid || !refreshed.jti) throw new OAuthError(400, 'invalid_grant', 'The refresh token has no login.');
+        // Rotation (API.md 2): each refresh token works once; a second use revokes the whole login.
+        refreshJti = crypto.randomUUID();
+        const rotated = await tokens.sessions.rotate(refreshed.sid, refreshed.jti, refreshJti, refreshLife);
+        if (rotated.status === 'replayed') {
+          throw new OAuthError(400, 'invalid_grant', 'This refresh token was already used; every token of its login is now revoked.');
+        }
+        if (rotated.status !== 'ok' || rotated.userId !== refreshed.sub) {
+          throw new OAuthError(400, 'invalid_grant', 'The login of this refresh token has ended (revoked, expired or its user changed).');
+        }
+        const user = await findUser(db, 'id = $1::uuid', refreshed.sub);
+        if (!user || user.disabled) throw new OAuthError(400, 'invalid_grant', 'The user no longer exists or is disabled.');
+        subject = userSubject(user, client);
+        sid = refreshed.sid;
       }
-      const access = await tokens.issue(subject, 'access');
+      const access = await tokens.issue(subject, 'access', sid);
       const body: Static<typeof TokenResponse> = {
         access_token: access,
         token_type: 'Bearer',
         expires_in: cfg.TOKEN_LIFE_SECONDS,
         scope: ['openid', 'profile', ...subject.scopes].join(' '),
       };
-      if (grant !== 'client_credentials') {
-        body.refresh_token = await tokens.issue(subject, 'refresh');
+      if (refreshJti) {
+        body.refresh_token = await tokens.issue(subject, 'refresh', sid, refreshJti);
         body.refresh_expires_in = cfg.REFRESH_TOKEN_LIFE_SECONDS;
       }
       return body;
     } catch (e) {
       if (!(e instanceof OAuthError)) throw e;
       if (e.status === 401) reply.header('WWW-Authenticate', `Basic realm="${cfg.AUTH_REALM}"`);
+      for (const [h, v] of Object.entries(e.headers)) reply.header(h, v);
       // OAuth 2.0 error shape (error, error_description) inside the service's envelope (message).
       return reply
         .code(e.status)
@@ -179,7 +234,7 @@ export async function authRoutes(app: FastifyInstance, opts: { db: Db; cfg: Conf
       response_types_supported: ['token'],
       subject_types_supported: ['public'],
       scopes_supported: ['openid', 'profile', 'read', 'write', 'admin'],
-      claims_supported: ['iss', 'sub', 'aud', 'exp', 'iat', 'jti', 'scope', 'owner_id', 'roles'],
+      claims_supported: ['iss', 'sub', 'aud', 'exp', 'iat', 'jti', 'scope', 'owner_id', 'roles', 'sid'],
     };
   };
 
@@ -201,12 +256,31 @@ export async function authRoutes(app: FastifyInstance, opts: { db: Db; cfg: Conf
     });
     app.get(`${prefix}/.well-known/openid-configuration`, {
       config: { public: true },
-      schema: { tags: ['auth'], summary: 'OpenID Connect discovery document', hide, security: [], params: Realm },
+      schema: {
+        tags: ['auth'],
+        summary: 'OpenID Connect discovery document',
+        hide,
+        security: [],
+        params: Realm,
+        response: {
+          200: Type.Object(
+            { issuer: Type.String(), token_endpoint: Type.String(), jwks_uri: Type.String() },
+            { additionalProperties: true },
+          ),
+        },
+      },
       handler: discovery,
     });
     app.get(`${prefix}/protocol/openid-connect/certs`, {
       config: { public: true },
-      schema: { tags: ['auth'], summary: 'JSON Web Key Set of the token signing keys', hide, security: [], params: Realm },
+      schema: {
+        tags: ['auth'],
+        summary: 'JSON Web Key Set of the token signing keys',
+        hide,
+        security: [],
+        params: Realm,
+        response: { 200: Type.Object({ keys: Type.Array(Type.Object({}, { additionalProperties: true })) }) },
+      },
       handler: async (req: FastifyRequest<{ Params: { realm: string } }>, reply) => {
         if (!checkRealm(req.params.realm, reply)) return reply;
         return tokens.jwksDocument();

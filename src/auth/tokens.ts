@@ -7,6 +7,7 @@ import type { Config } from '../config.js';
 import type { Db } from '../db/db.js';
 import { ApiError } from '../http/errors.js';
 import { decrypt, encrypt } from './crypto.js';
+import { Sessions } from './sessions.js';
 
 export const SCOPES = ['read', 'write', 'admin'] as const;
 export type Scope = (typeof SCOPES)[number];
@@ -30,22 +31,35 @@ export interface TokenSubject {
 
 export interface VerifiedToken extends TokenSubject {
   external: boolean;
+  /** The login (auth_sessions row) of a built-in token; none for an external issuer's. */
+  sid?: string;
+  /** Refresh tokens: their id, which rotation compares with the login's newest. */
+  jti?: string;
 }
 
 export class TokenService {
-  readonly issuer: string;
+  /** Read at use: the public URL names the bound port only once listening (PORT=0). */
+  get issuer(): string {
+    return `${this.cfg.publicUrl}/auth/realms/${this.cfg.AUTH_REALM}`;
+  }
   private signing?: { kid: string; key: CryptoKey | Uint8Array };
   private publicKeys = new Map<string, CryptoKey | Uint8Array>();
   private jwks: jose.JWK[] = [];
   private external?: { issuer: string; keySet: ReturnType<typeof jose.createRemoteJWKSet> };
   private externalInit?: Promise<void>;
+  readonly sessions: Sessions;
 
+  /**
+   * `now` (epoch ms) is the clock for `iat`/`exp`, expiry checks and the token endpoint's throttle
+   * windows: tests replace it to move time instead of waiting.
+   */
   constructor(
     private readonly db: Db,
     private readonly cfg: Config,
     private readonly secretsKey: Buffer,
+    public now: () => number = Date.now,
   ) {
-    this.issuer = `${cfg.publicUrl}/auth/realms/${cfg.AUTH_REALM}`;
+    this.sessions = new Sessions(db, cfg.AUTH_SESSION_CACHE_MS);
   }
 
   /** Loads the keys, creating the first signing key on an empty database. */
@@ -84,13 +98,15 @@ export class TokenService {
     return { keys: this.jwks };
   }
 
-  async issue(subject: TokenSubject, kind: 'access' | 'refresh'): Promise<string> {
+  /** Signs a token of the login `sid`; a refresh token's `jti` is what rotation checks. */
+  async issue(subject: TokenSubject, kind: 'access' | 'refresh', sid: string, jti: string = crypto.randomUUID()): Promise<string> {
     if (!this.signing) throw new Error('token service not initialised');
     const life = kind === 'access' ? this.cfg.TOKEN_LIFE_SECONDS : this.cfg.REFRESH_TOKEN_LIFE_SECONDS;
-    const now = Math.floor(Date.now() / 1000);
+    const now = Math.floor(this.now() / 1000);
     const claims: jose.JWTPayload & Record<string, unknown> = {
       typ: kind === 'access' ? 'Bearer' : 'Refresh',
       azp: subject.clientId,
+      sid,
       scope: kind === 'access' ? `openid profile ${subject.scopes.join(' ')}` : subject.scopes.join(' '),
       owner_id: subject.ownerId,
       roles: subject.scopes,
@@ -103,7 +119,7 @@ export class TokenService {
       .setAudience(kind === 'access' ? 'tracking-api' : this.issuer)
       .setIssuedAt(now)
       .setExpirationTime(now + life)
-      .setJti(crypto.randomUUID())
+      .setJti(jti)
       .sign(this.signing.key);
   }
 
@@ -120,6 +136,20 @@ export class TokenService {
 
   /** Verifies a bearer JWT from the built-in issuer or the configured external one. */
   async verify(token: string, kind: 'access' | 'refresh' = 'access'): Promise<VerifiedToken> {
+    const t = await this.verifySigned(token, kind);
+    // API.md 2: a revoked login's access tokens stop at once (refresh tokens are checked, with
+    // rotation, by the token endpoint in a transaction). Outside the try below: a database
+    // failure here is a 503, not a refused token.
+    if (kind === 'access' && t.sid && !(await this.sessions.isActive(t.sid))) {
+      throw new ApiError(
+        'UNAUTHENTICATED',
+        'The token was revoked: its login ended, or its user or client was changed, disabled or deleted.',
+      );
+    }
+    return t;
+  }
+
+  private async verifySigned(token: string, kind: 'access' | 'refresh'): Promise<VerifiedToken> {
     let iss: string | undefined;
     try {
       iss = jose.decodeJwt(token).iss;
@@ -134,12 +164,19 @@ export class TokenService {
           algorithms: [ALG],
           typ: 'JWT',
           requiredClaims: ['exp', 'sub'],
+          currentDate: new Date(this.now()),
         });
         if (payload.typ !== (kind === 'access' ? 'Bearer' : 'Refresh')) {
           throw new ApiError('UNAUTHENTICATED', `This is not ${kind === 'access' ? 'an access' : 'a refresh'} token.`);
         }
+        const sid = payload.sid;
+        if (typeof sid !== 'string' || !/^[0-9a-f-]{36}$/.test(sid)) {
+          throw new ApiError('UNAUTHENTICATED', 'The token predates revocable logins; request a new one.');
+        }
         return {
           external: false,
+          sid,
+          ...(typeof payload.jti === 'string' ? { jti: payload.jti } : {}),
           sub: payload.sub!,
           clientId: String(payload.azp ?? ''),
           ownerId: String(payload.owner_id ?? ''),
@@ -181,6 +218,7 @@ export class TokenService {
       issuer,
       algorithms: ['RS256', 'RS384', 'RS512', 'ES256', 'ES384', 'PS256'],
       requiredClaims: ['exp', 'sub'],
+      currentDate: new Date(this.now()),
       ...(this.cfg.AUTH_EXTERNAL_AUDIENCE ? { audience: this.cfg.AUTH_EXTERNAL_AUDIENCE } : {}),
     });
     const owner = claimAt(payload, this.cfg.AUTH_OWNER_CLAIM);

@@ -199,6 +199,8 @@ export async function ownerRoutes(app: FastifyInstance, { db }: { db: Db }): Pro
         if (rows[0]?.assets) throw conflict('The owner still has assets.');
         await q.query('DELETE FROM owners WHERE id = $1', [id]);
       });
+      // Its users' and clients' logins went with it: this instance stops trusting them at once.
+      req.server.services.tokens.sessions.forget();
       return reply.code(204).send();
     },
   });

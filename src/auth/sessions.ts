@@ -1,0 +1,134 @@
+// Logins and revocation (API.md section 2). Every token of the built-in issuer carries the id of
+// its row in auth_sessions (`sid`): a login of the password grant, kept through its rotating refresh
+// tokens, or one client_credentials grant. An access token is accepted only while its row exists and
+// is not revoked, so deleting or disabling a user or a client, a new password or narrower scopes
+// (which revoke or delete the rows) end its tokens.
+//
+// Cost per request: each instance caches a row's state for AUTH_SESSION_CACHE_MS (a map lookup on
+// the hot path, one primary-key query per login and interval). A change made here clears the cache
+// at once; other instances see it when their entry runs out, within 10 s by construction.
+import crypto from 'node:crypto';
+import type { Db, Queryable } from '../db/db.js';
+
+interface Entry {
+  active: boolean;
+  untilMs: number;
+}
+
+// A bound on the cache so a flood of distinct logins cannot grow it without limit.
+const MAX_ENTRIES = 50_000;
+const SWEEP_EVERY_MS = 10 * 60_000;
+
+export type RotateResult = { status: 'ok'; userId: string | null } | { status: 'gone' | 'replayed' };
+
+export class Sessions {
+  private cache = new Map<string, Entry>();
+  private pending = new Map<string, Promise<boolean>>();
+  // Bumped by every local revocation: a lookup that started before it must not refill the cache.
+  private epoch = 0;
+  private lastSweepMs = 0;
+
+  constructor(
+    private readonly db: Db,
+    private readonly cacheMs: number,
+  ) {}
+
+  /** A new login (password grant, with its first refresh token id) or a client_credentials grant. */
+  async open(s: { clientRowId: string; userId: string | null; refreshJti: string | null; lifeSeconds: number }): Promise<string> {
+    await this.sweepIfDue();
+    const id = crypto.randomUUID();
+    await this.db.query(
+      `INSERT INTO auth_sessions (id, client_id, user_id, refresh_jti, expires_at)
+       VALUES ($1, $2, $3, $4, now() + make_interval(secs => $5))`,
+      [id, s.clientRowId, s.userId, s.refreshJti, s.lifeSeconds],
+    );
+    return id;
+  }
+
+  /**
+   * Refresh token rotation (OAuth 2.0 Security BCP 4.14): the presented refresh token must be the
+   * newest of its login; then `nextJti` becomes the newest. An older one means it was copied: the
+   * whole login is revoked.
+   */
+  async rotate(sid: string, presentedJti: string, nextJti: string, lifeSeconds: number): Promise<RotateResult> {
+    const result = await this.db.tx(async (q): Promise<RotateResult> => {
+      const { rows } = await q.query<{ user_id: string | null; refresh_jti: string | null; revoked: boolean }>(
+        'SELECT user_id, refresh_jti, revoked_at IS NOT NULL AS revoked FROM auth_sessions WHERE id = $1 FOR UPDATE',
+        [sid],
+      );
+      const row = rows[0];
+      if (!row || row.revoked || !row.refresh_jti) return { status: 'gone' };
+      if (row.refresh_jti !== presentedJti) {
+        await q.query("UPDATE auth_sessions SET revoked_at = now(), revoked_why = 'refresh token reused' WHERE id = $1", [sid]);
+        return { status: 'replayed' };
+      }
+      await q.query(
+        `UPDATE auth_sessions SET refresh_jti = $2, expires_at = greatest(expires_at, now() + make_interval(secs => $3))
+          WHERE id = $1`,
+        [sid, nextJti, lifeSeconds],
+      );
+      return { status: 'ok', userId: row.user_id };
+    });
+    if (result.status === 'replayed') this.forget();
+    return result;
+  }
+
+  /**
+   * Revokes every login of a user or a client, inside the caller's transaction (so a change and its
+   * revocation commit together). Call forget() once that transaction has committed.
+   */
+  async revoke(q: Queryable, who: { userId: string } | { clientRowId: string }, why: string): Promise<void> {
+    const [column, id] = 'userId' in who ? ['user_id', who.userId] : ['client_id', who.clientRowId];
+    await q.query(`UPDATE auth_sessions SET revoked_at = now(), revoked_why = $2 WHERE ${column} = $1 AND revoked_at IS NULL`, [id, why]);
+  }
+
+  /** Drops this instance's cached view: local revocations take effect at once. */
+  forget(): void {
+    this.epoch++;
+    this.cache.clear();
+    this.pending.clear();
+  }
+
+  /** Whether tokens of this login are still accepted (the per-request check). */
+  async isActive(sid: string): Promise<boolean> {
+    const now = performance.now();
+    const hit = this.cache.get(sid);
+    if (hit && hit.untilMs > now) return hit.active;
+    let p = this.pending.get(sid);
+    if (!p) {
+      const epoch = this.epoch;
+      // Valid until the interval has passed since the question was asked, not since it was answered.
+      const untilMs = now + this.cacheMs;
+      p = this.db
+        .query<{ active: boolean }>('SELECT revoked_at IS NULL AS active FROM auth_sessions WHERE id = $1', [sid])
+        .then(({ rows }) => {
+          const active = rows[0]?.active === true;
+          if (epoch === this.epoch && this.cacheMs > 0) {
+            if (this.cache.size >= MAX_ENTRIES) this.prune();
+            this.cache.set(sid, { active, untilMs });
+          }
+          return active;
+        })
+        .finally(() => {
+          if (this.pending.get(sid) === p) this.pending.delete(sid);
+        });
+      this.pending.set(sid, p);
+    }
+    return p;
+  }
+
+  private prune(): void {
+    const now = performance.now();
+    for (const [k, v] of this.cache) if (v.untilMs <= now) this.cache.delete(k);
+    if (this.cache.size >= MAX_ENTRIES) this.cache.clear();
+  }
+
+  /** Forgets logins whose last token has expired, and throttle windows long over (off the hot path). */
+  private async sweepIfDue(): Promise<void> {
+    const now = performance.now();
+    if (this.lastSweepMs && now - this.lastSweepMs < SWEEP_EVERY_MS) return;
+    this.lastSweepMs = now;
+    await this.db.query("DELETE FROM auth_sessions WHERE expires_at < now() - interval '1 hour'");
+    await this.db.query("DELETE FROM auth_throttle WHERE window_start < now() - interval '1 day'");
+  }
+}
