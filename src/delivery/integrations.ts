@@ -52,12 +52,11 @@ type AuthIn = Static<typeof AuthIn>;
  * The body's auth: AuthIn with its secret member optional. API.md 1: a GET body put back carries
  * auth without the write-only secret; keepSecret then keeps the stored one.
  */
-const AUTH_SECRET_MEMBERS = ['token', 'clientSecret', 'value', 'password'];
+/** The write-only members of each auth kind: never returned, kept when left out. */
+const SECRET_FIELDS: readonly string[] = ['token', 'clientSecret', 'value', 'password'];
 const AuthBody = Type.Union(
   AuthIn.anyOf.map((o) =>
-    Type.Object(
-      Object.fromEntries(Object.entries(o.properties).map(([k, v]) => [k, AUTH_SECRET_MEMBERS.includes(k) ? Type.Optional(v) : v])),
-    ),
+    Type.Object(Object.fromEntries(Object.entries(o.properties).map(([k, v]) => [k, SECRET_FIELDS.includes(k) ? Type.Optional(v) : v]))),
   ),
 );
 
@@ -207,10 +206,9 @@ export const newSigningSecret = () => `whsec_${crypto.randomBytes(32).toString('
 const readSecrets = (key: Buffer, sealed: string | null): Secrets =>
   sealed ? JSON.parse(decrypt(key, sealed)) : { auth: null, signingSecret: null, previousSigningSecret: null };
 
-const SECRET_FIELDS = ['token', 'clientSecret', 'value', 'password'] as const;
 const publicAuth = (a: AuthIn | null) => {
   if (!a) return null;
-  return Object.fromEntries(Object.entries(a).filter(([k]) => !(SECRET_FIELDS as readonly string[]).includes(k))) as Static<typeof AuthOut>;
+  return Object.fromEntries(Object.entries(a).filter(([k]) => !SECRET_FIELDS.includes(k))) as Static<typeof AuthOut>;
 };
 
 const toApi = (r: Row) => ({
