@@ -225,6 +225,17 @@ test('failed client secrets are throttled per client and address the same way, w
   assert.equal((await tokenFrom(ta, '127.0.0.1', cc)).status, 200, 'after the window');
 });
 
+test('a burst of attempts sent at once is throttled as exactly as attempts sent one by one', async (t) => {
+  const ta = await startApp(t, { AUTH_THROTTLE_FAILURES: '10' });
+  const wrong = { grant_type: 'password', scope: 'openid', username: OPERATOR.username, password: 'guess' };
+  const burst = await Promise.all(Array.from({ length: 30 }, () => tokenFrom(ta, '127.0.0.1', wrong)));
+  const statuses = burst.map((r) => r.status);
+  assert.equal(statuses.filter((s) => s === 400).length, 10, `only 10 guesses are checked: ${statuses.join(' ')}`);
+  assert.equal(statuses.filter((s) => s === 429).length, 20);
+  const right = await tokenFrom(ta, '127.0.0.1', { ...wrong, password: OPERATOR.password });
+  assert.equal(right.status, 429, 'the right password too, while throttled');
+});
+
 test('behind a trusted proxy (TRUST_PROXY) throttling keys on X-Forwarded-For; otherwise that header is ignored', async (t) => {
   const cc = { grant_type: 'client_credentials' };
   const wrong = { clientId: OPERATOR.clientId, clientSecret: 'wrong-secret' };

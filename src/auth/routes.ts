@@ -127,8 +127,8 @@ export async function authRoutes(app: FastifyInstance, opts: { db: Db; cfg: Conf
       const address = req.ip;
       const cred = clientCredentials(req);
       // API.md 2: throttled pairs are refused before any secret is checked, a right one included.
-      const clientThrottle = await throttle.check('client', cred.id, address);
-      if (clientThrottle.retryAfterSeconds) throw refused(clientThrottle.retryAfterSeconds, 'client');
+      const clientWait = await throttle.attempt('client', cred.id, address);
+      if (clientWait) throw refused(clientWait, 'client');
       const { rows } = await db.query<ClientRow>(
         'SELECT id, client_id, secret_digest, grants, owner_id, scopes, disabled FROM clients WHERE client_id = $1',
         [cred.id],
@@ -136,11 +136,8 @@ export async function authRoutes(app: FastifyInstance, opts: { db: Db; cfg: Conf
       const client = rows[0];
       // Compare against a digest even for an unknown client, so both take the same time.
       const secretOk = safeEqual(client?.secret_digest ?? UNKNOWN_CLIENT_DIGEST, digest(cred.secret));
-      if (!client || !secretOk) {
-        await throttle.failed('client', cred.id, address);
-        throw new OAuthError(401, 'invalid_client', 'Unknown client or wrong client secret.');
-      }
-      if (clientThrottle.failures) await throttle.succeeded('client', cred.id, address);
+      if (!client || !secretOk) throw new OAuthError(401, 'invalid_client', 'Unknown client or wrong client secret.');
+      await throttle.succeeded('client', cred.id, address);
       if (client.disabled) throw new OAuthError(401, 'invalid_client', 'This client is disabled.');
       const grant = req.body.grant_type;
       if (!['password', 'refresh_token', 'client_credentials'].includes(grant)) {
@@ -159,17 +156,14 @@ export async function authRoutes(app: FastifyInstance, opts: { db: Db; cfg: Conf
         if (!username || password === undefined) {
           throw new OAuthError(400, 'invalid_request', 'The password grant needs username and password.');
         }
-        const userThrottle = await throttle.check('user', username, address);
-        if (userThrottle.retryAfterSeconds) throw refused(userThrottle.retryAfterSeconds, 'user');
+        const userWait = await throttle.attempt('user', username, address);
+        if (userWait) throw refused(userWait, 'user');
         const user = await findUser(db, 'username = $1', username);
         // scrypt runs for an unknown user too (against a hash of nothing anyone knows) and for a
         // disabled one: every refusal takes the time of a wrong password (no enumeration by timing).
         const passwordOk = await verifyPassword(password, user?.password_hash ?? (await unknownUserHash()));
-        if (!user || !passwordOk || user.disabled) {
-          await throttle.failed('user', username, address);
-          throw new OAuthError(400, 'invalid_grant', 'Invalid user credentials.');
-        }
-        if (userThrottle.failures) await throttle.succeeded('user', username, address);
+        if (!user || !passwordOk || user.disabled) throw new OAuthError(400, 'invalid_grant', 'Invalid user credentials.');
+        await throttle.succeeded('user', username, address);
         subject = userSubject(user, client);
         refreshJti = crypto.randomUUID();
         sid = await tokens.sessions.open({ clientRowId: client.id, userId: user.id, refreshJti, lifeSeconds: refreshLife });

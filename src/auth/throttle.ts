@@ -24,28 +24,24 @@ export class FailureThrottle {
     return digest(`${kind}\n${name}\n${address}`);
   }
 
-  /** Seconds this pair must wait (0 when it may try), and its failures so far. */
-  async check(kind: ThrottleKind, name: string, address: string): Promise<{ retryAfterSeconds: number; failures: number }> {
+  /**
+   * Counts this attempt as a failure before any secret is checked (a success clears it again), so
+   * that many attempts sent at once cannot all pass a check made before the first of them failed.
+   * Answers the seconds this pair must wait: 0 when the attempt may go on.
+   */
+  async attempt(kind: ThrottleKind, name: string, address: string): Promise<number> {
+    // A first attempt after the window has passed starts a new window.
     const { rows } = await this.db.query<{ failures: number; window_start: Date }>(
-      'SELECT failures, window_start FROM auth_throttle WHERE key = $1',
-      [this.key(kind, name, address)],
-    );
-    const row = rows[0];
-    if (!row) return { retryAfterSeconds: 0, failures: 0 };
-    const leftMs = row.window_start.getTime() + this.windowSeconds * 1000 - this.now();
-    if (leftMs <= 0) return { retryAfterSeconds: 0, failures: 0 };
-    return { retryAfterSeconds: row.failures >= this.maxFailures ? Math.ceil(leftMs / 1000) : 0, failures: row.failures };
-  }
-
-  async failed(kind: ThrottleKind, name: string, address: string): Promise<void> {
-    // A failure after the window starts a new one.
-    await this.db.query(
       `INSERT INTO auth_throttle AS t (key, failures, window_start) VALUES ($1, 1, $2::timestamptz)
        ON CONFLICT (key) DO UPDATE SET
          failures = CASE WHEN t.window_start <= $2::timestamptz - make_interval(secs => $3) THEN 1 ELSE t.failures + 1 END,
-         window_start = CASE WHEN t.window_start <= $2::timestamptz - make_interval(secs => $3) THEN $2::timestamptz ELSE t.window_start END`,
+         window_start = CASE WHEN t.window_start <= $2::timestamptz - make_interval(secs => $3) THEN $2::timestamptz ELSE t.window_start END
+       RETURNING failures, window_start`,
       [this.key(kind, name, address), new Date(this.now()).toISOString(), this.windowSeconds],
     );
+    const row = rows[0]!;
+    if (row.failures <= this.maxFailures) return 0;
+    return Math.max(1, Math.ceil((row.window_start.getTime() + this.windowSeconds * 1000 - this.now()) / 1000));
   }
 
   /** A success clears the pair's count. */
