@@ -128,6 +128,12 @@ export type Config = {
   [K in keyof Spec]: Spec[K][1] extends string ? Parsed<K> : Parsed<K> | undefined;
 } & { publicUrl: string; dataDir: string };
 
+/** http://host:port for a listening address; a wildcard host is reached on the loopback address. */
+export function httpBase(host: string, port: number): string {
+  const h = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host;
+  return `http://${h.includes(':') ? `[${h}]` : h}:${port}`;
+}
+
 export class ConfigError extends Error {
   constructor(readonly problems: string[]) {
     super(`Invalid configuration:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
@@ -155,7 +161,6 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   if (problems.length) throw new ConfigError(problems);
   const cfg = out as Config;
   cfg.dataDir = path.resolve(cfg.DATA_DIR);
-  const host = cfg.HOST === '0.0.0.0' || cfg.HOST === '::' ? '127.0.0.1' : cfg.HOST;
-  cfg.publicUrl = (cfg.PUBLIC_URL ?? `http://${host.includes(':') ? `[${host}]` : host}:${cfg.PORT}`).replace(/\/+$/, '');
+  cfg.publicUrl = (cfg.PUBLIC_URL ?? httpBase(cfg.HOST, cfg.PORT)).replace(/\/+$/, '');
   return cfg;
 }

@@ -2,7 +2,7 @@
 // requests finish, close connections and the database (PGlite checkpoints), then exit.
 import type { AddressInfo } from 'node:net';
 import { buildApp } from './app.js';
-import { ConfigError, loadConfig } from './config.js';
+import { ConfigError, httpBase, loadConfig } from './config.js';
 import { DataDirLockedError } from './db/db.js';
 
 async function main(): Promise<void> {
@@ -30,7 +30,7 @@ async function main(): Promise<void> {
   const db = app.services.db.kind === 'pglite' ? `embedded PGlite in ${cfg.dataDir}` : 'PostgreSQL';
   // The address actually bound (PORT=0 picks a free port; tests read it from this line).
   const { port } = app.server.address() as AddressInfo;
-  const bound = `http://${cfg.HOST.includes(':') ? `[${cfg.HOST}]` : cfg.HOST}:${port}`;
+  const bound = httpBase(cfg.HOST, port);
   console.log(`\nAsset tracking service listening on ${bound} (${db})`);
   if (cfg.publicUrl !== bound) console.log(`  Public URL: ${cfg.publicUrl}`);
   console.log(`  API:  ${cfg.publicUrl}/api/v1    docs: ${cfg.publicUrl}/docs`);

@@ -544,24 +544,29 @@ test('the result stream gives one line per attempt for the channel, as NDJSON an
   assert.equal((await none.text()).trim(), '');
 });
 
-test('retention: succeeded deliveries go after 7 days, failed after 30, removed in bulk', async () => {
+test('retention: succeeded deliveries go after 7 days, failed and cancelled after 30, removed in bulk', async () => {
   const f = await fleet({ retry: { scheduleSeconds: [0.05], maxAttempts: 1 } });
   rx.on(f.path, (_r, k) => (k <= 2 ? { status: 200 } : { status: 400 }));
-  await store(f.key, f.assetId, 4);
-  const done = await until(f.integrationId, (x) => x.length === 4 && x.every((d) => d.status !== 'PENDING'));
+  await store(f.key, f.assetId, 6);
+  const done = await until(f.integrationId, (x) => x.length === 6 && x.every((d) => d.status !== 'PENDING'));
   const ok = done.filter((d) => d.status === 'SUCCEEDED').map((d) => d.id);
   const failed = done.filter((d) => d.status === 'FAILED').map((d) => d.id);
-  assert.deepEqual([ok.length, failed.length], [2, 2]);
+  assert.deepEqual([ok.length, failed.length], [2, 4]);
   const db = ta.app.services.db;
+  // Two of them as a deleted integration leaves its pending work: CANCELLED, kept like failures.
+  const cancelled = failed.splice(2, 2);
+  await db.query(`UPDATE deliveries SET status = 'CANCELLED' WHERE id = ANY($1::int8[])`, [cancelled]);
+  await db.query(`UPDATE deliveries SET completed_at = now() - interval '31 days' WHERE id = $1`, [cancelled[0]]);
+  await db.query(`UPDATE deliveries SET completed_at = now() - interval '8 days' WHERE id = $1`, [cancelled[1]]);
   // One of each just past its retention, one of each just inside it.
   await db.query(`UPDATE deliveries SET completed_at = now() - interval '8 days' WHERE id = $1`, [ok[0]]);
   await db.query(`UPDATE deliveries SET completed_at = now() - interval '6 days' WHERE id = $1`, [ok[1]]);
   await db.query(`UPDATE deliveries SET completed_at = now() - interval '31 days' WHERE id = $1`, [failed[0]]);
   await db.query(`UPDATE deliveries SET completed_at = now() - interval '8 days' WHERE id = $1`, [failed[1]]);
   const removed = await ta.app.services.engine!.sweep();
-  assert.ok(removed >= 2);
+  assert.ok(removed >= 3);
   const left = (await deliveries(f.integrationId)).map((d) => d.id).sort();
-  assert.deepEqual(left, [ok[1], failed[1]].sort());
+  assert.deepEqual(left, [ok[1], failed[1], cancelled[1]].sort());
   const attempts = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM delivery_attempts WHERE delivery_id = ANY($1::int8[])', [
     [ok[0], failed[0]],
   ]);

@@ -259,3 +259,14 @@ if (TEST_DB === 'postgres') {
     }
   });
 }
+
+test("deleting an owner ends its users' tokens at once on the instance that deleted it", async (t) => {
+  const ta = await startApp(t, ENV);
+  const { ownerId } = await ownerWithKey(ta, 'revoke-owner');
+  await makeUser(ta, ownerId, 'owner-goes');
+  const tok = await passwordToken(ta.call, 'owner-goes', 'owner-goes-password');
+  assert.equal((await probe(ta, tok.access_token)).status, 200, 'works, and is now in the cache');
+  assert.equal((await ta.call('DELETE', `/api/v1/owners/${ownerId}`, { token: ta.adminToken })).status, 204);
+  await assertRevoked(ta, tok.access_token, 'owner deleted');
+  assert.equal((await refresh(ta, tok.refresh_token)).status, 400, 'its refresh token too');
+});

@@ -395,3 +395,32 @@ test('every webhook is signed: a whsec_ secret is generated and shown once; rota
     '/webhook/signingSecret',
   );
 });
+
+test('HTTP errors Node finds before any route (oversized headers, malformed requests) answer in the error envelope and close', async (t) => {
+  const ta = await startApp(t);
+  const { port } = new URL(ta.url);
+  const raw = async (request: string) => {
+    const sock = net.connect(Number(port), '127.0.0.1');
+    await once(sock, 'connect');
+    let answer = '';
+    sock.on('data', (c: Buffer) => {
+      answer += c.toString('utf8');
+    });
+    sock.on('error', () => {}); // the server may reset after answering; the answer is what counts
+    const deadline = setTimeout(() => sock.destroy(), 60_000);
+    sock.write(request);
+    await once(sock, 'close');
+    clearTimeout(deadline);
+    const json = JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4));
+    return { status: Number(answer.slice(9, 12)), json, connectionClose: /\r\nConnection: close\r\n/i.test(answer) };
+  };
+  const big = await raw(`GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(64 * 1024)}\r\n\r\n`);
+  assert.equal(big.status, 431);
+  assert.equal(big.json.code, 'HEADERS_TOO_LARGE');
+  assert.equal(typeof big.json.message, 'string');
+  assert.ok(big.connectionClose);
+  const garbage = await raw('NOT-HTTP\r\n\r\n');
+  assert.equal(garbage.status, 400);
+  assert.equal(garbage.json.code, 'MALFORMED_REQUEST');
+  assert.equal(typeof garbage.json.error, 'string');
+});

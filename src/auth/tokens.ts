@@ -5,6 +5,7 @@ import crypto from 'node:crypto';
 import * as jose from 'jose';
 import type { Config } from '../config.js';
 import type { Db } from '../db/db.js';
+import { getAtPath } from '../http/dotted-path.js';
 import { ApiError } from '../http/errors.js';
 import { decrypt, encrypt } from './crypto.js';
 import { Sessions } from './sessions.js';
@@ -237,13 +238,9 @@ export class TokenService {
   }
 }
 
-/** Reads a claim by dotted path (realm_access.roles), as Keycloak nests roles. */
-function claimAt(payload: Record<string, unknown>, dotted: string): unknown {
-  if (dotted in payload) return payload[dotted];
-  let cur: unknown = payload;
-  for (const part of dotted.split('.')) {
-    if (!cur || typeof cur !== 'object') return undefined;
-    cur = (cur as Record<string, unknown>)[part];
-  }
-  return cur;
-}
+/**
+ * Reads a claim by name, or by dotted path as Keycloak nests roles (realm_access.roles), following
+ * own members only.
+ */
+const claimAt = (payload: Record<string, unknown>, dotted: string): unknown =>
+  Object.hasOwn(payload, dotted) ? payload[dotted] : getAtPath(payload, dotted.split('.'));

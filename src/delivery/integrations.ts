@@ -48,12 +48,12 @@ const AuthIn = Type.Union([
   Type.Object({ type: Type.Literal('basic'), username: Str(255, { minLength: 1 }), password: Str(1024) }),
 ]);
 type AuthIn = Static<typeof AuthIn>;
+/** The write-only members of each auth kind: never returned, kept when left out. */
+const SECRET_FIELDS: readonly string[] = ['token', 'clientSecret', 'value', 'password'];
 /**
  * The body's auth: AuthIn with its secret member optional. API.md 1: a GET body put back carries
  * auth without the write-only secret; keepSecret then keeps the stored one.
  */
-/** The write-only members of each auth kind: never returned, kept when left out. */
-const SECRET_FIELDS: readonly string[] = ['token', 'clientSecret', 'value', 'password'];
 const AuthBody = Type.Union(
   AuthIn.anyOf.map((o) =>
     Type.Object(Object.fromEntries(Object.entries(o.properties).map(([k, v]) => [k, SECRET_FIELDS.includes(k) ? Type.Optional(v) : v]))),

@@ -13,12 +13,12 @@ import { IGNORED_KEYWORD, lenientSchema, requestBodySchema, stripIgnored, type S
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
 
 /** API.md section 1: date-times in bodies and query strings lie in 1970..9999 (UTC). */
-export const MIN_DATE_MS = Date.UTC(1970, 0, 1);
-export const MAX_DATE_MS = Date.UTC(10000, 0, 1) - 1;
+const MIN_DATE_MS = Date.UTC(1970, 0, 1);
+const MAX_DATE_MS = Date.UTC(10000, 0, 1) - 1;
 const isDateTime = (fullFormats['date-time'] as { validate: (s: string) => boolean }).validate;
 
 /** An RFC 3339 date-time (offset or Z, a real calendar date) inside the accepted range. */
-export function isDateTimeInRange(s: string): boolean {
+function isDateTimeInRange(s: string): boolean {
   if (!isDateTime(s)) return false;
   const ms = Date.parse(s);
   return Number.isFinite(ms) && ms >= MIN_DATE_MS && ms <= MAX_DATE_MS;
@@ -77,7 +77,7 @@ export function installValidation(app: FastifyInstance): void {
   // is a 400 naming where.
   app.addHook('preValidation', async (req) => {
     const q = req.query as Record<string, unknown> | undefined;
-    const hit = findBadString(req.body) ?? findBadString(q);
+    const hit = findBadValue(req.body) ?? findBadValue(q);
     if (hit !== undefined) throw new ApiError('VALIDATION_FAILED', `${hit.at || 'The body'} ${hit.why}.`, { field: hit.at });
   });
 }
@@ -86,11 +86,12 @@ export const MAX_JSON_DEPTH = 64;
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
 /**
- * Finds the first number that is not finite, or string (value or key) that carries a NUL or is not well-formed UTF-16 (a lone
- * surrogate, which PostgreSQL refuses in JSON), or a nesting deeper than MAX_JSON_DEPTH.
+ * Finds the first number that is not finite, the first string (value or key) that carries a NUL
+ * or is not well-formed UTF-16 (a lone surrogate, which PostgreSQL refuses in JSON), or a nesting
+ * deeper than MAX_JSON_DEPTH.
  * Iterative, so no input can exhaust the stack.
  */
-function findBadString(root: unknown): { at: string; why: string } | undefined {
+function findBadValue(root: unknown): { at: string; why: string } | undefined {
   const bad = (s: string) =>
     s.includes('\u0000')
       ? 'must not contain the NUL character (\\u0000)'
