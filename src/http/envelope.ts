@@ -339,11 +339,22 @@ export function clientError(err: NodeJS.ErrnoException, socket: Duplex): void {
   const body = JSON.stringify(errorBody(code, message));
   // Only when no answer has started on this socket: never corrupt a response in flight.
   const inFlight = (socket as Duplex & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
-  if (socket.writable && !inFlight?.headersSent) {
-    socket.write(
-      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
-        `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
-    );
+  if (!socket.writable || inFlight?.headersSent) {
+    socket.destroy();
+    return;
   }
-  socket.destroy();
+  // A lingering close, as nginx does: closing a socket whose input is unread (the rest of oversized
+  // headers, a trickled body) sends a TCP reset, which can destroy the answer before the client
+  // reads it. So: send the answer, half-close, read and drop what still arrives, and destroy the
+  // socket when the client closes its side or after LINGER_MS at most.
+  socket.end(
+    `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+      `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  );
+  socket.on('error', () => socket.destroy());
+  socket.on('end', () => socket.destroy());
+  socket.resume();
+  setTimeout(() => socket.destroy(), LINGER_MS).unref();
 }
+
+const LINGER_MS = 2000;
