@@ -27,6 +27,8 @@ import { eventRoutes } from './events/events.js';
 import { commandRoutes } from './commands/commands.js';
 import { bookingRoutes } from './booking/booking.js';
 import { addressPolicy } from './delivery/address.js';
+import type { Channel } from './delivery/channels/channel.js';
+import { webhookChannel } from './delivery/channels/webhook/index.js';
 import { DeliveryEngine } from './delivery/engine.js';
 import { integrationRoutes } from './delivery/integrations.js';
 import { historyRoutes } from './delivery/history.js';
@@ -118,10 +120,12 @@ export async function buildApp(cfg: Config, opts: { logger?: FastifyServerOption
   }
   const policy = addressPolicy(cfg.PUSH_ALLOW_HTTP, cfg.PUSH_ALLOWED_NETWORKS);
   if (cfg.DELIVERY_ENABLED) {
+    // One instance per channel; adding MQTT and Kafka adds entries here, not to the engine.
+    const channels = new Map<string, Channel>([['webhook', webhookChannel(policy)]]);
     const engine = new DeliveryEngine(
       db,
       secretsKey,
-      policy,
+      channels,
       {
         leaseSeconds: cfg.DELIVERY_LEASE_SECONDS,
         pollMs: cfg.DELIVERY_POLL_MS,

@@ -8,7 +8,7 @@ import crypto from 'node:crypto';
 import { after, test } from 'node:test';
 import { Webhook } from 'standardwebhooks';
 import { isAllowedAddress, addressPolicy, embeddedIpv4, vetUrl, vettedLookup } from '../src/delivery/address.js';
-import { classify, retryAfterSeconds } from '../src/delivery/webhook.js';
+import { classify, retryAfterSeconds } from '../src/delivery/channels/webhook/webhook.js';
 import { retryDelaySeconds } from '../src/delivery/engine.js';
 import { bad, ownerWithKey, startApp, type TestApp } from './helpers.js';
 import { assertBucket, Receiver } from './receiver.js';
@@ -253,8 +253,8 @@ test('the retry schedule ends in FAILED after maxAttempts, and redeliver sends i
   // In bulk, [from, to) on the delivery's creation time and the status (default FAILED) select exactly.
   // The test sets creation times in the past (it owns this clock): d1 3 h ago, d0 and d2 2 h ago.
   const db = ta.app.services.db;
-  await db.query(`UPDATE deliveries SET when_created = now() - interval '3 hours' WHERE id = $1`, [d1.id]);
-  await db.query(`UPDATE deliveries SET when_created = now() - interval '2 hours' WHERE id = ANY($1::int8[])`, [[d0.id, d2.id]]);
+  await db.query(`UPDATE deliveries SET when_created = now() - interval '3 hours' WHERE outbox_id = $1`, [d1.id]);
+  await db.query(`UPDATE deliveries SET when_created = now() - interval '2 hours' WHERE outbox_id = ANY($1::int8[])`, [[d0.id, d2.id]]);
   const failedInRange = await redeliver({ from: ago(150), to: ago(30) });
   assert.equal(failedInRange.status, 202, failedInRange.raw);
   assert.deepEqual(failedInRange.body, { count: 1 }, 'only d2: d0 is not FAILED, d1 and d3 are out of range');
@@ -555,19 +555,28 @@ test('retention: succeeded deliveries go after 7 days, failed and cancelled afte
   const db = ta.app.services.db;
   // Two of them as a deleted integration leaves its pending work: CANCELLED, kept like failures.
   const cancelled = failed.splice(2, 2);
-  await db.query(`UPDATE deliveries SET status = 'CANCELLED' WHERE id = ANY($1::int8[])`, [cancelled]);
-  await db.query(`UPDATE deliveries SET completed_at = now() - interval '31 days' WHERE id = $1`, [cancelled[0]]);
-  await db.query(`UPDATE deliveries SET completed_at = now() - interval '8 days' WHERE id = $1`, [cancelled[1]]);
+  await db.query(`UPDATE deliveries SET status = 'CANCELLED' WHERE outbox_id = ANY($1::int8[])`, [cancelled]);
+  // The test owns the clock: it moves the results into the past. A delivery that failed has a row of
+  // its own (completed_at); one that succeeded at once has only its attempt (when_attempted).
+  const age = async (id: string, days: number) => {
+    await db.query(`UPDATE deliveries SET completed_at = now() - make_interval(days => $2::int) WHERE outbox_id = $1`, [id, days]);
+    await db.query(
+      `UPDATE delivery_attempts SET when_attempted = now() - make_interval(days => $2::int) WHERE outbox_ids && ARRAY[$1::int8]`,
+      [id, days],
+    );
+  };
+  await age(cancelled[0]!, 31);
+  await age(cancelled[1]!, 8);
   // One of each just past its retention, one of each just inside it.
-  await db.query(`UPDATE deliveries SET completed_at = now() - interval '8 days' WHERE id = $1`, [ok[0]]);
-  await db.query(`UPDATE deliveries SET completed_at = now() - interval '6 days' WHERE id = $1`, [ok[1]]);
-  await db.query(`UPDATE deliveries SET completed_at = now() - interval '31 days' WHERE id = $1`, [failed[0]]);
-  await db.query(`UPDATE deliveries SET completed_at = now() - interval '8 days' WHERE id = $1`, [failed[1]]);
+  await age(ok[0]!, 8);
+  await age(ok[1]!, 6);
+  await age(failed[0]!, 31);
+  await age(failed[1]!, 8);
   const removed = await ta.app.services.engine!.sweep();
   assert.ok(removed >= 3);
   const left = (await deliveries(f.integrationId)).map((d) => d.id).sort();
   assert.deepEqual(left, [ok[1], failed[1], cancelled[1]].sort());
-  const attempts = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM delivery_attempts WHERE delivery_id = ANY($1::int8[])', [
+  const attempts = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM delivery_attempts WHERE outbox_ids && $1::int8[]', [
     [ok[0], failed[0]],
   ]);
   assert.equal(attempts.rows[0]!.n, 0, 'their attempts went with them');

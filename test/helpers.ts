@@ -10,6 +10,8 @@ import assert from 'node:assert/strict';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../src/app.js';
 import { loadConfig, type Config } from '../src/config.js';
+import type { Queryable } from '../src/db/db.js';
+import { pendingTotal } from '../src/delivery/queue.js';
 
 export const TEST_DB = (process.env.TEST_DB ?? 'postgres') as 'postgres' | 'pglite';
 export const ADMIN_PG_URL = process.env.TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
@@ -191,4 +193,14 @@ export function bad(r: Res, status: number, field: string | undefined, what = ''
   assert.equal(typeof r.body?.error, 'string', `${what}: error member`);
   assert.equal(typeof r.body?.message, 'string', `${what}: message member`);
   if (field !== undefined) assert.equal(r.body.field, field, `${what}: field (${r.raw.slice(0, 500)})`);
+}
+
+/**
+ * Events not yet delivered: the engine's pending count (retries, claims, the unread log) plus
+ * deliveries that ended other than SUCCEEDED. Zero once everything stored has arrived.
+ */
+export async function undelivered(q: Pick<pg.ClientBase, 'query'> | Queryable): Promise<number> {
+  const db: Queryable = { query: async (text, params) => (q as Queryable).query(text, params) as any };
+  const { rows } = await db.query<{ n: number }>("SELECT count(*)::int AS n FROM deliveries WHERE status <> 'SUCCEEDED'");
+  return rows[0]!.n + (await pendingTotal(db));
 }

@@ -3,7 +3,7 @@
 // receiver counting requests in flight and per second measures them.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { ownerWithKey, startApp, TEST_DB } from './helpers.js';
+import { ownerWithKey, startApp, TEST_DB, undelivered } from './helpers.js';
 import { assertBucket, Receiver } from './receiver.js';
 
 if (TEST_DB === 'postgres') {
@@ -51,9 +51,9 @@ if (TEST_DB === 'postgres') {
     const db = one.app.services.db;
     const deadline = Date.now() + 120_000; // a bound for a hung test only; the rate is measured below
     for (;;) {
-      const { rows } = await db.query<{ n: number }>("SELECT count(*)::int AS n FROM deliveries WHERE status <> 'SUCCEEDED'");
-      if (rows[0]!.n === 0) break;
-      assert.ok(Date.now() < deadline, `${rows[0]!.n} deliveries still pending after 120 s`);
+      const n = await undelivered(db);
+      if (n === 0) break;
+      assert.ok(Date.now() < deadline, `${n} deliveries still pending after 120 s`);
       await new Promise((r) => setTimeout(r, 100));
     }
     await rx.close();

@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
-import { IN_CI, ownerWithKey, startApp, TEST_DB } from './helpers.js';
+import { IN_CI, ownerWithKey, startApp, TEST_DB, undelivered } from './helpers.js';
 import { Receiver } from './receiver.js';
 
 const PG_BIN = (() => {
@@ -110,8 +110,8 @@ if (TEST_DB === 'postgres') {
     const db = ta.app.services.db;
     const deadline = Date.now() + 120_000;
     for (;;) {
-      const { rows } = await db.query<{ n: number }>("SELECT count(*)::int AS n FROM deliveries WHERE status <> 'SUCCEEDED'");
-      if (rows[0]!.n === 0) break;
+      const n = await undelivered(db);
+      if (n === 0) break;
       assert.ok(Date.now() < deadline, 'delivery did not resume');
       await new Promise((x) => setTimeout(x, 200));
     }

@@ -7,7 +7,7 @@ import { test } from 'node:test';
 import pg from 'pg';
 import { Webhook } from 'standardwebhooks';
 import { addressPolicy, isAllowedAddress, vetUrl } from '../src/delivery/address.js';
-import { signatureHeader } from '../src/delivery/webhook.js';
+import { signatureHeader } from '../src/delivery/channels/webhook/webhook.js';
 import { getAtPath, setAtPath } from '../src/http/dotted-path.js';
 import { bad, ok, ownerWithKey, startApp, TEST_DB, type TestApp } from './helpers.js';
 import { Receiver } from './receiver.js';

@@ -8,7 +8,8 @@ import { notFound } from '../http/errors.js';
 import { listPage, PageQuery } from '../http/paging.js';
 import { DateTime, IdParam, isUuid, iso, Nullable, Str, Uuid } from '../http/schemas.js';
 import type { Tenancy } from '../tenancy/tenancy.js';
-import { appendToOutbox, deliveryWakeups } from '../outbox/outbox.js';
+import { appendEvents } from '../delivery/queue.js';
+import { deliveryWakeups } from '../outbox/outbox.js';
 import { RECORD_DEFS } from '../records/records.js';
 
 export const Asset = Type.Object(
@@ -92,7 +93,7 @@ const toPush = (r: Row) => ({
           .map((w) => w.trim())
           .filter(Boolean),
 });
-const pushAsset = (q: Queryable, r: Row) => appendToOutbox(q, 'asset', [{ objectId: r.id, ownerId: r.owner_id, payload: toPush(r) }]);
+const pushAsset = (q: Queryable, r: Row) => appendEvents(q, 'asset', [{ objectId: r.id, ownerId: r.owner_id, payload: toPush(r) }]);
 /** After the commit: the delivery engine looks for the new deliveries (asset changes are rare). */
 const wakeDelivery = () => deliveryWakeups.emit('wake');
 

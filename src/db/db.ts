@@ -55,6 +55,9 @@ export function createPostgres(url: string, poolSize: number): Db {
     max: poolSize,
     connectionTimeoutMillis: 5000,
     idleTimeoutMillis: 30_000,
+    // A session idle inside a transaction holds the delivery log's horizon back for every
+    // integration: the server ends it (the service never waits on the network inside one).
+    idle_in_transaction_session_timeout: 60_000,
     types: {
       getTypeParser: ((oid: number, format?: string) =>
         typeParsers[oid] ?? pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,

@@ -1,19 +1,23 @@
-// The delivery engine (spec 6.4, API.md section 9). Work lives in the database: each process claims
-// due deliveries with leases (FOR UPDATE SKIP LOCKED), sends them outside any transaction, and writes
-// completions and attempt rows in batches. A crashed process's claims come back when their lease
-// runs out. Woken by LISTEN/NOTIFY (and in-process events), with polling as the fallback.
+// The delivery engine (spec 6.4, API.md section 9): claims work from the queue (src/delivery/queue.ts),
+// hands messages to channels (src/delivery/channels), and turns what each send did into the next
+// state of its events. It knows no channel and no SQL.
 //
-// Per-integration limits hold across every process and instance because they are decided while the
-// integration's state row is locked: maxConcurrentRequests counts the requests whose leases are live,
-// maxItemsPerMinute is a token bucket kept in that row, and a 429 pauses the integration there.
+// Scheduling. Each process has `maxJobs` request slots. Every integration with work gets a fair
+// share of them (a hanging endpoint can hold its share, never the others'), and within an
+// integration the slots are split between first attempts (the log) and the retry queue, so neither
+// starves the other. maxConcurrentRequests, maxItemsPerMinute and 429 pauses are decided while the
+// integration's state row is locked, so they hold across every process and instance.
+//
+// Waking. A commit that stores events wakes this process at once (and other instances through
+// LISTEN/NOTIFY); a finished request wakes it to use the freed slot; polling is only the fallback.
 import crypto from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
 import pg from 'pg';
 import type { Db, Queryable } from '../db/db.js';
-import { deliveryWakeups, NOTIFY_CHANNEL, type ObjectType } from '../outbox/outbox.js';
-import type { AddressPolicy } from './address.js';
-import { loadConfigFromRow, type IntegrationConfig } from './integrations.js';
-import { closeAgents, injectEventId, sendWebhook, type SendResult } from './webhook.js';
+import { deliveryWakeups, NOTIFY_CHANNEL } from '../outbox/outbox.js';
+import type { AttemptRecord, Channel, ChannelLimits, OutMessage } from './channels/channel.js';
+import { loadIntegration, type IntegrationConfig } from './integrations.js';
+import * as queue from './queue.js';
 
 export interface EngineSettings {
   leaseSeconds: number;
@@ -23,29 +27,15 @@ export interface EngineSettings {
   failedRetentionDays: number;
 }
 
-interface Claimed {
-  id: string;
-  attempts: number;
-  first_attempt_at: Date | null;
-  event_id: string;
-  object_type: ObjectType;
-  payload: Record<string, unknown>;
-  batch_id: string | null;
-}
-
+/** One message on its way, and where its events came from. */
 interface Job {
-  integration: IntegrationConfig;
-  deliveries: Claimed[];
-  batchId: string | null;
-  body: string;
-  objectType: ObjectType;
-  webhookId: string;
-}
-
-interface Completion {
-  job: Job;
-  result: SendResult;
-  at: Date;
+  cfg: IntegrationConfig;
+  channel: Channel;
+  msg: OutMessage;
+  claimId: string | null;
+  claimGeneration: number;
+  /** The retry queue's state of each event (first attempts: none). */
+  prior: Map<string, { attempts: number; firstAttemptAt: Date | null }>;
 }
 
 const JITTER = 0.2;
@@ -56,13 +46,74 @@ export function retryDelaySeconds(schedule: number[], attemptsMade: number, rand
   return base * (1 - JITTER + 2 * JITTER * random());
 }
 
+/** What a send means for each event it carried (spec 6.4): the engine's one retry policy. */
+export function outcomeFor(job: Job, r: AttemptRecord, at: Date, random = Math.random): queue.RequestOutcome {
+  const { cfg, msg } = job;
+  const jitter = random(); // one retry time per request, so a batch's events stay together
+  const pause = r.outcome === 'pause';
+  let attemptNo = 1;
+  const events = msg.events.map((event) => {
+    const prior = job.prior.get(event.pos);
+    const made = (prior?.attempts ?? 0) + (pause ? 0 : 1);
+    attemptNo = Math.max(attemptNo, made + (pause ? 1 : 0));
+    const firstAttemptAt = prior?.firstAttemptAt ?? at;
+    let status: 'PENDING' | 'SUCCEEDED' | 'FAILED' = 'PENDING';
+    let nextAttemptAt: Date | null = null;
+    if (r.outcome === 'success') status = 'SUCCEEDED';
+    else if (r.outcome === 'fail') status = 'FAILED';
+    else if (pause) nextAttemptAt = new Date(at.getTime() + (r.retryAfterSeconds ?? 60) * 1000);
+    else {
+      const deadline = firstAttemptAt.getTime() + cfg.retry.deadlineHours * 3600_000;
+      nextAttemptAt = new Date(at.getTime() + retryDelaySeconds(cfg.retry.scheduleSeconds, made, () => jitter) * 1000);
+      if (made >= cfg.retry.maxAttempts || nextAttemptAt.getTime() > deadline) {
+        status = 'FAILED';
+        nextAttemptAt = null;
+      }
+    }
+    return { event, status, attempts: made, nextAttemptAt, firstAttemptAt };
+  });
+  const ok = r.outcome === 'success';
+  const oldest = Math.min(...msg.events.map((e) => e.whenCreated.getTime()));
+  return {
+    integrationId: cfg.id,
+    requestId: msg.requestId,
+    claimId: job.claimId,
+    claimGeneration: job.claimGeneration,
+    attempt: attemptNo,
+    at,
+    success: ok,
+    httpStatus: r.httpStatus,
+    responseTimeMs: r.responseTimeMs,
+    receiptId: r.receiptId,
+    topic: r.topic,
+    partition: r.partition,
+    qos: r.qos,
+    error: r.error,
+    // Spec 6.4: a success keeps status, time and receipt; a failure keeps the whole response.
+    responseHeaders: ok ? null : r.responseHeaders,
+    responseBody: ok ? null : r.responseBody,
+    responseBodyBytes: ok ? null : r.responseBodyBytes,
+    truncated: r.truncated,
+    latencyMs: Math.max(0, at.getTime() - oldest),
+    pauseSeconds: pause ? (r.retryAfterSeconds ?? 60) : null,
+    batchBody: msg.events.length > 1 || job.channel.limits(cfg).batchSize > 1 ? { objectType: msg.objectType, body: msg.body } : null,
+    events,
+  };
+}
+
 export class DeliveryEngine {
   private running = false;
   private loop?: Promise<void>;
   private readonly jobs = new Set<Promise<void>>();
-  private completions: Completion[] = [];
+  /** Requests in flight in this process, per integration (its share of the slots). */
+  private readonly local = new Map<string, number>();
+  /** Integrations with a single free request alternate between the log and the retry queue. */
+  private readonly retryTurn = new Set<string>();
+  private readonly configs = new Map<string, { whenUpdated: number; cfg: IntegrationConfig }>();
+  private completions: queue.RequestOutcome[] = [];
   private flushing?: Promise<void>;
   private wakeResolver?: () => void;
+  private woken = false;
   private listener?: pg.Client;
   private readonly onWake = () => this.wake();
   private sweepTimer?: NodeJS.Timeout;
@@ -73,7 +124,7 @@ export class DeliveryEngine {
   constructor(
     private readonly db: Db,
     private readonly secretsKey: Buffer,
-    private readonly policy: AddressPolicy,
+    private readonly channels: ReadonlyMap<string, Channel>,
     private readonly s: EngineSettings,
     private readonly log: FastifyBaseLogger,
     private readonly databaseUrl?: string,
@@ -85,10 +136,7 @@ export class DeliveryEngine {
     deliveryWakeups.on('wake', this.onWake);
     if (this.databaseUrl) void this.listen();
     this.loop = this.run();
-    this.sweepTimer = setInterval(
-      () => void this.sweep().catch((e) => this.log.warn({ err: e }, 'delivery retention sweep failed')),
-      10 * 60_000,
-    );
+    this.sweepTimer = setInterval(() => void this.sweep().catch((e) => this.log.warn({ err: e }, 'delivery sweep failed')), 60_000);
     this.sweepTimer.unref();
   }
 
@@ -101,18 +149,27 @@ export class DeliveryEngine {
     this.wake();
     await this.loop;
     await Promise.allSettled([...this.jobs]);
-    await this.flush();
+    while (this.completions.length) {
+      const before = this.completions.length;
+      await this.flush();
+      if (this.completions.length >= before) break; // the database is away: the leases bring them back
+    }
     await this.listener?.end().catch(() => {});
-    closeAgents(this.policy);
+    await Promise.allSettled([...this.channels.values()].map((c) => c.close()));
   }
 
   wake(): void {
+    this.woken = true;
     const r = this.wakeResolver;
     this.wakeResolver = undefined;
     r?.();
   }
 
   private sleep(ms: number): Promise<void> {
+    if (this.woken) {
+      this.woken = false;
+      return Promise.resolve();
+    }
     return new Promise((resolve) => {
       const t = setTimeout(() => {
         this.wakeResolver = undefined;
@@ -120,6 +177,7 @@ export class DeliveryEngine {
       }, ms);
       this.wakeResolver = () => {
         clearTimeout(t);
+        this.woken = false;
         resolve();
       };
     });
@@ -155,10 +213,11 @@ export class DeliveryEngine {
     let errorBackoff = 0;
     while (this.running) {
       try {
+        this.woken = false;
         const free = this.s.maxJobs - this.jobs.size;
-        const started = free > 0 ? await this.claimAndStart(free) : 0;
+        const busy = free > 0 ? await this.claimRound(free) : false;
         errorBackoff = 0;
-        if (started === 0) await this.sleep(free > 0 ? this.s.pollMs : 50);
+        if (!busy) await this.sleep(this.s.pollMs);
       } catch (e) {
         errorBackoff = Math.min(errorBackoff ? errorBackoff * 2 : 500, 10_000);
         this.log.warn({ err: e }, `delivery claim failed; retrying in ${errorBackoff} ms`);
@@ -167,188 +226,155 @@ export class DeliveryEngine {
     }
   }
 
-  /** Claims work for the integrations that have some due, and starts sending it. */
-  private async claimAndStart(free: number): Promise<number> {
-    const { rows: due } = await this.db.query<{ id: string }>(
-      `SELECT i.id FROM integrations i LEFT JOIN integration_state s ON s.integration_id = i.id
-        WHERE i.enabled AND (s.paused_until IS NULL OR s.paused_until <= now())
-          AND EXISTS (SELECT 1 FROM deliveries d WHERE d.integration_id = i.id AND d.status = 'PENDING'
-                        AND d.next_attempt_at <= now() AND (d.lease_until IS NULL OR d.lease_until <= now()))`,
-    );
-    let started = 0;
-    for (const { id } of shuffle(due)) {
-      const budget = free - started;
-      if (budget <= 0) break;
-      const jobs = await this.db.tx((q) => this.claim(q, id, budget));
+  /**
+   * One round over the integrations with work: each may claim up to its share of this process's
+   * free slots. True when something was claimed or the log moved (look again at once).
+   */
+  private async claimRound(free: number): Promise<boolean> {
+    const due = await queue.dueIntegrations(this.db);
+    if (!due.length) return false;
+    const active = new Set([...due.map((d) => d.id), ...[...this.local].filter(([, n]) => n > 0).map(([id]) => id)]);
+    const share = Math.max(1, Math.ceil(this.s.maxJobs / active.size));
+    let left = free;
+    let busy = false;
+    for (const d of shuffle(due)) {
+      const budget = Math.min(left, share - (this.local.get(d.id) ?? 0));
+      if (budget <= 0) continue;
+      const cfg = await this.config(d.id, d.whenUpdated);
+      const channel = cfg && this.channels.get(cfg.channel);
+      if (!cfg || !channel) continue;
+      const { jobs, moved } = await this.db.tx((q) => this.claim(q, cfg, channel, budget));
       for (const job of jobs) this.startJob(job);
-      started += jobs.length;
+      left -= jobs.length;
+      busy ||= jobs.length > 0 || moved;
+      if (left <= 0) break;
     }
-    return started;
+    return busy;
+  }
+
+  private async config(id: string, whenUpdated: Date): Promise<IntegrationConfig | null> {
+    const c = this.configs.get(id);
+    if (c && c.whenUpdated === whenUpdated.getTime()) return c.cfg;
+    const cfg = await loadIntegration(this.db, id, this.secretsKey);
+    if (cfg) this.configs.set(id, { whenUpdated: whenUpdated.getTime(), cfg });
+    return cfg;
   }
 
   /**
-   * Claims up to `budget` requests' worth of deliveries of one integration. The integration's state
-   * row is locked for the claim, so every process sees the same in-flight count and token bucket.
+   * Claims up to `budget` requests of one integration, its state row locked: first any claim a
+   * dead worker left, then first attempts from the log and the retry queue side by side.
    */
-  private async claim(q: Queryable, integrationId: string, budget: number): Promise<Job[]> {
-    const { rows: ir } = await q.query(
-      `SELECT id, name, channel, enabled, owner_ids::text[] AS owner_ids, object_types, destination, destinations, retry, settings, secrets,
-              when_created, when_updated FROM integrations WHERE id = $1 AND enabled`,
-      [integrationId],
-    );
-    if (!ir[0]) return [];
-    const cfg = loadConfigFromRow(ir[0] as Parameters<typeof loadConfigFromRow>[0], this.secretsKey);
-    const w = cfg.webhook;
-    const perMinute = w.maxItemsPerMinute;
+  private async claim(q: Queryable, cfg: IntegrationConfig, channel: Channel, budget: number): Promise<{ jobs: Job[]; moved: boolean }> {
+    const lim: ChannelLimits = channel.limits(cfg);
+    const perMinute = lim.maxItemsPerMinute;
     // Bucket: capacity of one second's worth (at least one request's items), refilled so that
     // capacity plus a minute's refill never exceeds maxItemsPerMinute in any 60 s window.
     const capacity = perMinute === null ? 0 : Math.max(1, Math.min(perMinute, Math.ceil(perMinute / 60)));
     const rate = perMinute === null ? 0 : Math.max(perMinute - capacity, 1) / 60;
-    await q.query('INSERT INTO integration_state (integration_id, tokens) VALUES ($1, $2) ON CONFLICT DO NOTHING', [
-      integrationId,
-      capacity,
-    ]);
-    const { rows: st } = await q.query<{ paused: boolean; tokens: number; elapsed: number }>(
-      `SELECT COALESCE(paused_until > now(), false) AS paused, tokens, extract(epoch FROM now() - refilled_at)::float8 AS elapsed
-         FROM integration_state WHERE integration_id = $1 FOR UPDATE`,
-      [integrationId],
-    );
-    const state = st[0]!;
-    if (state.paused) return [];
-    const { rows: fl } = await q.query<{ n: number }>(
-      `SELECT count(DISTINCT COALESCE(batch_id::text, id::text))::int AS n FROM deliveries
-        WHERE integration_id = $1 AND status = 'PENDING' AND lease_until IS NOT NULL AND lease_until > now()`,
-      [integrationId],
-    );
-    let requests = Math.min(budget, w.maxConcurrentRequests - fl[0]!.n);
-    if (requests <= 0) return [];
-    let tokens = perMinute === null ? Infinity : Math.min(capacity, state.tokens + rate * state.elapsed);
-    const lease = Math.max(this.s.leaseSeconds, w.timeoutMs / 1000 + 5);
+    const st = await queue.lockState(q, cfg.id, capacity);
+    if (!st || st.paused) return { jobs: [], moved: false };
+    let requests = Math.min(budget, lim.maxConcurrentRequests - st.inFlight);
+    if (requests <= 0) return { jobs: [], moved: false };
+    let tokens = perMinute === null ? Infinity : Math.min(capacity, st.tokens + rate * st.elapsedSeconds);
+    const lease = Math.max(this.s.leaseSeconds, lim.timeoutMs / 1000 + 5);
     const jobs: Job[] = [];
-    // Leases due deliveries (a whole retry batch: every pending member, whatever its own due time).
-    // `= ANY(ARRAY(...))` makes the update fetch the chosen rows by primary key; `IN (...)` lets the
-    // planner hash-join against a scan of the whole table, which grows with the backlog.
-    const claimSql = (extra: string, limit: string, due = true) => `
-      WITH c AS (
-        UPDATE deliveries SET lease_until = now() + make_interval(secs => $2)
-         WHERE id = ANY(ARRAY(SELECT id FROM deliveries
-                       WHERE integration_id = $1 AND status = 'PENDING' ${due ? 'AND next_attempt_at <= now()' : ''}
-                         AND (lease_until IS NULL OR lease_until <= now()) ${extra}
-                       ORDER BY next_attempt_at, id LIMIT ${limit} FOR UPDATE SKIP LOCKED))
-        RETURNING id, attempts, first_attempt_at, event_id, object_type, outbox_id, batch_id)
-      SELECT c.id, c.attempts, c.first_attempt_at, c.event_id, c.object_type, c.batch_id, o.payload
-        FROM c JOIN outbox o ON o.id = c.outbox_id ORDER BY c.id`;
+    const none = new Map();
 
-    if (w.mode === 'single') {
-      const n = Math.min(requests, Math.floor(tokens));
-      if (n <= 0) return this.saveTokens(q, integrationId, tokens, perMinute, jobs);
-      const { rows } = await q.query<Claimed>(claimSql('AND batch_id IS NULL', '$3'), [integrationId, lease, n]);
-      for (const d of rows) {
-        const payload = w.injectEventId ? injectEventId(d.payload, d.event_id, w.injectEventIdPath) : d.payload;
-        jobs.push({
-          integration: cfg,
-          deliveries: [d],
-          batchId: null,
-          body: JSON.stringify(payload),
-          objectType: d.object_type,
-          webhookId: d.event_id,
-        });
+    // A claim whose worker died: the oldest work there is.
+    if (st.expiredClaims > 0) {
+      const t = await queue.takeExpiredClaim(q, cfg.id, lease);
+      if (t?.events.length) {
+        const msgs = channel.messages(cfg, t.events, t.id);
+        await queue.setClaimRequests(q, t.id, msgs.length);
+        for (const msg of msgs) jobs.push({ cfg, channel, msg, claimId: t.id, claimGeneration: t.generation, prior: none });
+        requests -= msgs.length;
+        tokens -= t.events.length;
       }
-      tokens -= rows.length;
-      return this.saveTokens(q, integrationId, tokens, perMinute, jobs);
     }
 
-    // Batch mode. First the batches that failed before: retried whole, same body, same webhook-id.
-    // A batch is sent only when every pending member could be leased, so no part of it goes twice.
-    const { rows: retryBatches } = await q.query<{ batch_id: string; n: number }>(
-      `SELECT batch_id, count(*)::int AS n FROM deliveries
-        WHERE integration_id = $1 AND status = 'PENDING' AND batch_id IS NOT NULL
-        GROUP BY batch_id
-       HAVING min(next_attempt_at) <= now() AND bool_and(lease_until IS NULL OR lease_until <= now())
-        ORDER BY min(next_attempt_at) LIMIT $2`,
-      [integrationId, requests],
-    );
-    for (const b of retryBatches) {
-      if (b.n > tokens) break;
-      const { rows } = await q.query<Claimed>(claimSql('AND batch_id = $3', '1000', false), [integrationId, lease, b.batch_id]);
-      const { rows: body } = await q.query<{ body: string; object_type: ObjectType }>(
-        'SELECT body, object_type FROM delivery_batches WHERE id = $1',
-        [b.batch_id],
-      );
-      if (rows.length !== b.n || !body[0]) {
-        // Some member is busy elsewhere (or the batch changed): leave the whole batch for later.
-        if (rows.length) await q.query('UPDATE deliveries SET lease_until = NULL WHERE id = ANY($1::int8[])', [rows.map((r) => r.id)]);
-        continue;
-      }
-      jobs.push({
-        integration: cfg,
-        deliveries: rows,
-        batchId: b.batch_id,
-        body: body[0].body,
-        objectType: body[0].object_type,
-        webhookId: b.batch_id,
-      });
-      tokens -= rows.length;
-      requests--;
+    // The log and the retry queue share the requests: retries get at most half while first
+    // attempts wait (Hook0's reserve), and take turns when only one request is free.
+    let retryShare = 0;
+    if (st.dueRetries > 0 && requests > 0) {
+      if (requests === 1) {
+        retryShare = this.retryTurn.has(cfg.id) ? 1 : 0;
+        if (retryShare) this.retryTurn.delete(cfg.id);
+        else this.retryTurn.add(cfg.id);
+      } else retryShare = Math.min(st.dueRetries, Math.floor(requests / 2));
     }
-    // Then new batches: one object type each, at most batchSize items.
-    const want = Math.min(requests * w.batchSize, Math.floor(tokens));
-    if (requests > 0 && want > 0) {
-      const { rows } = await q.query<Claimed>(claimSql('AND batch_id IS NULL', '$3'), [integrationId, lease, want]);
-      const byType = new Map<ObjectType, Claimed[]>();
-      for (const d of rows) byType.set(d.object_type, [...(byType.get(d.object_type) ?? []), d]);
-      const chunks: Claimed[][] = [];
-      for (const list of byType.values()) for (let i = 0; i < list.length; i += w.batchSize) chunks.push(list.slice(i, i + w.batchSize));
-      const keep = chunks.slice(0, requests);
-      // Over the request budget (several types): hand the rest back at once.
-      const back = chunks
-        .slice(requests)
-        .flat()
-        .map((d) => d.id);
-      if (back.length) await q.query('UPDATE deliveries SET lease_until = NULL WHERE id = ANY($1::int8[])', [back]);
-      const batchRows: { id: string; type: ObjectType; body: string; ids: string[] }[] = [];
-      for (const chunk of keep) {
-        const id = crypto.randomUUID();
-        const body = JSON.stringify(
-          chunk.map((d) => (w.injectEventId ? injectEventId(d.payload, d.event_id, w.injectEventIdPath) : d.payload)),
+    let position = st.position;
+    let moved = false;
+    let claim: Parameters<typeof queue.saveClaim>[2]['claim'] = null;
+    const freshRequests = requests - retryShare;
+    if (freshRequests > 0 && tokens >= 1) {
+      const maxEvents = Math.floor(Math.min(tokens, freshRequests * lim.batchSize));
+      const read = await queue.readLog(q, cfg.id, position, requestCounter(lim.batchSize, freshRequests, maxEvents), 2000);
+      moved = read.next.id !== position.id || read.next.tx !== position.tx;
+      position = read.next;
+      const cutoff = Date.now() - cfg.maxBacklogHours * 3600_000;
+      const expired = read.events.filter((e) => e.whenCreated.getTime() < cutoff);
+      const live = expired.length ? read.events.filter((e) => e.whenCreated.getTime() >= cutoff) : read.events;
+      await queue.expireLogEvents(q, cfg.id, expired);
+      if (live.length) {
+        const claimId = crypto.randomUUID();
+        const msgs = channel.messages(cfg, live, claimId);
+        for (const msg of msgs) jobs.push({ cfg, channel, msg, claimId, claimGeneration: 0, prior: none });
+        claim = { id: claimId, outboxIds: live.map((e) => e.pos), requests: msgs.length, leaseSeconds: lease };
+        requests -= msgs.length;
+        tokens -= live.length;
+      }
+    }
+
+    // The retry queue with what is left.
+    if (requests > 0 && tokens >= 1 && st.dueRetries > 0) {
+      if (lim.batchSize > 1) {
+        for (const b of await queue.leaseRetryBatches(q, cfg.id, lease, requests, Math.floor(tokens))) {
+          const msg: OutMessage = { requestId: b.batchId, objectType: b.objectType, events: b.deliveries, body: b.body };
+          jobs.push({ cfg, channel, msg, claimId: null, claimGeneration: 0, prior: priorOf(b.deliveries) });
+          requests--;
+          tokens -= b.deliveries.length;
+        }
+      }
+      const want = Math.floor(Math.min(requests * lim.batchSize, tokens));
+      const leased = await queue.leaseRetries(q, cfg.id, lease, want);
+      if (leased.length) {
+        // Redelivered events in batch mode form new batches, with new ids (a receiver must not drop them as seen).
+        const msgs = channel.messages(cfg, leased, crypto.randomUUID());
+        const keep = msgs.slice(0, Math.max(requests, 0));
+        await queue.releaseRetries(
+          q,
+          cfg.id,
+          msgs.slice(keep.length).flatMap((m) => m.events.map((e) => e.pos)),
         );
-        batchRows.push({ id, type: chunk[0]!.object_type, body, ids: chunk.map((d) => d.id) });
-        jobs.push({ integration: cfg, deliveries: chunk, batchId: id, body, objectType: chunk[0]!.object_type, webhookId: id });
-        tokens -= chunk.length;
-      }
-      if (batchRows.length) {
-        await q.query(
-          `INSERT INTO delivery_batches (id, integration_id, object_type, body) SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[])`,
-          [batchRows.map((b) => b.id), batchRows.map(() => integrationId), batchRows.map((b) => b.type), batchRows.map((b) => b.body)],
-        );
-        await q.query(`UPDATE deliveries d SET batch_id = u.b FROM unnest($1::int8[], $2::uuid[]) AS u(id, b) WHERE d.id = u.id`, [
-          batchRows.flatMap((b) => b.ids),
-          batchRows.flatMap((b) => b.ids.map(() => b.id)),
-        ]);
+        const prior = priorOf(leased);
+        for (const msg of keep) {
+          jobs.push({ cfg, channel, msg, claimId: null, claimGeneration: 0, prior });
+          tokens -= msg.events.length;
+        }
       }
     }
-    return this.saveTokens(q, integrationId, tokens, perMinute, jobs);
-  }
-
-  private async saveTokens(q: Queryable, integrationId: string, tokens: number, perMinute: number | null, jobs: Job[]): Promise<Job[]> {
-    if (perMinute !== null) {
-      await q.query('UPDATE integration_state SET tokens = $2, refilled_at = now() WHERE integration_id = $1', [integrationId, tokens]);
+    if (moved || claim || perMinute !== null) {
+      await queue.saveClaim(q, cfg.id, { position, tokens: perMinute === null ? null : Math.max(tokens, 0), claim });
     }
-    return jobs;
+    return { jobs, moved };
   }
 
   private startJob(job: Job): void {
     this.requestsSent++;
-    const url = job.integration.destinations[job.objectType] ?? job.integration.destination;
-    const p = sendWebhook(job.integration, { url, id: job.webhookId, objectType: job.objectType, body: job.body }, this.policy)
+    const id = job.cfg.id;
+    this.local.set(id, (this.local.get(id) ?? 0) + 1);
+    const p = job.channel
+      .send(job.cfg, job.msg)
       .then((result) => {
-        this.completions.push({ job, result, at: new Date() });
+        this.completions.push(outcomeFor(job, result, new Date()));
         this.scheduleFlush();
       })
-      .catch((e) => this.log.error({ err: e }, 'webhook send crashed'))
+      .catch((e) => this.log.error({ err: e }, `${job.channel.name} send crashed`))
       .finally(() => {
+        const n = (this.local.get(id) ?? 1) - 1;
+        if (n > 0) this.local.set(id, n);
+        else this.local.delete(id);
         this.jobs.delete(p);
-        this.wake();
       });
     this.jobs.add(p);
   }
@@ -356,7 +382,7 @@ export class DeliveryEngine {
   private scheduleFlush(): void {
     if (this.flushing) return;
     this.flushing = (async () => {
-      await new Promise((r) => setTimeout(r, 3)); // gather completions that land together
+      await new Promise((r) => setImmediate(r)); // gather completions that land together
       while (this.completions.length) {
         await this.flush();
         this.wake(); // written results free their integration's request slots: claim again
@@ -368,111 +394,15 @@ export class DeliveryEngine {
   }
 
   /**
-   * Writes the completions gathered so far: the deliveries' new states, their attempt rows, and
-   * any 429 pause, in one transaction. If the database is away they are kept and written later;
-   * if the process dies first, the leases run out and the deliveries are sent again.
+   * Writes the completions gathered so far in one transaction. If the database is away they are
+   * kept and written later; if the process dies first, the leases run out and the events are sent
+   * again (at least once).
    */
   private async flush(): Promise<void> {
-    const batch = this.completions.splice(0, 500);
+    const batch = this.completions.splice(0, 1000);
     if (!batch.length) return;
-    const rows: unknown[][] = [];
-    const pauses = new Map<string, number>();
-    for (const { job, result, at } of batch) {
-      const cfg = job.integration;
-      // One retry time per request, so the members of a batch stay together.
-      const jitter = Math.random();
-      if (result.outcome === 'pause') pauses.set(cfg.id, Math.max(pauses.get(cfg.id) ?? 0, result.retryAfterSeconds ?? 60));
-      const ok = result.outcome === 'success';
-      for (const d of job.deliveries) {
-        const made = d.attempts + (result.outcome === 'pause' ? 0 : 1);
-        const first = d.first_attempt_at ?? at;
-        let status = 'PENDING';
-        let next: Date | null = null;
-        if (result.outcome === 'success') status = 'SUCCEEDED';
-        else if (result.outcome === 'fail') status = 'FAILED';
-        else if (result.outcome === 'pause') next = new Date(at.getTime() + (result.retryAfterSeconds ?? 60) * 1000);
-        else {
-          const deadline = first.getTime() + cfg.retry.deadlineHours * 3600_000;
-          next = new Date(at.getTime() + retryDelaySeconds(cfg.retry.scheduleSeconds, made, () => jitter) * 1000);
-          if (made >= cfg.retry.maxAttempts || next.getTime() > deadline) {
-            status = 'FAILED';
-            next = null;
-          }
-        }
-        rows.push([
-          d.id,
-          status,
-          made,
-          next?.toISOString() ?? null,
-          first.toISOString(),
-          at.toISOString(),
-          result.receiptId,
-          made + (result.outcome === 'pause' ? 1 : 0),
-          result.outcome === 'success',
-          result.httpStatus,
-          result.responseTimeMs,
-          result.error,
-          // spec 6.4: a success keeps status, time and receipt; failures keep the whole response.
-          ok || !result.responseHeaders ? null : JSON.stringify(result.responseHeaders),
-          ok ? null : result.responseBody,
-          ok ? null : result.responseBodyBytes,
-          result.truncated,
-          job.batchId,
-          cfg.id,
-        ]);
-      }
-    }
-    const col = (i: number) => rows.map((r) => r[i]);
     try {
-      await this.db.tx(async (q) => {
-        await q.query(
-          `WITH r AS (
-             SELECT * FROM unnest($1::int8[], $2::text[], $3::int[], $4::timestamptz[], $5::timestamptz[], $6::timestamptz[], $7::text[],
-                                  $8::int[], $9::bool[], $10::int[], $11::int[], $12::text[], $13::jsonb[], $14::text[], $15::int[],
-                                  $16::bool[], $17::uuid[], $18::uuid[])
-               AS r(id, status, attempts, next_at, first_at, at, receipt, attempt_no, success, http_status, ms, error,
-                    headers, body, bytes, truncated, batch_id, integration_id)
-           ), u AS (
-             UPDATE deliveries d SET status = r.status, attempts = r.attempts, next_attempt_at = COALESCE(r.next_at, d.next_attempt_at),
-                    lease_until = NULL, first_attempt_at = COALESCE(d.first_attempt_at, r.first_at), last_attempt_at = r.at,
-                    receipt_id = COALESCE(r.receipt, d.receipt_id),
-                    completed_at = CASE WHEN r.status IN ('SUCCEEDED', 'FAILED') THEN now() END
-               FROM r WHERE d.id = r.id AND d.status = 'PENDING'
-             RETURNING d.id)
-           INSERT INTO delivery_attempts (delivery_id, integration_id, attempt, when_attempted, success, http_status, response_time_ms,
-                                          receipt_id, error, response_headers, response_body, response_body_bytes, truncated, batch_id)
-           SELECT r.id, r.integration_id, r.attempt_no, r.at, r.success, r.http_status, r.ms, r.receipt, r.error, r.headers, r.body,
-                  r.bytes, r.truncated, r.batch_id
-             FROM r WHERE EXISTS (SELECT 1 FROM deliveries d WHERE d.id = r.id)`,
-          [
-            col(0),
-            col(1),
-            col(2),
-            col(3),
-            col(4),
-            col(5),
-            col(6),
-            col(7),
-            col(8),
-            col(9),
-            col(10),
-            col(11),
-            col(12),
-            col(13),
-            col(14),
-            col(15),
-            col(16),
-            col(17),
-          ],
-        );
-        for (const [id, seconds] of pauses) {
-          // spec 6.4: a 429 pauses the whole integration; the event stays queued.
-          await q.query(
-            `UPDATE integration_state SET paused_until = GREATEST(COALESCE(paused_until, now()), now() + make_interval(secs => $2)) WHERE integration_id = $1`,
-            [id, seconds],
-          );
-        }
-      });
+      await this.db.tx((q) => queue.writeResults(q, batch));
     } catch (e) {
       this.log.warn({ err: e }, 'writing delivery results failed; keeping them to retry');
       this.completions.unshift(...batch);
@@ -480,30 +410,35 @@ export class DeliveryEngine {
     }
   }
 
-  /** Retention (API.md 9): succeeded deliveries go after 7 days, failed and cancelled after 30, in bulk. */
+  /** Retention, backlog expiry of disabled integrations and log pruning (API.md 9), in bulk. */
   async sweep(): Promise<number> {
-    let removed = 0;
-    for (const [status, days] of [
-      ['SUCCEEDED', this.s.succeededRetentionDays],
-      ['FAILED', this.s.failedRetentionDays],
-      ['CANCELLED', this.s.failedRetentionDays],
-    ] as const) {
-      for (;;) {
-        const { rowCount } = await this.db.query(
-          `DELETE FROM deliveries WHERE id = ANY(ARRAY(SELECT id FROM deliveries WHERE status = $1 AND completed_at < now() - make_interval(days => $2) LIMIT 10000))`,
-          [status, days],
-        );
-        removed += rowCount;
-        if (rowCount < 10000) break;
-      }
-    }
-    await this.db.query(
-      `DELETE FROM delivery_batches b WHERE when_created < now() - make_interval(days => $1)
-         AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.batch_id = b.id)`,
-      [Math.min(this.s.succeededRetentionDays, this.s.failedRetentionDays)],
-    );
-    return removed;
+    return queue.sweep(this.db, { succeededDays: this.s.succeededRetentionDays, failedDays: this.s.failedRetentionDays });
   }
+}
+
+/**
+ * Accepts log events while they fit in `requests` messages of up to `batchSize` events of one
+ * object type each (the way channels group them) and in `maxEvents`.
+ */
+function requestCounter(batchSize: number, requests: number, maxEvents: number): (e: queue.LogEvent) => boolean {
+  const open = new Map<string, number>();
+  let messages = 0;
+  let events = 0;
+  return (e) => {
+    if (events >= maxEvents) return false;
+    const n = open.get(e.objectType);
+    if (n === undefined || n >= batchSize) {
+      if (messages >= requests) return false;
+      messages++;
+      open.set(e.objectType, 1);
+    } else open.set(e.objectType, n + 1);
+    events++;
+    return true;
+  };
+}
+
+function priorOf(ds: queue.RetryDelivery[]): Job['prior'] {
+  return new Map(ds.map((d) => [d.pos, { attempts: d.attempts, firstAttemptAt: d.firstAttemptAt }]));
 }
 
 function shuffle<T>(a: T[]): T[] {

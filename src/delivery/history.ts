@@ -9,13 +9,15 @@ import { ApiError, badRequest, notFound } from '../http/errors.js';
 import { listPage, PageQuery } from '../http/paging.js';
 import { DateTime, iso, isInt8Id, isUuid, Nullable, Uuid } from '../http/schemas.js';
 import { deliveryWakeups } from '../outbox/outbox.js';
+import * as queue from './queue.js';
 import { AddressRefused, checkUrlShape, type AddressPolicy } from './address.js';
 import { loadIntegration, type IntegrationConfig } from './integrations.js';
-import { sendWebhook, USER_AGENT } from './webhook.js';
+import { sendWebhook, USER_AGENT } from './channels/webhook/webhook.js';
 
 const Status = Type.Union(['PENDING', 'SUCCEEDED', 'FAILED', 'CANCELLED'].map((s) => Type.Literal(s)));
 const Attempt = Type.Object({
   deliveryId: Type.String(),
+  requestId: Type.String({ description: 'The request: shared by every event of a batch' }),
   attempt: Type.Integer(),
   whenAttempted: DateTime,
   success: Type.Boolean(),
@@ -44,37 +46,26 @@ const Delivery = Type.Object(
     nextAttemptAt: Nullable(DateTime),
     receiptId: Nullable(Type.String()),
     batchId: Nullable(Uuid),
+    lastError: Nullable(Type.String()),
     whenCreated: DateTime,
     attemptsLog: Type.Array(Attempt),
   },
   { title: 'Delivery' },
 );
 
-interface AttemptRow {
-  delivery_id: string;
-  attempt: number;
-  when_attempted: Date;
-  success: boolean;
-  http_status: number | null;
-  response_time_ms: number | null;
-  receipt_id: string | null;
-  error: string | null;
-  response_headers: Record<string, string> | null;
-  response_body: string | null;
-  response_body_bytes: number | null;
-  truncated: boolean;
-}
+type AttemptRow = queue.AttemptRow;
 const attemptApi = (a: AttemptRow) => ({
   deliveryId: a.delivery_id,
+  requestId: a.request_id,
   attempt: a.attempt,
   whenAttempted: iso(a.when_attempted)!,
   success: a.success,
   httpStatus: a.http_status,
   responseTimeMs: a.response_time_ms,
   receiptId: a.receipt_id,
-  topic: null,
-  partition: null,
-  qos: null,
+  topic: a.topic,
+  partition: a.partition,
+  qos: a.qos,
   error: a.error,
   responseHeaders: a.response_headers,
   responseBody: a.response_body,
@@ -108,22 +99,23 @@ export async function historyRoutes(app: FastifyInstance, opts: { db: Db; secret
       await checkIntegration(id);
       const query = req.query as Static<typeof List>;
       const pageRows = await listPage<any>(db, req, reply, {
-        select: 'd.*, o.object_id',
-        from: 'deliveries d JOIN outbox o ON o.id = d.outbox_id',
+        select: 'd.*',
+        from: queue.DELIVERIES_OF_INTEGRATION, // names the integration as $1
         ownerColumn: null, // operator only
         defaultOrder: 'desc',
         idType: 'int8',
         timeColumn: 'd.when_created',
         idColumn: 'd.id',
         filters: (params, where) => {
-          where.push(`d.integration_id = $${params.push(id)}::uuid`);
+          params.push(id);
           if (query.status) where.push(`d.status = $${params.push(query.status)}`);
           if (query.eventId) where.push(`d.event_id = $${params.push(query.eventId)}::uuid`);
         },
       });
-      const { rows: attempts } = await db.query<AttemptRow>(
-        'SELECT * FROM delivery_attempts WHERE delivery_id = ANY($1::int8[]) ORDER BY delivery_id, attempt, id',
-        [pageRows.map((r) => r.id)],
+      const attempts = await queue.attemptsOf(
+        db,
+        id,
+        pageRows.map((r) => r.id),
       );
       const byDelivery = new Map<string, ReturnType<typeof attemptApi>[]>();
       for (const a of attempts) byDelivery.set(a.delivery_id, [...(byDelivery.get(a.delivery_id) ?? []), attemptApi(a)]);
@@ -139,6 +131,7 @@ export async function historyRoutes(app: FastifyInstance, opts: { db: Db; secret
         nextAttemptAt: d.status === 'PENDING' ? iso(d.next_attempt_at) : null,
         receiptId: d.receipt_id,
         batchId: d.batch_id,
+        lastError: d.last_error,
         whenCreated: iso(d.when_created)!,
         attemptsLog: byDelivery.get(d.id) ?? [],
       }));
@@ -146,7 +139,6 @@ export async function historyRoutes(app: FastifyInstance, opts: { db: Db; secret
   });
 
   // Redelivery: back to PENDING, due now, a fresh attempt budget; a batch member leaves its batch.
-  const REDELIVER_SET = `status = 'PENDING', next_attempt_at = now(), lease_until = NULL, attempts = 0, first_attempt_at = NULL, completed_at = NULL, batch_id = NULL`;
   app.post('/integrations/:id/deliveries/:deliveryId/redeliver', {
     config: admin,
     schema: {
@@ -159,14 +151,7 @@ export async function historyRoutes(app: FastifyInstance, opts: { db: Db; secret
       const { id, deliveryId } = req.params as { id: string; deliveryId: string };
       await checkIntegration(id);
       if (!isInt8Id(deliveryId)) throw notFound('delivery');
-      const { rows } = await db.query<{ status: string }>('SELECT status FROM deliveries WHERE id = $1 AND integration_id = $2', [
-        deliveryId,
-        id,
-      ]);
-      if (!rows[0]) throw notFound('delivery');
-      // A pending one is simply made due now (its attempts so far still count); a finished one starts afresh.
-      if (rows[0].status === 'PENDING') await db.query('UPDATE deliveries SET next_attempt_at = now() WHERE id = $1', [deliveryId]);
-      else await db.query(`UPDATE deliveries SET ${REDELIVER_SET} WHERE id = $1`, [deliveryId]);
+      if (!(await db.tx((q) => queue.redeliverOne(q, id, deliveryId)))) throw notFound('delivery');
       deliveryWakeups.emit('wake');
       return reply.code(202).send({ count: 1 });
     },
@@ -193,25 +178,24 @@ export async function historyRoutes(app: FastifyInstance, opts: { db: Db; secret
       await checkIntegration(id);
       const b = req.body as Static<typeof Range>;
       if (Date.parse(b.from) >= Date.parse(b.to)) throw badRequest('from must be before to.', '/to');
-      const { rowCount } = await db.query(
-        `UPDATE deliveries SET ${REDELIVER_SET} WHERE integration_id = $1 AND status = $2 AND when_created >= $3 AND when_created < $4`,
-        [id, b.status ?? 'FAILED', b.from, b.to],
-      );
+      const count = await db.tx((q) => queue.redeliverRange(q, id, b.status ?? 'FAILED', b.from, b.to));
       deliveryWakeups.emit('wake');
-      return reply.code(202).send({ count: rowCount });
+      return reply.code(202).send({ count });
     },
   });
 
-  // Spec 6.7: the result stream of one channel, one line per attempt.
+  // Spec 6.7: the result stream, one line per attempt and event.
   const StreamQuery = Type.Object({
-    channel: Type.Union([Type.Literal('webhook'), Type.Literal('mqtt'), Type.Literal('kafka')]),
+    channel: Type.Optional(
+      Type.Union([Type.Literal('webhook'), Type.Literal('mqtt'), Type.Literal('kafka')], { description: 'Default: all three' }),
+    ),
     since: Type.Optional(DateTime),
   });
   app.get('/deliveries/stream', {
     schema: {
       tags,
       summary:
-        'Delivery results of a channel: NDJSON for a window (default the last 24 h), or SSE (Accept: text/event-stream) that keeps following. An operator sees every integration; anyone else those whose owners it all sees',
+        'Delivery results: NDJSON for a window (default the last 24 h), or SSE (Accept: text/event-stream) that keeps following. One line per attempt and event (a batch request: one per event, sharing requestId). An operator sees every integration; anyone else those whose owners it all sees',
       querystring: StreamQuery,
       // Written by hand (the reply is hijacked): documented for clients, never used to serialize.
       response: {
@@ -225,17 +209,7 @@ export async function historyRoutes(app: FastifyInstance, opts: { db: Db; secret
       const q = req.query as Static<typeof StreamQuery>;
       const since = q.since ?? new Date(Date.now() - 86400_000).toISOString();
       const visible = await req.tenancy.visibleOwners();
-      const fetchFrom = async (afterId: string, fromTime: string, limit: number) =>
-        (
-          await db.query<any>(
-            `SELECT a.*, d.event_id, d.object_type, i.channel FROM delivery_attempts a
-               JOIN deliveries d ON d.id = a.delivery_id JOIN integrations i ON i.id = a.integration_id
-              WHERE i.channel = $1 AND a.when_attempted >= $2 AND a.id > $3 AND ($5::uuid[] IS NULL OR i.owner_ids <@ $5::uuid[])
-              ORDER BY a.id LIMIT $4`,
-            [q.channel, fromTime, afterId, limit, visible === 'all' ? null : visible],
-          )
-        ).rows;
-      const line = (a: any) => ({
+      const line = (a: queue.StreamRow) => ({
         ...attemptApi(a),
         integrationId: a.integration_id,
         channel: a.channel,
@@ -250,23 +224,29 @@ export async function historyRoutes(app: FastifyInstance, opts: { db: Db; secret
         'cache-control': 'no-store',
         ...(sse ? { connection: 'keep-alive' } : {}),
       });
-      let last = '0';
       let open = true;
       req.raw.on('close', () => (open = false));
-      for (;;) {
-        const rows = await fetchFrom(last, since, 1000);
-        for (const a of rows) {
+      // Followed by position in the attempt log (transaction, then id) below the horizon, so an
+      // attempt committed late behind a newer one is still ahead of the follower, never behind.
+      let after: queue.Position = { tx: '0', id: '0' };
+      const PAGE = 500;
+      while (open) {
+        const page = await queue.streamAfter(db, {
+          after,
+          since,
+          channel: q.channel ?? null,
+          owners: visible === 'all' ? null : visible,
+          limit: PAGE,
+        });
+        for (const a of page.rows) {
           const text = JSON.stringify(line(a));
-          res.write(sse ? `id: ${a.id}\ndata: ${text}\n\n` : `${text}\n`);
-          last = a.id;
+          res.write(sse ? `id: ${a.tx_id}.${a.id}\ndata: ${text}\n\n` : `${text}\n`);
         }
-        if (!sse && rows.length < 1000) break;
-        if (!open) break;
-        if (sse && rows.length < 1000) {
-          await new Promise((r) => setTimeout(r, 1000));
-          if (open) res.write(': keep-alive\n\n');
-        }
-        if (!open) break;
+        after = page.next;
+        if (page.attempts >= PAGE) continue;
+        if (!sse) break;
+        await new Promise((r) => setTimeout(r, 1000));
+        if (open) res.write(': keep-alive\n\n');
       }
       res.end();
     },
@@ -318,6 +298,8 @@ export async function historyRoutes(app: FastifyInstance, opts: { db: Db; secret
       const base: IntegrationConfig = cfg ?? {
         id: 'test',
         name: 'test',
+        channel: 'webhook',
+        maxBacklogHours: 72,
         ownerIds: [],
         enabled: true,
         destination: b.url,

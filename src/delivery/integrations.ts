@@ -14,6 +14,7 @@ import { DateTime, IdParam, iso, isUuid, Nullable, Str, Uuid } from '../http/sch
 import { OBJECT_TYPES, type ObjectType } from '../outbox/outbox.js';
 import type { Tenancy } from '../tenancy/tenancy.js';
 import { AddressRefused, vetUrl, type AddressPolicy } from './address.js';
+import { cancelIntegration, startIntegration, stats } from './queue.js';
 
 const ObjectTypeSchema = Type.Union(OBJECT_TYPES.map((t) => Type.Literal(t)));
 
@@ -104,6 +105,13 @@ const IntegrationIn = Type.Object({
   destination: Str(2048, { minLength: 1, description: 'Webhook URL for every type without its own' }),
   destinations: Type.Optional(Type.Record(Type.String(), Str(2048, { minLength: 1 }), { description: 'Per object type URL' })),
   retry: Type.Optional(RetrySchema),
+  maxBacklogHours: Type.Optional(
+    Type.Number({
+      minimum: 0.01,
+      maximum: 8760,
+      description: 'Events waiting longer than this become FAILED (backlog expired); default 72',
+    }),
+  ),
   webhook: Type.Optional(WebhookIn),
 });
 type IntegrationIn = Static<typeof IntegrationIn>;
@@ -117,6 +125,24 @@ const AuthOut = Type.Object({
   name: Type.Optional(Type.String()),
   username: Type.Optional(Type.String()),
 });
+const Counts = Type.Object({ lastHour: Type.Integer(), lastDay: Type.Integer() });
+const IntegrationStats = Type.Object(
+  {
+    pending: Type.Integer({
+      description: 'Events covered and not yet in a final state (retrying and disabled backlog included); above 10,000 an estimate',
+    }),
+    delivered: Counts,
+    failed: Counts,
+    lastSuccessAt: Nullable(DateTime),
+    lastErrorAt: Nullable(DateTime),
+    lastError: Nullable(Type.String()),
+    pausedUntil: Nullable(DateTime),
+    p50LatencyMs: Nullable(Type.Integer({ description: 'Store to delivery over the last hour' })),
+    p99LatencyMs: Nullable(Type.Integer()),
+  },
+  { description: 'Only in GET /integrations/{id}' },
+);
+
 export const Integration = Type.Object(
   {
     id: Uuid,
@@ -128,6 +154,7 @@ export const Integration = Type.Object(
     destination: Type.String(),
     destinations: Type.Record(Type.String(), Type.String()),
     retry: Type.Object({ scheduleSeconds: Type.Array(Type.Number()), maxAttempts: Type.Integer(), deadlineHours: Type.Number() }),
+    maxBacklogHours: Type.Number(),
     webhook: Type.Object({
       mode: Type.String(),
       batchSize: Type.Integer(),
@@ -143,19 +170,27 @@ export const Integration = Type.Object(
     }),
     whenCreated: DateTime,
     whenUpdated: DateTime,
+    stats: Type.Optional(IntegrationStats),
   },
   { title: 'Integration' },
 );
 
-/** What the engine needs, decrypted. */
-export interface IntegrationConfig {
+/** What the engine and the channels need, decrypted; a union keyed by channel as channels are added. */
+export type IntegrationConfig = WebhookIntegration;
+
+interface IntegrationBase {
   id: string;
   name: string;
   enabled: boolean;
+  maxBacklogHours: number;
   ownerIds: string[];
   destination: string;
   destinations: Partial<Record<ObjectType, string>>;
   retry: { scheduleSeconds: number[]; maxAttempts: number; deadlineHours: number };
+}
+
+export interface WebhookIntegration extends IntegrationBase {
+  channel: 'webhook';
   webhook: {
     mode: 'single' | 'batch';
     batchSize: number;
@@ -181,6 +216,7 @@ export interface Row {
   destination: string;
   destinations: Record<string, string>;
   retry: IntegrationConfig['retry'];
+  max_backlog_hours: number;
   settings: Omit<IntegrationConfig['webhook'], 'auth' | 'signingSecret' | 'previousSigningSecret'> & {
     auth: Static<typeof AuthOut> | null;
     signingSecretSet?: boolean;
@@ -191,7 +227,7 @@ export interface Row {
   when_updated: Date;
 }
 const SELECT =
-  'id, name, channel, enabled, owner_ids::text[] AS owner_ids, object_types, destination, destinations, retry, settings, secrets, when_created, when_updated';
+  'id, name, channel, enabled, owner_ids::text[] AS owner_ids, object_types, destination, destinations, retry, max_backlog_hours, settings, secrets, when_created, when_updated';
 
 interface Secrets {
   auth: AuthIn | null;
@@ -221,6 +257,7 @@ const toApi = (r: Row) => ({
   destination: r.destination,
   destinations: r.destinations,
   retry: r.retry,
+  maxBacklogHours: r.max_backlog_hours,
   webhook: {
     ...r.settings,
     signingSecretSet: r.secrets !== null && r.settings.signingSecretSet === true,
@@ -242,7 +279,9 @@ export function loadConfigFromRow(r: Row, key: Buffer): IntegrationConfig {
   return {
     id: r.id,
     name: r.name,
+    channel: 'webhook',
     enabled: r.enabled,
+    maxBacklogHours: r.max_backlog_hours,
     ownerIds: r.owner_ids,
     destination: r.destination,
     destinations: r.destinations as IntegrationConfig['destinations'],
@@ -343,6 +382,7 @@ export async function integrationRoutes(app: FastifyInstance, opts: { db: Db; se
       destination,
       destinations,
       retry,
+      maxBacklogHours: b.maxBacklogHours ?? base?.max_backlog_hours ?? 72,
       settings: {
         ...settings,
         auth: publicAuth(auth),
@@ -386,10 +426,12 @@ export async function integrationRoutes(app: FastifyInstance, opts: { db: Db; se
   const write = (q: Queryable, id: string, v: Awaited<ReturnType<typeof compose>>, insert: boolean) =>
     q.query<Row>(
       insert
-        ? `INSERT INTO integrations (id, name, enabled, channel, owner_ids, object_types, destination, destinations, retry, settings, secrets)
-           VALUES ($1, $2, $3, 'webhook', $4, $5, $6, $7, $8, $9, $10) RETURNING ${SELECT}`
+        ? `INSERT INTO integrations (id, name, enabled, channel, owner_ids, object_types, destination, destinations, retry, settings, secrets,
+                                    max_backlog_hours)
+           VALUES ($1, $2, $3, 'webhook', $4, $5, $6, $7, $8, $9, $10, $11) RETURNING ${SELECT}`
         : `UPDATE integrations SET name = $2, enabled = $3, owner_ids = $4, object_types = $5, destination = $6, destinations = $7,
-             retry = $8, settings = $9, secrets = $10, when_updated = now() WHERE id = $1 RETURNING ${SELECT}`,
+             retry = $8, settings = $9, secrets = $10, max_backlog_hours = $11, when_updated = clock_timestamp()
+           WHERE id = $1 RETURNING ${SELECT}`,
       [
         id,
         v.name,
@@ -401,6 +443,7 @@ export async function integrationRoutes(app: FastifyInstance, opts: { db: Db; se
         JSON.stringify(v.retry),
         JSON.stringify(v.settings),
         v.secrets,
+        v.maxBacklogHours,
       ],
     );
 
@@ -437,7 +480,9 @@ export async function integrationRoutes(app: FastifyInstance, opts: { db: Db; se
       const id = crypto.randomUUID();
       const out = await db.tx(async (q) => {
         const v = await compose(req.tenancy, q, req.body as IntegrationIn, null, 'create');
-        return withShownSecret((await write(q, id, v, true)).rows[0]!, v.shownSecret);
+        const row = (await write(q, id, v, true)).rows[0]!;
+        await startIntegration(q, id);
+        return withShownSecret(row, v.shownSecret);
       });
       reply.code(201).header('Location', `${req.server.publicUrl}/api/v1/integrations/${id}`);
       return out;
@@ -446,8 +491,20 @@ export async function integrationRoutes(app: FastifyInstance, opts: { db: Db; se
 
   app.get('/integrations/:id', {
     config: admin,
-    schema: { tags, summary: 'Get a push integration (admin)', params: IdParam, response: { 200: Integration } },
-    handler: async (req) => toApi(await get(db, (req.params as { id: string }).id)),
+    schema: { tags, summary: 'Get a push integration (admin), with its delivery stats', params: IdParam, response: { 200: Integration } },
+    handler: async (req) => {
+      const row = await get(db, (req.params as { id: string }).id);
+      const s = await stats(db, row.id);
+      return {
+        ...toApi(row),
+        stats: {
+          ...s,
+          lastSuccessAt: iso(s.lastSuccessAt),
+          lastErrorAt: iso(s.lastErrorAt),
+          pausedUntil: iso(s.pausedUntil),
+        },
+      };
+    },
   });
 
   const update = (mode: 'put' | 'patch') => async (req: FastifyRequest) => {
@@ -521,11 +578,7 @@ export async function integrationRoutes(app: FastifyInstance, opts: { db: Db; se
                   settings = jsonb_set(settings, '{auth}', 'null'), when_updated = now() WHERE id = $1`,
           [id],
         );
-        await q.query(
-          `UPDATE deliveries SET status = 'CANCELLED', completed_at = now(), lease_until = NULL
-            WHERE integration_id = $1 AND status = 'PENDING'`,
-          [id],
-        );
+        await cancelIntegration(q, id);
       });
       return reply.code(204).send();
     },

@@ -7,6 +7,7 @@ import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import client from 'prom-client';
 import type { Db } from '../db/db.js';
+import { oldestTransactionAge, pendingTotal } from '../delivery/queue.js';
 
 const require = createRequire(import.meta.url);
 const swaggerUiDir = path.dirname(require.resolve('swagger-ui-dist/package.json'));
@@ -46,12 +47,23 @@ export const opsRoutes = fp(async function opsRoutes(app: FastifyInstance, { db 
   });
   new client.Gauge({
     name: 'deliveries_pending',
-    help: 'Deliveries not yet succeeded or failed, over all integrations',
+    help: 'Events not yet delivered or failed, over all integrations (each integration counted up to 10,001)',
     registers: [registry],
     async collect() {
       try {
-        const { rows } = await db.query<{ n: string }>("SELECT count(*)::int8 AS n FROM deliveries WHERE status = 'PENDING'");
-        this.set(Number(rows[0]?.n ?? 0));
+        this.set(await pendingTotal(db));
+      } catch {
+        /* the database is away: keep the last value */
+      }
+    },
+  });
+  new client.Gauge({
+    name: 'database_oldest_transaction_seconds',
+    help: 'Age of the oldest open transaction: while it runs, delivery cannot read the log past it',
+    registers: [registry],
+    async collect() {
+      try {
+        this.set(await oldestTransactionAge(db));
       } catch {
         /* the database is away: keep the last value */
       }

@@ -9,7 +9,8 @@ import type { Db, Queryable } from '../db/db.js';
 import { ApiError, badRequest, notFound } from '../http/errors.js';
 import { listPage, PageQuery } from '../http/paging.js';
 import { DateTime, IdParam, iso, isInt8Id, Nullable, Str, Uuid } from '../http/schemas.js';
-import { deliveryWakeups, matchIntegrations, outboxCtes, sqlIso, type ObjectType } from '../outbox/outbox.js';
+import { appendCtes, ownerPaths } from '../delivery/queue.js';
+import { deliveryWakeups, sqlIso, type ObjectType } from '../outbox/outbox.js';
 import type { Tenancy } from '../tenancy/tenancy.js';
 import { locationHooks } from '../zones/positions.js';
 
@@ -397,14 +398,14 @@ export async function insertRecords<I extends Common>(q: Queryable, def: RecordD
     ...def.columns.map((c) => prepared.map((p) => c.value(p.item))),
   ];
   const unnest = types.map((tp, n) => `$${n + 1}::${tp}[]`).join(', ');
-  const m = await matchIntegrations(q, def.type, [...new Set(prepared.map((p) => p.ownerId))]);
-  params.push(m.owners, m.integrations);
+  const paths = await ownerPaths(q, [...new Set(prepared.map((p) => p.ownerId))]);
+  params.push(paths.owners, paths.paths);
   // Identity values follow the order of unnest's rows, so ORDER BY id gives input order.
   const { rows } = await q.query(
     `WITH i AS (
        INSERT INTO ${def.table} (${cols.join(', ')}) SELECT * FROM unnest(${unnest}) RETURNING *
-     ), ${outboxCtes(def.type, 'i', def.pushPayload, params.length - 1)}
-     SELECT i.*, (SELECT count(*) FROM d)::int AS _deliveries, (SELECT count(*) FROM n)::int AS _notified FROM i ORDER BY id`,
+     ), ${appendCtes(def.type, 'i', def.pushPayload, params.length - 1)}
+     SELECT i.*, (SELECT count(*) FROM n)::int AS _notified FROM i ORDER BY id`,
     params,
   );
   return rows;
@@ -436,7 +437,7 @@ export async function recordRoutes(app: FastifyInstance, { db, cfg }: { db: Db; 
           if (def.type === 'location') return locationHooks.store(q, prepared as Prepared<LocationIn>, (p) => insertRecords(q, def, p));
           return insertRecords(q, def, prepared);
         });
-        if (rows[0]?._deliveries > 0) deliveryWakeups.emit('wake');
+        deliveryWakeups.emit('wake');
         const out = rows.map(def.toApi);
         reply.code(201);
         if (!bulk) reply.header('Location', `${req.server.publicUrl}/api/v1${def.path}/${out[0]!.id}`);

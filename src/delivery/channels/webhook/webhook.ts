@@ -5,9 +5,9 @@
 import crypto from 'node:crypto';
 import http from 'node:http';
 import https from 'node:https';
-import { resolveVetted, vettedLookup, AddressRefused, type AddressPolicy } from './address.js';
-import type { IntegrationConfig } from './integrations.js';
-import { setAtPath } from '../http/dotted-path.js';
+import { resolveVetted, vettedLookup, AddressRefused, type AddressPolicy } from '../../address.js';
+import type { IntegrationConfig } from '../../integrations.js';
+import { setAtPath } from '../../../http/dotted-path.js';
 
 export const USER_AGENT = 'asset-tracking-service/0.1 (+webhook)';
 export const MAX_STORED_BODY = 64 * 1024;

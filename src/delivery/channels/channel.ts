@@ -1,0 +1,87 @@
+// The seam between the delivery engine and the ways events leave the service (API.md section 9).
+// A channel says what limits an integration has, turns claimed events into messages, sends one
+// message and classifies what happened into an attempt record. The engine knows nothing else of
+// it: it claims, schedules, retries and records; adding a channel adds a folder here.
+import crypto from 'node:crypto';
+import type { IntegrationConfig } from '../integrations.js';
+import type { LogEvent } from '../queue.js';
+import type { ObjectType } from '../../outbox/outbox.js';
+
+export interface ChannelLimits {
+  /**
+   * Events per message: 1 sends each event on its own; more groups events of one object type, in
+   * log order, into messages of at most this many (the engine counts requests the same way).
+   */
+  batchSize: number;
+  maxItemsPerMinute: number | null;
+  maxConcurrentRequests: number;
+  timeoutMs: number;
+}
+
+export interface OutMessage {
+  /** The request's id: the event id for a single event, a batch id otherwise (stable across retries). */
+  requestId: string;
+  objectType: ObjectType;
+  events: LogEvent[];
+  /** The bytes sent; a failed batch is stored and retried with exactly these. */
+  body: string;
+}
+
+export type Outcome = 'success' | 'retry' | 'fail' | 'pause';
+
+/** What one send did, as the attempt log keeps it (API.md 9). */
+export interface AttemptRecord {
+  outcome: Outcome;
+  httpStatus: number | null;
+  responseTimeMs: number;
+  receiptId: string | null;
+  topic: string | null;
+  partition: number | null;
+  qos: number | null;
+  error: string | null;
+  responseHeaders: Record<string, string> | null;
+  responseBody: string | null;
+  responseBodyBytes: number | null;
+  truncated: boolean;
+  /** A 'pause' (429): how long the whole integration waits. */
+  retryAfterSeconds: number | null;
+}
+
+export interface Channel<C extends IntegrationConfig = IntegrationConfig> {
+  readonly name: C['channel'];
+  limits(cfg: C): ChannelLimits;
+  /**
+   * Claimed events as messages, grouped as `limits().batchSize` says. `seed` makes batch ids
+   * stable: the same claim taken over after a crash gives the same ids for the same events.
+   */
+  messages(cfg: C, events: LogEvent[], seed: string): OutMessage[];
+  send(cfg: C, msg: OutMessage): Promise<AttemptRecord>;
+  close(): Promise<void>;
+}
+
+/** Events grouped by object type in log order, in chunks of at most `size`. */
+export function groupByType(events: LogEvent[], size: number): LogEvent[][] {
+  const open = new Map<ObjectType, LogEvent[]>();
+  const out: LogEvent[][] = [];
+  for (const e of events) {
+    let chunk = open.get(e.objectType);
+    if (!chunk || chunk.length >= size) {
+      chunk = [];
+      open.set(e.objectType, chunk);
+      out.push(chunk);
+    }
+    chunk.push(e);
+  }
+  return out;
+}
+
+/** A UUID derived from a seed and the events' positions: the same group gets the same id. */
+export function stableId(seed: string, events: LogEvent[]): string {
+  const h = crypto.createHash('sha256').update(seed);
+  for (const e of events) h.update(`,${e.pos}`);
+  const b = h.digest().subarray(0, 16);
+  b[6] = (b[6]! & 0x0f) | 0x80; // version 8: custom
+  b[8] = (b[8]! & 0x3f) | 0x80; // RFC 4122 variant
+  const x = b.toString('hex');
+  return `${x.slice(0, 8)}-${x.slice(8, 12)}-${x.slice(12, 16)}-${x.slice(16, 20)}-${x.slice(20)}`;
+}

@@ -1,0 +1,45 @@
+// The webhook channel: single mode sends each event as one object (webhook-id = the event id);
+// batch mode sends a JSON array of up to batchSize objects of one type under a batch id.
+import type { AddressPolicy } from '../../address.js';
+import type { IntegrationConfig } from '../../integrations.js';
+import type { LogEvent } from '../../queue.js';
+import { type Channel, groupByType, type OutMessage, stableId } from '../channel.js';
+import { closeAgents, injectEventId, sendWebhook } from './webhook.js';
+
+/** The stored JSON text as sent, with the event id injected when the integration asks for it. */
+function objectText(cfg: IntegrationConfig, e: LogEvent): string {
+  const w = cfg.webhook;
+  if (!w.injectEventId) return e.payload;
+  return JSON.stringify(injectEventId(JSON.parse(e.payload), e.eventId, w.injectEventIdPath));
+}
+
+export function webhookChannel(policy: AddressPolicy): Channel {
+  return {
+    name: 'webhook',
+    limits: (cfg) => ({
+      batchSize: cfg.webhook.mode === 'batch' ? cfg.webhook.batchSize : 1,
+      maxItemsPerMinute: cfg.webhook.maxItemsPerMinute,
+      maxConcurrentRequests: cfg.webhook.maxConcurrentRequests,
+      timeoutMs: cfg.webhook.timeoutMs,
+    }),
+    messages(cfg, events, seed): OutMessage[] {
+      if (cfg.webhook.mode === 'single') {
+        return events.map((e) => ({ requestId: e.eventId, objectType: e.objectType, events: [e], body: objectText(cfg, e) }));
+      }
+      return groupByType(events, cfg.webhook.batchSize).map((chunk) => ({
+        requestId: stableId(`${cfg.id}/${seed}`, chunk),
+        objectType: chunk[0]!.objectType,
+        events: chunk,
+        body: `[${chunk.map((e) => objectText(cfg, e)).join(',')}]`,
+      }));
+    },
+    async send(cfg, msg) {
+      const url = cfg.destinations[msg.objectType] ?? cfg.destination;
+      const r = await sendWebhook(cfg, { url, id: msg.requestId, objectType: msg.objectType, body: msg.body }, policy);
+      return { ...r, topic: null, partition: null, qos: null };
+    },
+    async close() {
+      closeAgents(policy);
+    },
+  };
+}
