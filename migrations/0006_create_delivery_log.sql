@@ -36,14 +36,17 @@ UPDATE integration_state SET log_tx = pg_current_xact_id()::text::bigint, log_id
 -- A backlog event older than this becomes FAILED ("backlog expired") instead of being sent.
 ALTER TABLE integrations ADD COLUMN max_backlog_hours double precision NOT NULL DEFAULT 72;
 
--- Claims of the log: the events a worker took from an integration's position, under a lease. When
--- the lease runs out (the worker died) another worker takes the claim over and sends what has no
--- attempt yet. `requests` counts the claim's requests still in flight (maxConcurrentRequests).
+-- Claims of the log: the events a worker took from an integration's position, under a lease that
+-- the worker renews while it sends. When the lease runs out (the worker died) another worker takes
+-- the claim over and sends what has no attempt yet. `requests` counts the claim's requests not yet
+-- finished; the worker sends at most `slots` of them at a time, so the requests in flight of an
+-- integration are sum(least(requests, slots)) over its live claims (maxConcurrentRequests).
 CREATE TABLE delivery_claims (
   id              uuid PRIMARY KEY,
   integration_id  uuid NOT NULL REFERENCES integrations (id) ON DELETE CASCADE,
   outbox_ids      bigint[] NOT NULL,
   requests        integer NOT NULL,
+  slots           integer NOT NULL,
   generation      integer NOT NULL DEFAULT 0,   -- +1 at each takeover: a late worker's results don't count
   lease_until     timestamptz NOT NULL,
   when_created    timestamptz NOT NULL DEFAULT now()

@@ -27,16 +27,38 @@ export interface EngineSettings {
   failedRetentionDays: number;
 }
 
+/**
+ * Requests a claim takes per slot: one claim of the log feeds each of its slots several times, so
+ * the claim's cost (a transaction) is shared by that many requests.
+ */
+const CLAIM_DEPTH = 4;
+
+/** A claim of the log this process is sending: at most `slots` of its messages at a time. */
+interface LocalClaim {
+  id: string;
+  generation: number;
+  integrationId: string;
+  leaseSeconds: number;
+  slots: number;
+  queue: Job[];
+  inFlight: number;
+  renewedAt: number;
+  abandoned: boolean;
+}
+
 /** One message on its way, and where its events came from. */
 interface Job {
   cfg: IntegrationConfig;
   channel: Channel;
   msg: OutMessage;
-  claimId: string | null;
-  claimGeneration: number;
+  /** The log claim it belongs to (a first attempt), or null for the retry queue. */
+  claim: LocalClaim | null;
   /** The retry queue's state of each event (first attempts: none). */
   prior: Map<string, { attempts: number; firstAttemptAt: Date | null }>;
 }
+
+/** Slots a claim holds: its slots, or fewer once fewer messages are left than that. */
+const held = (c: LocalClaim) => Math.min(c.slots, c.queue.length + c.inFlight);
 
 const JITTER = 0.2;
 
@@ -77,8 +99,8 @@ export function outcomeFor(job: Job, r: AttemptRecord, at: Date, random = Math.r
   return {
     integrationId: cfg.id,
     requestId: msg.requestId,
-    claimId: job.claimId,
-    claimGeneration: job.claimGeneration,
+    claimId: job.claim?.id ?? null,
+    claimGeneration: job.claim?.generation ?? 0,
     attempt: attemptNo,
     at,
     success: ok,
@@ -105,8 +127,12 @@ export class DeliveryEngine {
   private running = false;
   private loop?: Promise<void>;
   private readonly jobs = new Set<Promise<void>>();
-  /** Requests in flight in this process, per integration (its share of the slots). */
-  private readonly local = new Map<string, number>();
+  /** Log claims this process is sending. */
+  private readonly claims = new Map<string, LocalClaim>();
+  /** Retry requests in flight in this process, per integration. */
+  private readonly retrying = new Map<string, number>();
+  /** Integrations paused by a 429 (epoch ms): their claims send nothing until then. */
+  private readonly paused = new Map<string, number>();
   /** Integrations with a single free request alternate between the log and the retry queue. */
   private readonly retryTurn = new Set<string>();
   private readonly configs = new Map<string, { whenUpdated: number; cfg: IntegrationConfig }>();
@@ -117,6 +143,8 @@ export class DeliveryEngine {
   private listener?: pg.Client;
   private readonly onWake = () => this.wake();
   private sweepTimer?: NodeJS.Timeout;
+  private renewTimer?: NodeJS.Timeout;
+  private renewing = false;
   readonly workerId = crypto.randomUUID();
   /** Requests this process has sent (for /metrics and tests). */
   requestsSent = 0;
@@ -138,6 +166,59 @@ export class DeliveryEngine {
     this.loop = this.run();
     this.sweepTimer = setInterval(() => void this.sweep().catch((e) => this.log.warn({ err: e }, 'delivery sweep failed')), 60_000);
     this.sweepTimer.unref();
+    this.renewTimer = setInterval(() => void this.renew(), 500);
+    this.renewTimer.unref();
+  }
+
+  /** Slots held per integration in this process: its log claims' and its retry requests'. */
+  private heldBy(): Map<string, number> {
+    const m = new Map(this.retrying);
+    for (const c of this.claims.values()) m.set(c.integrationId, (m.get(c.integrationId) ?? 0) + held(c));
+    return m;
+  }
+
+  /** Holds an integration's claims until `until` (a 429 here or on another instance), then resumes them. */
+  private pause(integrationId: string, until: number): void {
+    if ((this.paused.get(integrationId) ?? 0) >= until) return;
+    this.paused.set(integrationId, until);
+    setTimeout(
+      () => {
+        if ((this.paused.get(integrationId) ?? 0) > Date.now()) return;
+        this.paused.delete(integrationId);
+        for (const c of this.claims.values()) if (c.integrationId === integrationId) this.pump(c);
+      },
+      until - Date.now() + 5,
+    ).unref();
+  }
+
+  /**
+   * Every half second: learns of 429 pauses other instances saw for the integrations whose claims
+   * this one sends, and renews those claims' leases (a third of the lease ahead), dropping lost ones.
+   */
+  private async renew(): Promise<void> {
+    if (this.renewing || !this.claims.size) return;
+    const now = Date.now();
+    const due = [...this.claims.values()].filter((c) => now - c.renewedAt > (c.leaseSeconds * 1000) / 3);
+    this.renewing = true;
+    try {
+      const ids = [...new Set([...this.claims.values()].filter((c) => c.queue.length).map((c) => c.integrationId))];
+      for (const [id, until] of await queue.pausesOf(this.db, ids)) this.pause(id, until.getTime());
+      if (!due.length) return;
+      const lost = await queue.renewClaims(this.db, due);
+      for (const c of due) c.renewedAt = now;
+      for (const id of lost) {
+        const c = this.claims.get(id);
+        if (!c) continue;
+        // Taken over (this process stalled past its lease) or ended by a delete: the rest is not ours.
+        c.abandoned = true;
+        c.queue.length = 0;
+        if (c.inFlight === 0) this.claims.delete(id);
+      }
+    } catch (e) {
+      this.log.warn({ err: e }, 'renewing delivery claims failed');
+    } finally {
+      this.renewing = false;
+    }
   }
 
   /** Stops claiming, lets requests in flight finish (bounded by their timeouts), writes their results. */
@@ -145,6 +226,8 @@ export class DeliveryEngine {
     if (!this.running) return;
     this.running = false;
     clearInterval(this.sweepTimer);
+    // What is queued and not yet sent is left to the lease: another worker takes the claims over.
+    for (const c of this.claims.values()) c.queue.length = 0;
     deliveryWakeups.off('wake', this.onWake);
     this.wake();
     await this.loop;
@@ -154,6 +237,7 @@ export class DeliveryEngine {
       await this.flush();
       if (this.completions.length >= before) break; // the database is away: the leases bring them back
     }
+    clearInterval(this.renewTimer);
     await this.listener?.end().catch(() => {});
     await Promise.allSettled([...this.channels.values()].map((c) => c.close()));
   }
@@ -214,7 +298,9 @@ export class DeliveryEngine {
     while (this.running) {
       try {
         this.woken = false;
-        const free = this.s.maxJobs - this.jobs.size;
+        let reserved = 0;
+        for (const n of this.heldBy().values()) reserved += n;
+        const free = this.s.maxJobs - reserved;
         const busy = free > 0 ? await this.claimRound(free) : false;
         errorBackoff = 0;
         if (!busy) await this.sleep(this.s.pollMs);
@@ -233,20 +319,26 @@ export class DeliveryEngine {
   private async claimRound(free: number): Promise<boolean> {
     const due = await queue.dueIntegrations(this.db);
     if (!due.length) return false;
-    const active = new Set([...due.map((d) => d.id), ...[...this.local].filter(([, n]) => n > 0).map(([id]) => id)]);
+    const heldBy = this.heldBy();
+    const active = new Set([...due.map((d) => d.id), ...[...heldBy].filter(([, n]) => n > 0).map(([id]) => id)]);
     const share = Math.max(1, Math.ceil(this.s.maxJobs / active.size));
     let left = free;
     let busy = false;
     for (const d of shuffle(due)) {
-      const budget = Math.min(left, share - (this.local.get(d.id) ?? 0));
+      const budget = Math.min(left, share - (heldBy.get(d.id) ?? 0));
       if (budget <= 0) continue;
       const cfg = await this.config(d.id, d.whenUpdated);
       const channel = cfg && this.channels.get(cfg.channel);
       if (!cfg || !channel) continue;
-      const { jobs, moved } = await this.db.tx((q) => this.claim(q, cfg, channel, budget));
-      for (const job of jobs) this.startJob(job);
-      left -= jobs.length;
-      busy ||= jobs.length > 0 || moved;
+      const { claims, retries, moved } = await this.db.tx((q) => this.claim(q, cfg, channel, budget));
+      for (const c of claims) {
+        this.claims.set(c.id, c);
+        this.pump(c);
+        left -= c.slots;
+      }
+      for (const job of retries) this.startJob(job);
+      left -= retries.length;
+      busy ||= claims.length > 0 || retries.length > 0 || moved;
       if (left <= 0) break;
     }
     return busy;
@@ -264,7 +356,12 @@ export class DeliveryEngine {
    * Claims up to `budget` requests of one integration, its state row locked: first any claim a
    * dead worker left, then first attempts from the log and the retry queue side by side.
    */
-  private async claim(q: Queryable, cfg: IntegrationConfig, channel: Channel, budget: number): Promise<{ jobs: Job[]; moved: boolean }> {
+  private async claim(
+    q: Queryable,
+    cfg: IntegrationConfig,
+    channel: Channel,
+    budget: number,
+  ): Promise<{ claims: LocalClaim[]; retries: Job[]; moved: boolean }> {
     const lim: ChannelLimits = channel.limits(cfg);
     const perMinute = lim.maxItemsPerMinute;
     // Bucket: capacity of one second's worth (at least one request's items), refilled so that
@@ -272,22 +369,39 @@ export class DeliveryEngine {
     const capacity = perMinute === null ? 0 : Math.max(1, Math.min(perMinute, Math.ceil(perMinute / 60)));
     const rate = perMinute === null ? 0 : Math.max(perMinute - capacity, 1) / 60;
     const st = await queue.lockState(q, cfg.id, capacity);
-    if (!st || st.paused) return { jobs: [], moved: false };
+    if (!st || st.paused) return { claims: [], retries: [], moved: false };
     let requests = Math.min(budget, lim.maxConcurrentRequests - st.inFlight);
-    if (requests <= 0) return { jobs: [], moved: false };
+    if (requests <= 0) return { claims: [], retries: [], moved: false };
     let tokens = perMinute === null ? Infinity : Math.min(capacity, st.tokens + rate * st.elapsedSeconds);
     const lease = Math.max(this.s.leaseSeconds, lim.timeoutMs / 1000 + 5);
-    const jobs: Job[] = [];
+    const claims: LocalClaim[] = [];
+    const retries: Job[] = [];
     const none = new Map();
+    const local = (id: string, generation: number, msgs: OutMessage[], slots: number): LocalClaim => {
+      const c: LocalClaim = {
+        id,
+        generation,
+        integrationId: cfg.id,
+        leaseSeconds: lease,
+        slots,
+        queue: [],
+        inFlight: 0,
+        renewedAt: Date.now(),
+        abandoned: false,
+      };
+      c.queue = msgs.map((msg) => ({ cfg, channel, msg, claim: c, prior: none }));
+      return c;
+    };
 
     // A claim whose worker died: the oldest work there is.
     if (st.expiredClaims > 0) {
       const t = await queue.takeExpiredClaim(q, cfg.id, lease);
       if (t?.events.length) {
         const msgs = channel.messages(cfg, t.events, t.id);
-        await queue.setClaimRequests(q, t.id, msgs.length);
-        for (const msg of msgs) jobs.push({ cfg, channel, msg, claimId: t.id, claimGeneration: t.generation, prior: none });
-        requests -= msgs.length;
+        const slots = Math.max(1, Math.min(requests, msgs.length));
+        await queue.setClaimRequests(q, t.id, msgs.length, slots);
+        claims.push(local(t.id, t.generation, msgs, slots));
+        requests -= slots;
         tokens -= t.events.length;
       }
     }
@@ -305,10 +419,11 @@ export class DeliveryEngine {
     let position = st.position;
     let moved = false;
     let claim: Parameters<typeof queue.saveClaim>[2]['claim'] = null;
-    const freshRequests = requests - retryShare;
-    if (freshRequests > 0 && tokens >= 1) {
-      const maxEvents = Math.floor(Math.min(tokens, freshRequests * lim.batchSize));
-      const read = await queue.readLog(q, cfg.id, position, requestCounter(lim.batchSize, freshRequests, maxEvents), 2000);
+    const freshSlots = requests - retryShare;
+    if (freshSlots > 0 && tokens >= 1) {
+      const maxRequests = freshSlots * CLAIM_DEPTH;
+      const maxEvents = Math.floor(Math.min(tokens, maxRequests * lim.batchSize));
+      const read = await queue.readLog(q, cfg.id, position, requestCounter(lim.batchSize, maxRequests, maxEvents), maxEvents + 256);
       moved = read.next.id !== position.id || read.next.tx !== position.tx;
       position = read.next;
       const cutoff = Date.now() - cfg.maxBacklogHours * 3600_000;
@@ -318,9 +433,10 @@ export class DeliveryEngine {
       if (live.length) {
         const claimId = crypto.randomUUID();
         const msgs = channel.messages(cfg, live, claimId);
-        for (const msg of msgs) jobs.push({ cfg, channel, msg, claimId, claimGeneration: 0, prior: none });
-        claim = { id: claimId, outboxIds: live.map((e) => e.pos), requests: msgs.length, leaseSeconds: lease };
-        requests -= msgs.length;
+        const slots = Math.min(freshSlots, msgs.length);
+        claims.push(local(claimId, 0, msgs, slots));
+        claim = { id: claimId, outboxIds: live.map((e) => e.pos), requests: msgs.length, slots, leaseSeconds: lease };
+        requests -= slots;
         tokens -= live.length;
       }
     }
@@ -330,7 +446,7 @@ export class DeliveryEngine {
       if (lim.batchSize > 1) {
         for (const b of await queue.leaseRetryBatches(q, cfg.id, lease, requests, Math.floor(tokens))) {
           const msg: OutMessage = { requestId: b.batchId, objectType: b.objectType, events: b.deliveries, body: b.body };
-          jobs.push({ cfg, channel, msg, claimId: null, claimGeneration: 0, prior: priorOf(b.deliveries) });
+          retries.push({ cfg, channel, msg, claim: null, prior: priorOf(b.deliveries) });
           requests--;
           tokens -= b.deliveries.length;
         }
@@ -348,7 +464,7 @@ export class DeliveryEngine {
         );
         const prior = priorOf(leased);
         for (const msg of keep) {
-          jobs.push({ cfg, channel, msg, claimId: null, claimGeneration: 0, prior });
+          retries.push({ cfg, channel, msg, claim: null, prior });
           tokens -= msg.events.length;
         }
       }
@@ -356,25 +472,42 @@ export class DeliveryEngine {
     if (moved || claim || perMinute !== null) {
       await queue.saveClaim(q, cfg.id, { position, tokens: perMinute === null ? null : Math.max(tokens, 0), claim });
     }
-    return { jobs, moved };
+    return { claims, retries, moved };
+  }
+
+  /** Sends a claim's next messages while it has free slots. */
+  private pump(c: LocalClaim): void {
+    if ((this.paused.get(c.integrationId) ?? 0) > Date.now()) return;
+    while (!c.abandoned && c.inFlight < c.slots && c.queue.length) {
+      c.inFlight++;
+      this.startJob(c.queue.shift()!);
+    }
   }
 
   private startJob(job: Job): void {
     this.requestsSent++;
     const id = job.cfg.id;
-    this.local.set(id, (this.local.get(id) ?? 0) + 1);
+    if (!job.claim) this.retrying.set(id, (this.retrying.get(id) ?? 0) + 1);
     const p = job.channel
       .send(job.cfg, job.msg)
       .then((result) => {
+        if (result.outcome === 'pause') this.pause(id, Date.now() + (result.retryAfterSeconds ?? 60) * 1000);
         this.completions.push(outcomeFor(job, result, new Date()));
         this.scheduleFlush();
       })
       .catch((e) => this.log.error({ err: e }, `${job.channel.name} send crashed`))
       .finally(() => {
-        const n = (this.local.get(id) ?? 1) - 1;
-        if (n > 0) this.local.set(id, n);
-        else this.local.delete(id);
         this.jobs.delete(p);
+        const c = job.claim;
+        if (c) {
+          c.inFlight--;
+          this.pump(c);
+          if (c.queue.length === 0 && c.inFlight === 0) this.claims.delete(c.id);
+        } else {
+          const n = (this.retrying.get(id) ?? 1) - 1;
+          if (n > 0) this.retrying.set(id, n);
+          else this.retrying.delete(id);
+        }
       });
     this.jobs.add(p);
   }
@@ -385,7 +518,7 @@ export class DeliveryEngine {
       await new Promise((r) => setImmediate(r)); // gather completions that land together
       while (this.completions.length) {
         await this.flush();
-        this.wake(); // written results free their integration's request slots: claim again
+        this.wake(); // written results free their integration's request slots everywhere: claim again
       }
     })().finally(() => {
       this.flushing = undefined;

@@ -237,6 +237,9 @@ export async function historyRoutes(app: FastifyInstance, opts: { db: Db; secret
           channel: q.channel ?? null,
           owners: visible === 'all' ? null : visible,
           limit: PAGE,
+          // A follower reads below the horizon only, so nothing committed late is passed over; a
+          // window (NDJSON) answers with everything committed now.
+          follow: sse,
         });
         for (const a of page.rows) {
           const text = JSON.stringify(line(a));

@@ -151,7 +151,10 @@ export async function dueIntegrations(q: Queryable): Promise<DueIntegration[]> {
   const { rows } = await q.query<{ id: string; when_updated: Date }>(
     `SELECT i.id, i.when_updated FROM integrations i JOIN integration_state s ON s.integration_id = i.id
       WHERE i.enabled AND i.deleted_at IS NULL AND (s.paused_until IS NULL OR s.paused_until <= now())
-        AND (EXISTS (SELECT 1 FROM outbox o WHERE (o.tx_id, o.id) > (s.log_tx, s.log_id) AND o.tx_id < ${HORIZON})
+        -- ORDER BY .. LIMIT 1 makes this an index probe; a plain EXISTS with the correlated row
+        -- comparison is planned as a scan of the whole log.
+        AND ((SELECT o.id FROM outbox o WHERE (o.tx_id, o.id) > (s.log_tx, s.log_id) AND o.tx_id < ${HORIZON}
+               ORDER BY o.tx_id, o.id LIMIT 1) IS NOT NULL
           OR EXISTS (SELECT 1 FROM deliveries d WHERE d.integration_id = i.id AND d.status = 'PENDING'
                         AND d.next_attempt_at <= now() AND (d.lease_until IS NULL OR d.lease_until <= now()))
           OR EXISTS (SELECT 1 FROM delivery_claims c WHERE c.integration_id = i.id AND c.lease_until <= now()))`,
@@ -199,7 +202,8 @@ export async function lockState(q: Queryable, integrationId: string, bucketCapac
   }>(
     `SELECT COALESCE(s.paused_until > now(), false) AS paused, s.tokens, extract(epoch FROM now() - s.refilled_at)::float8 AS elapsed,
             s.log_tx, s.log_id,
-            (SELECT COALESCE(sum(c.requests), 0) FROM delivery_claims c WHERE c.integration_id = s.integration_id AND c.lease_until > now())::int
+            (SELECT COALESCE(sum(LEAST(c.requests, c.slots)), 0) FROM delivery_claims c
+              WHERE c.integration_id = s.integration_id AND c.lease_until > now())::int
           + (SELECT count(DISTINCT COALESCE(d.batch_id::text, d.outbox_id::text)) FROM deliveries d
               WHERE d.integration_id = s.integration_id AND d.status = 'PENDING' AND d.lease_until > now())::int AS in_flight,
             (SELECT count(*) FROM (SELECT 1 FROM deliveries d WHERE d.integration_id = s.integration_id AND d.status = 'PENDING'
@@ -305,19 +309,29 @@ export async function saveClaim(
   o: {
     position: Position;
     tokens: number | null;
-    claim: { id: string; outboxIds: string[]; requests: number; leaseSeconds: number } | null;
+    claim: { id: string; outboxIds: string[]; requests: number; slots: number; leaseSeconds: number } | null;
   },
 ): Promise<void> {
   const c = o.claim;
   await q.query(
     `WITH c AS (
-       INSERT INTO delivery_claims (id, integration_id, outbox_ids, requests, lease_until)
-       SELECT $4::uuid, $1, $5::int8[], $6, now() + make_interval(secs => $7) WHERE $4::uuid IS NOT NULL
+       INSERT INTO delivery_claims (id, integration_id, outbox_ids, requests, slots, lease_until)
+       SELECT $4::uuid, $1, $5::int8[], $6, $9, now() + make_interval(secs => $7) WHERE $4::uuid IS NOT NULL
      )
      UPDATE integration_state SET log_tx = $2, log_id = $3,
             tokens = COALESCE($8, tokens), refilled_at = CASE WHEN $8::float8 IS NULL THEN refilled_at ELSE now() END
       WHERE integration_id = $1`,
-    [integrationId, o.position.tx, o.position.id, c?.id ?? null, c?.outboxIds ?? [], c?.requests ?? 0, c?.leaseSeconds ?? 0, o.tokens],
+    [
+      integrationId,
+      o.position.tx,
+      o.position.id,
+      c?.id ?? null,
+      c?.outboxIds ?? [],
+      c?.requests ?? 0,
+      c?.leaseSeconds ?? 0,
+      o.tokens,
+      c?.slots ?? 0,
+    ],
   );
 }
 
@@ -371,9 +385,35 @@ export async function takeExpiredClaim(
   return { id: r.id, generation: g[0]!.generation, events };
 }
 
-/** Sets how many requests a taken-over claim sends (known once its events are grouped). */
-export async function setClaimRequests(q: Queryable, claimId: string, requests: number): Promise<void> {
-  await q.query('UPDATE delivery_claims SET requests = $2 WHERE id = $1', [claimId, requests]);
+/** Sets how many requests a taken-over claim sends, and how many at a time. */
+export async function setClaimRequests(q: Queryable, claimId: string, requests: number, slots: number): Promise<void> {
+  await q.query('UPDATE delivery_claims SET requests = $2, slots = $3 WHERE id = $1', [claimId, requests, slots]);
+}
+
+/**
+ * Renews the leases of claims a worker is still sending. Returns the claims it no longer holds
+ * (taken over after a stall, or ended by a delete): the worker stops sending what is left of them.
+ */
+export async function renewClaims(q: Queryable, claims: { id: string; generation: number; leaseSeconds: number }[]): Promise<string[]> {
+  if (!claims.length) return [];
+  const { rows } = await q.query<{ id: string }>(
+    `UPDATE delivery_claims c SET lease_until = now() + make_interval(secs => r.lease)
+       FROM unnest($1::uuid[], $2::int[], $3::float8[]) AS r(id, generation, lease)
+      WHERE c.id = r.id AND c.generation = r.generation RETURNING c.id`,
+    [claims.map((c) => c.id), claims.map((c) => c.generation), claims.map((c) => c.leaseSeconds)],
+  );
+  const held = new Set(rows.map((r) => r.id));
+  return claims.filter((c) => !held.has(c.id)).map((c) => c.id);
+}
+
+/** Integrations among these paused now (a 429 seen by any instance), and until when. */
+export async function pausesOf(q: Queryable, integrationIds: string[]): Promise<Map<string, Date>> {
+  if (!integrationIds.length) return new Map();
+  const { rows } = await q.query<{ integration_id: string; paused_until: Date }>(
+    'SELECT integration_id, paused_until FROM integration_state WHERE integration_id = ANY($1::uuid[]) AND paused_until > now()',
+    [integrationIds],
+  );
+  return new Map(rows.map((r) => [r.integration_id, r.paused_until]));
 }
 
 /** A delivery of the retry queue, leased for one request. */
@@ -721,8 +761,9 @@ export async function writeResults(q: Queryable, results: RequestOutcome[]): Pro
 
 /**
  * Retention and the log's life (API.md 9), in bulk, never row by row on the hot path:
- * - events of a backlog older than the integration's maxBacklogHours become FAILED ("backlog
- *   expired"), whether the integration is enabled or not;
+ * - events of the log the integration has not reached, older than its maxBacklogHours, become
+ *   FAILED ("backlog expired"), whether it is enabled or not (an event once attempted, paused or
+ *   redelivered is governed by the retry deadline instead, so a redelivery is never expired again);
  * - deliveries and attempts past retention go (succeeded 7 days, failed and cancelled 30);
  * - the log is pruned below the position every integration has passed, past retention, keeping
  *   what a delivery still waits on.
@@ -749,14 +790,6 @@ export async function sweep(db: Db, o: { succeededDays: number; failedDays: numb
       });
       if (n === 0) break;
     }
-    await db.query(
-      `UPDATE deliveries d SET status = 'FAILED', completed_at = now(), last_error = 'backlog expired'
-         FROM integrations i
-        WHERE i.id = $1 AND d.integration_id = $1 AND d.status = 'PENDING' AND d.attempts = 0
-          AND d.when_created < now() - make_interval(secs => i.max_backlog_hours * 3600)
-          AND (d.lease_until IS NULL OR d.lease_until <= now())`,
-      [id],
-    );
   }
   let removed = 0;
   const batched = async (sql: string, params: unknown[]) => {
@@ -988,12 +1021,12 @@ export interface StreamRow extends AttemptRow {
  */
 export async function streamAfter(
   q: Queryable,
-  o: { after: Position; since: string; channel: string | null; owners: string[] | null; limit: number },
+  o: { after: Position; since: string; channel: string | null; owners: string[] | null; limit: number; follow: boolean },
 ): Promise<{ rows: StreamRow[]; next: Position; attempts: number }> {
   const { rows } = await q.query<StreamRow>(
     `WITH a AS (
        SELECT a.*, i.channel FROM delivery_attempts a JOIN integrations i ON i.id = a.integration_id
-        WHERE (a.tx_id, a.id) > ($1::bigint, $2::bigint) AND a.tx_id < ${HORIZON} AND a.when_attempted >= $3
+        WHERE (a.tx_id, a.id) > ($1::bigint, $2::bigint) AND ($7::bool IS NOT TRUE OR a.tx_id < ${HORIZON}) AND a.when_attempted >= $3
           AND ($4::text IS NULL OR i.channel = $4) AND ($5::uuid[] IS NULL OR i.owner_ids <@ $5::uuid[])
         ORDER BY a.tx_id, a.id LIMIT $6
      )
@@ -1002,7 +1035,7 @@ export async function streamAfter(
             a.response_body, a.response_body_bytes, a.truncated, o.event_id, o.object_type
        FROM a CROSS JOIN LATERAL unnest(a.outbox_ids) WITH ORDINALITY AS x(id, n) LEFT JOIN outbox o ON o.id = x.id
       ORDER BY a.tx_id, a.id, x.n`,
-    [o.after.tx, o.after.id, o.since, o.channel, o.owners, o.limit],
+    [o.after.tx, o.after.id, o.since, o.channel, o.owners, o.limit, o.follow],
   );
   let attempts = 0;
   let next = o.after;

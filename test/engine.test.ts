@@ -1,0 +1,423 @@
+// Delivery engine v2 (issue 8; API.md section 9): the outbox is a log that each integration reads from
+// its own position (tx_id, id), only below the horizon pg_snapshot_xmin(), so an event whose
+// transaction commits late, behind a newer one, is still delivered, and the result stream follows
+// the attempt log the same way. Also: fresh events are not starved by a large retry backlog (claim
+// order, not timing), the stats of GET /integrations/{id}, backlog expiry after maxBacklogHours (FAILED
+// visibly, redeliverable), and which events a new integration covers: those stored after it was
+// created, with the owner ancestry of the moment each event was stored.
+import assert from 'node:assert/strict';
+import { after, test } from 'node:test';
+import pg from 'pg';
+import type { Queryable } from '../src/db/db.js';
+import { appendEvents } from '../src/delivery/queue.js';
+import { ownerWithKey, startApp, TEST_DB, type TestApp } from './helpers.js';
+import { Receiver } from './receiver.js';
+
+const ta: TestApp = await startApp(undefined, {
+  PUSH_ALLOW_HTTP: 'true',
+  PUSH_ALLOWED_NETWORKS: '127.0.0.0/8',
+  DELIVERY_POLL_MS: '100',
+  RATE_LIMIT_MAX: '100000',
+});
+const rx = await new Receiver().start();
+after(() => rx.close());
+const db = ta.app.services.db;
+
+let n = 0;
+async function fleet(integration: Record<string, unknown>, parentId?: string) {
+  const name = `engine-${++n}`;
+  const o = await ownerWithKey(ta, name, parentId ? { parentId } : {});
+  const asset = await ta.call('POST', '/api/v1/assets', { token: o.key, body: { name: 'A1' } });
+  assert.equal(asset.status, 201, asset.raw);
+  const path = `/engine-${n}`;
+  const body = {
+    name: `int-${n}`,
+    channel: 'webhook',
+    ownerIds: [o.ownerId],
+    objectTypes: ['location'],
+    destination: rx.url + path,
+    retry: { scheduleSeconds: [0.2] },
+    ...integration,
+  };
+  const r = await ta.call('POST', '/api/v1/integrations', { token: ta.adminToken, body });
+  assert.equal(r.status, 201, r.raw);
+  return { ...o, assetId: asset.body.id as string, integrationId: r.body.id as string, path, integration: r.body };
+}
+
+/** Stores locations (one POST, one transaction) at the given latitudes; returns their ids. */
+async function store(key: string, assetId: string, latitudes: number[]): Promise<string[]> {
+  const items = latitudes.map((latitude, i) => ({
+    assetId,
+    latitude,
+    longitude: 1,
+    whenCreated: new Date(Date.now() - 60_000 + i).toISOString(),
+  }));
+  const r = await ta.call('POST', '/api/v1/locations', { token: key, body: items });
+  assert.equal(r.status, 201, r.raw);
+  return (r.body as { id: string }[]).map((x) => String(x.id));
+}
+
+async function deliveries(integrationId: string) {
+  const r = await ta.call('GET', `/api/v1/integrations/${integrationId}/deliveries?limit=1000`, { token: ta.adminToken });
+  assert.equal(r.status, 200, r.raw);
+  return r.body as any[];
+}
+
+async function until(integrationId: string, cond: (d: any[]) => boolean, ms = 120_000, what = 'deliveries') {
+  const end = Date.now() + ms;
+  for (;;) {
+    const d = await deliveries(integrationId);
+    if (cond(d)) return d;
+    if (Date.now() > end) throw new Error(`${what} did not settle: ${JSON.stringify(d.map((x) => [x.id, x.status, x.attempts]))}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** Polls until cond holds; fails after a generous deadline (never waits for a duration). */
+async function poll<T>(probe: () => Promise<T>, cond: (v: T) => boolean, what: string, ms = 120_000): Promise<T> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = await probe();
+    if (cond(v)) return v;
+    if (Date.now() > end) throw new Error(`${what} not met in ${ms} ms (last: ${JSON.stringify(v)})`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+async function stats(integrationId: string) {
+  const r = await ta.call('GET', `/api/v1/integrations/${integrationId}`, { token: ta.adminToken });
+  assert.equal(r.status, 200, r.raw);
+  return r.body.stats;
+}
+
+async function patch(integrationId: string, body: Record<string, unknown>) {
+  const r = await ta.call('PATCH', `/api/v1/integrations/${integrationId}`, { token: ta.adminToken, body });
+  assert.equal(r.status, 200, r.raw);
+}
+
+/**
+ * Waits until these locations' log rows are below the horizon (every transaction that could still
+ * commit an earlier position has ended), so the next read of the log reaches them. On a busy server
+ * another session's short transaction may hold the horizon for a moment: a condition, not a delay.
+ */
+async function belowHorizon(locationIds: string[]): Promise<void> {
+  await poll(
+    async () => {
+      const { rows } = await db.query<{ ok: boolean }>(
+        `SELECT bool_and(tx_id < pg_snapshot_xmin(pg_current_snapshot())::text::bigint) AS ok
+           FROM outbox WHERE object_type = 'location' AND object_id = ANY($1::text[])`,
+        [locationIds],
+      );
+      return rows[0]?.ok === true;
+    },
+    (ok) => ok,
+    'the log rows below the horizon',
+  );
+}
+
+/** The location ids (payload id) a receiver path got, in arrival order. */
+const locationsAt = (path: string) =>
+  rx
+    .for(path)
+    .filter((r) => r.headers['webhook-object-type'] === 'location')
+    .map((r) => String(JSON.parse(r.body).id));
+
+/** A raw PostgreSQL session the test drives itself, as the Queryable the queue module takes. */
+async function rawSession() {
+  const client = new pg.Client({ connectionString: ta.databaseUrl });
+  await client.connect();
+  const q: Queryable = {
+    query: async (text, params) => {
+      const r = await client.query(text, params as unknown[]);
+      return { rows: r.rows, rowCount: r.rowCount ?? 0 };
+    },
+  };
+  return { client, q };
+}
+
+/** Follows the SSE result stream: every `data:` line parsed, and how many keep-alives came. */
+async function follow(query: string) {
+  const ac = new AbortController();
+  const res = await fetch(`${ta.url}/api/v1/deliveries/stream?${query}`, {
+    headers: { authorization: `Bearer ${ta.adminToken}`, accept: 'text/event-stream' },
+    signal: ac.signal,
+  });
+  assert.equal(res.status, 200);
+  assert.match(res.headers.get('content-type') ?? '', /event-stream/);
+  const state = { lines: [] as any[], keepAlives: 0, error: null as unknown };
+  const reader = res.body!.getReader();
+  const decoder = new TextDecoder();
+  const reading = (async () => {
+    let buf = '';
+    try {
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buf += decoder.decode(value, { stream: true });
+        const parts = buf.split('\n');
+        buf = parts.pop()!;
+        for (const l of parts) {
+          if (l.startsWith('data: ')) state.lines.push(JSON.parse(l.slice(6)));
+          else if (l.startsWith(': keep-alive')) state.keepAlives++;
+        }
+      }
+    } catch (e) {
+      if (!ac.signal.aborted) state.error = e;
+    }
+  })();
+  const waitFor = async (cond: () => boolean, what: string, ms = 120_000) => {
+    const end = Date.now() + ms;
+    while (!cond()) {
+      if (state.error) throw state.error;
+      if (Date.now() > end) throw new Error(`stream: ${what} not met in ${ms} ms (${state.lines.length} lines)`);
+      await new Promise((r) => setTimeout(r, 25));
+    }
+  };
+  const close = async () => {
+    ac.abort();
+    await reading;
+  };
+  return { state, waitFor, close };
+}
+
+test('events committed out of order are all delivered (none skipped)', {
+  skip: TEST_DB === 'pglite' ? 'PGlite has one connection: no two transactions run at once, so nothing can commit out of order' : false,
+}, async () => {
+  const f = await fleet({ objectTypes: ['asset', 'location'] });
+  const late = await rawSession();
+  try {
+    // An asset event appended in a transaction that stays open: it takes its log id now...
+    await late.q.query('BEGIN');
+    await appendEvents(late.q, 'asset', [{ objectId: f.assetId, ownerId: f.ownerId, payload: { id: f.assetId, marker: 'late' } }]);
+    // ...and a location stored through the API commits meanwhile, with a higher id.
+    const [locationId] = await store(f.key, f.assetId, [1]);
+    const { rows } = await late.q.query<{ id: string; object_type: string }>(
+      `SELECT id, object_type FROM outbox
+          WHERE (object_type = 'asset' AND object_id = $1 AND payload->>'marker' = 'late')
+             OR (object_type = 'location' AND object_id = $2)`,
+      [f.assetId, locationId],
+    );
+    const lateId = rows.find((r) => r.object_type === 'asset')!.id;
+    const restId = rows.find((r) => r.object_type === 'location')!.id;
+    assert.ok(BigInt(lateId) < BigInt(restId), `the late event has the lower id (${lateId} < ${restId}): committed out of order`);
+    await late.q.query('COMMIT');
+
+    await rx.waitFor(
+      () => {
+        const got = rx.for(f.path).map((r) => JSON.parse(r.body));
+        return got.some((b) => b.marker === 'late') && got.some((b) => String(b.id) === locationId);
+      },
+      120_000,
+      'the late asset event and the location',
+    );
+    const done = await until(f.integrationId, (d) => [lateId, restId].every((id) => d.find((x) => x.id === id)?.status === 'SUCCEEDED'));
+    assert.equal(done.length, 2, 'two deliveries, both SUCCEEDED');
+
+    // The result stream follows attempts the same way. The follower starts at the database's
+    // present; an attempt row committed late behind a newer one must still reach it.
+    const { rows: now } = await db.query<{ t: Date }>('SELECT now() AS t');
+    const s = await follow(`channel=webhook&since=${encodeURIComponent(now[0]!.t.toISOString())}`);
+    const lateAttempt = await rawSession();
+    try {
+      // The next location's request is held at the receiver until the raw attempt row is written,
+      // so its result is committed by a transaction younger than the raw one.
+      let release!: () => void;
+      const held = new Promise<void>((r) => (release = r));
+      rx.on(f.path, async () => {
+        await held;
+        return { status: 200 };
+      });
+      const [next] = await store(f.key, f.assetId, [2]);
+      await rx.waitFor(() => locationsAt(f.path).includes(next!), 120_000, 'the next location, in flight');
+      await lateAttempt.q.query('BEGIN');
+      const { rows: raw } = await lateAttempt.q.query<{ id: string; tx_id: string }>(
+        `INSERT INTO delivery_attempts (integration_id, request_id, outbox_ids, attempt, when_attempted, success)
+           VALUES ($1, gen_random_uuid(), ARRAY[$2::int8], 99, now(), true) RETURNING id::text, tx_id::text`,
+        [f.integrationId, lateId],
+      );
+      release();
+      const { rows: nextOutbox } = await db.query<{ id: string }>(
+        `SELECT id::text FROM outbox WHERE object_type = 'location' AND object_id = $1`,
+        [next],
+      );
+      const nextId = nextOutbox[0]!.id;
+      // The newer attempt is committed (visible to another session) while the raw one is open.
+      const newer = await poll(
+        async () =>
+          (
+            await db.query<{ id: string; tx_id: string }>(
+              'SELECT id::text, tx_id::text FROM delivery_attempts WHERE outbox_ids && ARRAY[$1::int8] AND success',
+              [nextId],
+            )
+          ).rows,
+        (r) => r.length === 1,
+        'the newer attempt committed',
+      );
+      assert.ok(BigInt(newer[0]!.tx_id) > BigInt(raw[0]!.tx_id), 'the newer attempt is of a younger transaction');
+      assert.ok(BigInt(newer[0]!.id) > BigInt(raw[0]!.id), 'and has the higher id');
+      // Two keep-alives after it committed: the stream has queried at least once since (query,
+      // rows, a pause, keep-alive, query...). The horizon holds the newer line back meanwhile.
+      const base = s.state.keepAlives;
+      await s.waitFor(() => s.state.keepAlives >= base + 2, 'two keep-alives');
+      const mine = () => s.state.lines.filter((l) => l.integrationId === f.integrationId);
+      assert.ok(!mine().some((l) => l.deliveryId === nextId), 'not shown while an older transaction may still commit before it');
+      await lateAttempt.q.query('COMMIT');
+      await s.waitFor(
+        () => mine().some((l) => l.deliveryId === lateId && l.attempt === 99) && mine().some((l) => l.deliveryId === nextId),
+        'both attempts on the stream',
+      );
+      const order = mine().map((l) => (l.deliveryId === lateId && l.attempt === 99 ? 'late' : l.deliveryId === nextId ? 'next' : 'other'));
+      assert.deepEqual(
+        order.filter((x) => x !== 'other'),
+        ['late', 'next'],
+        'each once, in transaction order',
+      );
+      const line = mine().find((l) => l.deliveryId === nextId);
+      assert.equal(line.success, true);
+      assert.equal(line.objectType, 'location');
+    } finally {
+      await lateAttempt.client.query('ROLLBACK').catch(() => {});
+      await lateAttempt.client.end();
+      await s.close();
+    }
+  } finally {
+    await late.client.query('ROLLBACK').catch(() => {});
+    await late.client.end();
+  }
+});
+
+test('fresh events are claimed beside a large retry backlog', async () => {
+  const f = await fleet({ retry: { scheduleSeconds: [3600] }, webhook: { maxConcurrentRequests: 1 } });
+  rx.on(f.path, (_r, k) => (k <= 40 ? { status: 400 } : { status: 200 }));
+  const stored = await store(
+    f.key,
+    f.assetId,
+    Array.from({ length: 40 }, (_, i) => i),
+  );
+  await until(f.integrationId, (d) => d.length === 40 && d.every((x) => x.status === 'FAILED'));
+  await patch(f.integrationId, { enabled: false });
+  const redeliver = await ta.call('POST', `/api/v1/integrations/${f.integrationId}/deliveries/redeliver`, {
+    token: ta.adminToken,
+    body: {
+      status: 'FAILED',
+      from: new Date(Date.now() - 3600_000).toISOString(),
+      to: new Date(Date.now() + 3600_000).toISOString(),
+    },
+  });
+  assert.equal(redeliver.status, 202, redeliver.raw);
+  assert.deepEqual(redeliver.body, { count: 40 }, '40 PENDING, due now');
+  const [fresh] = await store(f.key, f.assetId, [45]);
+  await belowHorizon([fresh!]);
+  const before = rx.for(f.path).length;
+  assert.equal(before, 40);
+  await patch(f.integrationId, { enabled: true });
+  await until(f.integrationId, (d) => d.length === 41 && d.every((x) => x.status === 'SUCCEEDED'));
+  const sent = locationsAt(f.path).slice(before);
+  assert.equal(sent.length, 41, 'each once');
+  assert.deepEqual([...sent].sort(), [...stored, fresh!].sort());
+  // By claim order, not timing: with one request free, each claim takes either the log or the retry
+  // queue, alternating, starting with the log. The 40 redeliveries were due before the fresh event
+  // was stored, yet it goes in the first claim (the second at worst), not after them.
+  const at = sent.indexOf(fresh!);
+  assert.ok(at >= 0 && at <= 1, `the fresh event went as request ${at} of ${sent.length} after enabling`);
+});
+
+test('stats: pending, delivered, failed, last error and latency', async () => {
+  const f = await fleet({});
+  rx.on(f.path, (r) => (JSON.parse(r.body).latitude === 7 ? { status: 400 } : { status: 200 }));
+  await store(f.key, f.assetId, [1, 2, 3, 4, 5, 7]);
+  const done = await until(f.integrationId, (d) => d.length === 6 && d.every((x) => x.status !== 'PENDING'));
+  assert.deepEqual(done.map((d) => d.status).sort(), ['FAILED', 'SUCCEEDED', 'SUCCEEDED', 'SUCCEEDED', 'SUCCEEDED', 'SUCCEEDED']);
+  const s = await stats(f.integrationId);
+  assert.equal(s.pending, 0);
+  assert.deepEqual(s.delivered, { lastHour: 5, lastDay: 5 });
+  assert.deepEqual(s.failed, { lastHour: 1, lastDay: 1 });
+  assert.equal(s.lastError, 'HTTP 400');
+  for (const t of [s.lastSuccessAt, s.lastErrorAt]) {
+    assert.equal(typeof t, 'string');
+    assert.ok(!Number.isNaN(Date.parse(t)), String(t));
+  }
+  for (const p of [s.p50LatencyMs, s.p99LatencyMs]) assert.ok(Number.isInteger(p) && p >= 0, String(p));
+  assert.ok(s.p99LatencyMs >= s.p50LatencyMs);
+  assert.equal(s.pausedUntil, null);
+
+  await patch(f.integrationId, { enabled: false });
+  await store(f.key, f.assetId, [8, 9, 10]);
+  assert.equal((await stats(f.integrationId)).pending, 3, 'the disabled backlog counts as pending');
+});
+
+test('a backlog older than maxBacklogHours fails visibly and can be redelivered', async () => {
+  const f = await fleet({ maxBacklogHours: 1, enabled: false });
+  const ids = await store(f.key, f.assetId, [1, 2]);
+  await belowHorizon(ids);
+  // The test owns this clock: the events were stored two hours ago.
+  await db.query(`UPDATE outbox SET when_created = now() - interval '2 hours' WHERE object_type = 'location' AND object_id = ANY($1)`, [
+    ids,
+  ]);
+  await ta.app.services.engine!.sweep();
+  const failed = await deliveries(f.integrationId);
+  assert.equal(failed.length, 2);
+  assert.ok(
+    failed.every((d) => d.status === 'FAILED' && d.lastError === 'backlog expired' && d.attempts === 0),
+    JSON.stringify(failed),
+  );
+  assert.deepEqual(failed.map((d) => d.objectId).sort(), [...ids].sort());
+  assert.equal((await stats(f.integrationId)).failed.lastHour, 2);
+  assert.equal(rx.for(f.path).length, 0, 'nothing was sent');
+
+  await patch(f.integrationId, { enabled: true });
+  // Redelivery selects by the delivery's creation time: the event's store time, moved 2 h back.
+  const r = await ta.call('POST', `/api/v1/integrations/${f.integrationId}/deliveries/redeliver`, {
+    token: ta.adminToken,
+    body: { status: 'FAILED', from: new Date(Date.now() - 3 * 3600_000).toISOString(), to: new Date(Date.now() + 3600_000).toISOString() },
+  });
+  assert.equal(r.status, 202, r.raw);
+  assert.deepEqual(r.body, { count: 2 });
+  await until(f.integrationId, (d) => d.length === 2 && d.every((x) => x.status === 'SUCCEEDED'));
+  await rx.waitFor(() => ids.every((id) => locationsAt(f.path).includes(id)), 120_000, 'both redelivered');
+});
+
+test('a new integration starts at the moment it is created; an event keeps the owner ancestry of the moment it was stored', async () => {
+  const parent = await ownerWithKey(ta, `engine-parent-${++n}`);
+  const child = await ownerWithKey(ta, `engine-child-${n}`, { parentId: parent.ownerId });
+  const asset = async (key: string) => {
+    const r = await ta.call('POST', '/api/v1/assets', { token: key, body: { name: 'A1' } });
+    assert.equal(r.status, 201, r.raw);
+    return r.body.id as string;
+  };
+  const parentAsset = await asset(parent.key);
+  const childAsset = await asset(child.key);
+  const [before] = await store(child.key, childAsset, [1]);
+  // On the parent: its descendants are covered. One request at a time, so the receiver sees log order.
+  const path = `/engine-${n}`;
+  const r = await ta.call('POST', '/api/v1/integrations', {
+    token: ta.adminToken,
+    body: {
+      name: `int-${n}`,
+      channel: 'webhook',
+      enabled: false,
+      ownerIds: [parent.ownerId],
+      objectTypes: ['location'],
+      destination: rx.url + path,
+      webhook: { maxConcurrentRequests: 1 },
+    },
+  });
+  assert.equal(r.status, 201, r.raw);
+  const integrationId = r.body.id as string;
+  const [e1] = await store(child.key, childAsset, [2]);
+  // The child leaves the parent (to the root): what it stores from now on is no longer covered.
+  const moved = await ta.call('PATCH', `/api/v1/owners/${child.ownerId}`, { token: ta.adminToken, body: { ownerId: null } });
+  assert.equal(moved.status, 200, moved.raw);
+  assert.equal(moved.body.ownerId, null);
+  const [e2] = await store(child.key, childAsset, [3]);
+  await patch(integrationId, { enabled: true });
+  await rx.waitFor(() => locationsAt(path).includes(e1!), 120_000, 'e1, stored under the parent while disabled');
+  // A barrier after everything above in the log: once it arrives, the integration has read past
+  // them, and one request at a time means nothing before it can still be on its way.
+  const [barrier] = await store(parent.key, parentAsset, [4]);
+  await rx.waitFor(() => locationsAt(path).includes(barrier!), 120_000, 'the barrier');
+  assert.deepEqual(locationsAt(path), [e1, barrier], 'neither the location stored before the integration nor the one after the move');
+  assert.ok(!locationsAt(path).includes(before!) && !locationsAt(path).includes(e2!));
+  const d = await until(integrationId, (x) => x.length === 2 && x.every((y) => y.status === 'SUCCEEDED'));
+  assert.deepEqual(d.map((x) => x.objectId).sort(), [e1, barrier].sort());
+});
