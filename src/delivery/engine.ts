@@ -31,7 +31,7 @@ export interface EngineSettings {
  * Requests a claim takes per slot: one claim of the log feeds each of its slots several times, so
  * the claim's cost (a transaction) is shared by that many requests.
  */
-const CLAIM_DEPTH = 4;
+const CLAIM_DEPTH = 16;
 
 /** A claim of the log this process is sending: at most `slots` of its messages at a time. */
 interface LocalClaim {
@@ -535,7 +535,7 @@ export class DeliveryEngine {
     const batch = this.completions.splice(0, 1000);
     if (!batch.length) return;
     try {
-      await this.db.tx((q) => queue.writeResults(q, batch));
+      await queue.writeResults(this.db, batch); // one statement: atomic on its own
     } catch (e) {
       this.log.warn({ err: e }, 'writing delivery results failed; keeping them to retry');
       this.completions.unshift(...batch);

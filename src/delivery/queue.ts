@@ -654,107 +654,68 @@ export async function writeResults(q: Queryable, results: RequestOutcome[]): Pro
       if (!r.claimId) retry.receipt.push(r.receiptId);
     }
   }
+  // One statement, so one round trip and atomic without a transaction around it: each part is a
+  // data-modifying CTE, a no-op when its arrays are empty. The claims' DELETE and UPDATE touch
+  // disjoint rows (requests <= n, requests > n), as one statement must.
+  const claimList = [...claims.entries()];
+  const p: unknown[] = [];
+  const $ = (v: unknown) => `$${p.push(v)}`;
   await q.query(
-    `INSERT INTO delivery_attempts (integration_id, request_id, claim_id, outbox_ids, attempt, when_attempted, success, http_status,
-                                    response_time_ms, receipt_id, topic, partition, qos, error, response_headers, response_body,
-                                    response_body_bytes, truncated, latency_ms)
-     SELECT integration_id, request_id, claim_id, outbox_ids::int8[], attempt, at, success, http_status, ms, receipt, topic, part, qos,
-            error, headers, body, bytes, truncated, latency
-       FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::int[], $6::timestamptz[], $7::bool[], $8::int[], $9::int[],
-                   $10::text[], $11::text[], $12::int[], $13::int[], $14::text[], $15::jsonb[], $16::text[], $17::int[], $18::bool[],
-                   $19::int[])
-         AS r(integration_id, request_id, claim_id, outbox_ids, attempt, at, success, http_status, ms, receipt, topic, part, qos,
-              error, headers, body, bytes, truncated, latency)`,
-    [
-      attempts.integration,
-      attempts.request,
-      attempts.claim,
-      attempts.ids,
-      attempts.attempt,
-      attempts.at,
-      attempts.success,
-      attempts.status,
-      attempts.ms,
-      attempts.receipt,
-      attempts.topic,
-      attempts.partition,
-      attempts.qos,
-      attempts.error,
-      attempts.headers,
-      attempts.body,
-      attempts.bytes,
-      attempts.truncated,
-      attempts.latency,
-    ],
-  );
-  if (batches.id.length) {
-    await q.query(
-      `INSERT INTO delivery_batches (id, integration_id, object_type, body)
-       SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[]) ON CONFLICT DO NOTHING`,
-      [batches.id, batches.integration, batches.type, batches.body],
-    );
-  }
-  if (fresh.outbox.length) {
-    await q.query(
-      `INSERT INTO deliveries (integration_id, outbox_id, event_id, object_type, object_id, status, attempts, next_attempt_at,
+    `WITH a AS (
+       INSERT INTO delivery_attempts (integration_id, request_id, claim_id, outbox_ids, attempt, when_attempted, success, http_status,
+                                      response_time_ms, receipt_id, topic, partition, qos, error, response_headers, response_body,
+                                      response_body_bytes, truncated, latency_ms)
+       SELECT integration_id, request_id, claim_id, outbox_ids::int8[], attempt, at, success, http_status, ms, receipt, topic, part, qos,
+              error, headers, body, bytes, truncated, latency
+         FROM unnest(${$(attempts.integration)}::uuid[], ${$(attempts.request)}::uuid[], ${$(attempts.claim)}::uuid[],
+                     ${$(attempts.ids)}::text[], ${$(attempts.attempt)}::int[], ${$(attempts.at)}::timestamptz[],
+                     ${$(attempts.success)}::bool[], ${$(attempts.status)}::int[], ${$(attempts.ms)}::int[], ${$(attempts.receipt)}::text[],
+                     ${$(attempts.topic)}::text[], ${$(attempts.partition)}::int[], ${$(attempts.qos)}::int[], ${$(attempts.error)}::text[],
+                     ${$(attempts.headers)}::jsonb[], ${$(attempts.body)}::text[], ${$(attempts.bytes)}::int[], ${$(attempts.truncated)}::bool[],
+                     ${$(attempts.latency)}::int[])
+           AS r(integration_id, request_id, claim_id, outbox_ids, attempt, at, success, http_status, ms, receipt, topic, part, qos,
+                error, headers, body, bytes, truncated, latency)
+     ), b AS (
+       INSERT INTO delivery_batches (id, integration_id, object_type, body)
+       SELECT * FROM unnest(${$(batches.id)}::uuid[], ${$(batches.integration)}::uuid[], ${$(batches.type)}::text[], ${$(batches.body)}::text[])
+       ON CONFLICT DO NOTHING
+     ), f AS (
+       INSERT INTO deliveries (integration_id, outbox_id, event_id, object_type, object_id, status, attempts, next_attempt_at,
                                first_attempt_at, last_attempt_at, batch_id, when_created, completed_at, last_error)
        SELECT r.integration_id, o.id, o.event_id, o.object_type, o.object_id, r.status, r.attempts, COALESCE(r.next_at, now()),
               r.first_at, r.at, r.batch_id, o.when_created, CASE WHEN r.status <> 'PENDING' THEN now() END, r.error
-         FROM unnest($1::uuid[], $2::int8[], $3::text[], $4::int[], $5::timestamptz[], $6::timestamptz[], $7::timestamptz[], $8::uuid[],
-                     $9::text[])
+         FROM unnest(${$(fresh.integration)}::uuid[], ${$(fresh.outbox)}::int8[], ${$(fresh.status)}::text[], ${$(fresh.attempts)}::int[],
+                     ${$(fresh.next)}::timestamptz[], ${$(fresh.first)}::timestamptz[], ${$(fresh.at)}::timestamptz[], ${$(fresh.batch)}::uuid[],
+                     ${$(fresh.error)}::text[])
            AS r(integration_id, outbox_id, status, attempts, next_at, first_at, at, batch_id, error)
          JOIN outbox o ON o.id = r.outbox_id
-       ON CONFLICT DO NOTHING`,
-      [fresh.integration, fresh.outbox, fresh.status, fresh.attempts, fresh.next, fresh.first, fresh.at, fresh.batch, fresh.error],
-    );
-  }
-  if (retry.outbox.length) {
-    await q.query(
-      `UPDATE deliveries d SET status = r.status, attempts = r.attempts, next_attempt_at = COALESCE(r.next_at, d.next_attempt_at),
+       ON CONFLICT DO NOTHING
+     ), u AS (
+       UPDATE deliveries d SET status = r.status, attempts = r.attempts, next_attempt_at = COALESCE(r.next_at, d.next_attempt_at),
               lease_until = NULL, first_attempt_at = COALESCE(d.first_attempt_at, r.first_at), last_attempt_at = r.at,
               receipt_id = COALESCE(r.receipt, d.receipt_id), batch_id = COALESCE(r.batch_id, d.batch_id), last_error = r.error,
               completed_at = CASE WHEN r.status IN ('SUCCEEDED', 'FAILED') THEN now() END
-         FROM unnest($1::uuid[], $2::int8[], $3::text[], $4::int[], $5::timestamptz[], $6::timestamptz[], $7::timestamptz[], $8::uuid[],
-                     $9::text[], $10::text[])
+         FROM unnest(${$(retry.integration)}::uuid[], ${$(retry.outbox)}::int8[], ${$(retry.status)}::text[], ${$(retry.attempts)}::int[],
+                     ${$(retry.next)}::timestamptz[], ${$(retry.first)}::timestamptz[], ${$(retry.at)}::timestamptz[], ${$(retry.batch)}::uuid[],
+                     ${$(retry.error)}::text[], ${$(retry.receipt)}::text[])
            AS r(integration_id, outbox_id, status, attempts, next_at, first_at, at, batch_id, error, receipt)
-        WHERE d.integration_id = r.integration_id AND d.outbox_id = r.outbox_id AND d.status = 'PENDING'`,
-      [
-        retry.integration,
-        retry.outbox,
-        retry.status,
-        retry.attempts,
-        retry.next,
-        retry.first,
-        retry.at,
-        retry.batch,
-        retry.error,
-        retry.receipt,
-      ],
-    );
-  }
-  if (claims.size) {
-    // A claim goes with its last request; a claim taken over since (a newer generation) is the
-    // new worker's to count.
-    const params = [[...claims.keys()], [...claims.values()].map((c) => c.n), [...claims.values()].map((c) => c.generation)];
-    await q.query(
-      `DELETE FROM delivery_claims c USING unnest($1::uuid[], $2::int[], $3::int[]) AS r(id, n, generation)
-        WHERE c.id = r.id AND c.generation = r.generation AND c.requests <= r.n`,
-      params,
-    );
-    await q.query(
-      `UPDATE delivery_claims c SET requests = c.requests - r.n FROM unnest($1::uuid[], $2::int[], $3::int[]) AS r(id, n, generation)
-        WHERE c.id = r.id AND c.generation = r.generation`,
-      params,
-    );
-  }
-  for (const [id, seconds] of pauses) {
-    // Spec 6.4: a 429 pauses the whole integration; its events stay queued.
-    await q.query(
-      `UPDATE integration_state SET paused_until = GREATEST(COALESCE(paused_until, now()), now() + make_interval(secs => $2))
-        WHERE integration_id = $1`,
-      [id, seconds],
-    );
-  }
+        WHERE d.integration_id = r.integration_id AND d.outbox_id = r.outbox_id AND d.status = 'PENDING'
+     ), done AS (
+       SELECT * FROM unnest(${$(claimList.map(([id]) => id))}::uuid[], ${$(claimList.map(([, c]) => c.n))}::int[],
+                            ${$(claimList.map(([, c]) => c.generation))}::int[]) AS r(id, n, generation)
+     ), cd AS (
+       -- A claim goes with its last request; one taken over since (a newer generation) is the new worker's to count.
+       DELETE FROM delivery_claims c USING done r WHERE c.id = r.id AND c.generation = r.generation AND c.requests <= r.n
+     ), cu AS (
+       UPDATE delivery_claims c SET requests = c.requests - r.n FROM done r
+        WHERE c.id = r.id AND c.generation = r.generation AND c.requests > r.n
+     )
+     -- Spec 6.4: a 429 pauses the whole integration; its events stay queued.
+     UPDATE integration_state s SET paused_until = GREATEST(COALESCE(s.paused_until, now()), now() + make_interval(secs => r.seconds))
+       FROM unnest(${$([...pauses.keys()])}::uuid[], ${$([...pauses.values()])}::float8[]) AS r(id, seconds)
+      WHERE s.integration_id = r.id`,
+    p,
+  );
 }
 
 // ---- upkeep ------------------------------------------------------------------------------------
