@@ -57,8 +57,11 @@ interface Job {
   prior: Map<string, { attempts: number; firstAttemptAt: Date | null }>;
 }
 
-/** Slots a claim holds: its slots, or fewer once fewer messages are left than that. */
-const held = (c: LocalClaim) => Math.min(c.slots, c.queue.length + c.inFlight);
+/**
+ * Slots a claim holds: its slots, or fewer once fewer messages are left than that, and never fewer
+ * than its requests in flight (after its share shrank, those still run).
+ */
+const held = (c: LocalClaim) => Math.max(Math.min(c.slots, c.queue.length + c.inFlight), c.inFlight);
 
 const JITTER = 0.2;
 
@@ -295,15 +298,16 @@ export class DeliveryEngine {
 
   private async run(): Promise<void> {
     let errorBackoff = 0;
+    let waitBackoff = 0;
     while (this.running) {
       try {
         this.woken = false;
-        let reserved = 0;
-        for (const n of this.heldBy().values()) reserved += n;
-        const free = this.s.maxJobs - reserved;
-        const busy = free > 0 ? await this.claimRound(free) : false;
+        const { busy, waiting } = await this.claimRound();
         errorBackoff = 0;
-        if (!busy) await this.sleep(this.s.pollMs);
+        // Events held above the horizon by a running transaction are readable the moment it ends
+        // (its commit may be another instance's, or not wake us): look again within milliseconds.
+        waitBackoff = waiting && !busy ? Math.min(waitBackoff ? waitBackoff * 2 : 2, 50) : 0;
+        if (!busy) await this.sleep(waitBackoff || this.s.pollMs);
       } catch (e) {
         errorBackoff = Math.min(errorBackoff ? errorBackoff * 2 : 500, 10_000);
         this.log.warn({ err: e }, `delivery claim failed; retrying in ${errorBackoff} ms`);
@@ -316,13 +320,20 @@ export class DeliveryEngine {
    * One round over the integrations with work: each may claim up to its share of this process's
    * free slots. True when something was claimed or the log moved (look again at once).
    */
-  private async claimRound(free: number): Promise<boolean> {
-    const due = await queue.dueIntegrations(this.db);
-    if (!due.length) return false;
+  private async claimRound(): Promise<{ busy: boolean; waiting: boolean }> {
+    const { due, waiting } = await queue.dueIntegrations(this.db);
+    if (!due.length) return { busy: false, waiting };
     const heldBy = this.heldBy();
     const active = new Set([...due.map((d) => d.id), ...[...heldBy].filter(([, n]) => n > 0).map(([id]) => id)]);
-    const share = Math.max(1, Math.ceil(this.s.maxJobs / active.size));
-    let left = free;
+    // Fair shares of the process's slots, keeping an eighth free for an integration that has none
+    // yet: a newcomer starts at once, and the shares shrink to make room for it as requests end.
+    const reserve = Math.max(1, Math.floor(this.s.maxJobs / 8));
+    const share = Math.max(1, Math.floor((this.s.maxJobs - reserve) / active.size));
+    this.rebalance(share);
+    let used = 0;
+    for (const n of this.heldBy().values()) used += n;
+    let left = this.s.maxJobs - used;
+    if (left <= 0) return { busy: false, waiting };
     let busy = false;
     for (const d of shuffle(due)) {
       const budget = Math.min(left, share - (heldBy.get(d.id) ?? 0));
@@ -341,7 +352,22 @@ export class DeliveryEngine {
       busy ||= claims.length > 0 || retries.length > 0 || moved;
       if (left <= 0) break;
     }
-    return busy;
+    return { busy, waiting };
+  }
+
+  /** Shrinks this process's claims of any integration over its share (its newest claims first). */
+  private rebalance(share: number): void {
+    const byIntegration = new Map<string, LocalClaim[]>();
+    for (const c of this.claims.values()) byIntegration.set(c.integrationId, [...(byIntegration.get(c.integrationId) ?? []), c]);
+    for (const [id, claims] of byIntegration) {
+      let over = claims.reduce((n, c) => n + Math.min(c.slots, c.queue.length + c.inFlight), 0) + (this.retrying.get(id) ?? 0) - share;
+      for (const c of claims.reverse()) {
+        if (over <= 0) break;
+        const cut = Math.min(over, c.slots - 1);
+        c.slots -= cut;
+        over -= cut;
+      }
+    }
   }
 
   private async config(id: string, whenUpdated: Date): Promise<IntegrationConfig | null> {

@@ -300,6 +300,18 @@ export async function loadIntegration(q: Queryable, id: string, key: Buffer): Pr
   return rows[0] ? loadConfigFromRow(rows[0], key) : null;
 }
 
+/** Runs fn again (up to 5 times) when PostgreSQL aborts it as a deadlock victim. */
+async function retryDeadlock<T>(fn: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await fn();
+    } catch (e) {
+      if ((e as { code?: string }).code !== '40P01' || attempt >= 5) throw e;
+      await new Promise((r) => setTimeout(r, 10 * attempt));
+    }
+  }
+}
+
 /**
  * Integrations saved before every webhook was signed get a secret at start (the operator sees it
  * by rotating). The condition makes it safe when several instances start at once.
@@ -569,17 +581,21 @@ export async function integrationRoutes(app: FastifyInstance, opts: { db: Db; se
     schema: { tags, summary: 'Delete a push integration (admin); its pending deliveries are cancelled', params: IdParam },
     handler: async (req, reply) => {
       const id = (req.params as { id: string }).id;
-      await db.tx(async (q) => {
-        await get(q, id, true);
-        // API.md 9: delivery stops at once (the engine claims only enabled, undeleted integrations),
-        // pending deliveries become CANCELLED, credentials are wiped; the history stays.
-        await q.query(
-          `UPDATE integrations SET deleted_at = now(), enabled = false, secrets = NULL,
+      // Results being written by the engine meanwhile can deadlock with the cancel (PostgreSQL
+      // then aborts one side): the cancel is simply tried again.
+      await retryDeadlock(() =>
+        db.tx(async (q) => {
+          await get(q, id, true);
+          // API.md 9: delivery stops at once (the engine claims only enabled, undeleted integrations),
+          // pending deliveries become CANCELLED, credentials are wiped; the history stays.
+          await q.query(
+            `UPDATE integrations SET deleted_at = now(), enabled = false, secrets = NULL,
                   settings = jsonb_set(settings, '{auth}', 'null'), when_updated = now() WHERE id = $1`,
-          [id],
-        );
-        await cancelIntegration(q, id);
-      });
+            [id],
+          );
+          await cancelIntegration(q, id);
+        }),
+      );
       return reply.code(204).send();
     },
   });

@@ -91,8 +91,8 @@ export async function appendEvents(
  */
 export async function startIntegration(q: Queryable, integrationId: string): Promise<void> {
   await q.query(
-    `INSERT INTO integration_state (integration_id, log_tx, log_id, start_xmax, start_xip)
-     SELECT $1, pg_snapshot_xmin(s)::text::bigint, 0, pg_snapshot_xmax(s)::text::bigint,
+    `INSERT INTO integration_state (integration_id, tokens, log_tx, log_id, start_xmax, start_xip)
+     SELECT $1, 'Infinity', pg_snapshot_xmin(s)::text::bigint, 0, pg_snapshot_xmax(s)::text::bigint,
             ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip(s) AS x)
        FROM pg_current_snapshot() AS s`,
     [integrationId],
@@ -104,6 +104,8 @@ export async function startIntegration(q: Queryable, integrationId: string): Pro
  * becomes CANCELLED at once; its claims end. The attempts stay for the result stream.
  */
 export async function cancelIntegration(q: Queryable, integrationId: string): Promise<void> {
+  // The state row first, as a claim takes it: a claim in progress finishes before the cancel reads.
+  await q.query('SELECT 1 FROM integration_state WHERE integration_id = $1 FOR UPDATE', [integrationId]);
   await q.query(
     `UPDATE deliveries SET status = 'CANCELLED', completed_at = now(), lease_until = NULL
       WHERE integration_id = $1 AND status = 'PENDING'`,
@@ -111,7 +113,7 @@ export async function cancelIntegration(q: Queryable, integrationId: string): Pr
   );
   // The claimed events without an attempt, and the log after the position.
   await q.query(
-    `WITH s AS (SELECT * FROM integration_state WHERE integration_id = $1 FOR UPDATE),
+    `WITH s AS (SELECT * FROM integration_state WHERE integration_id = $1),
      i AS (SELECT * FROM integrations WHERE id = $1),
      claimed AS (
        SELECT DISTINCT x AS id FROM delivery_claims c, unnest(c.outbox_ids) AS x
@@ -144,22 +146,33 @@ export interface DueIntegration {
 }
 
 /**
- * Integrations with work: log events after their position (below the horizon), retries due, or a
- * claim whose worker let its lease run out. One index probe per integration and kind.
+ * Integrations with work: log events after their position below the horizon, retries due, or a
+ * claim whose worker let its lease run out. One index probe per integration and kind. `waiting`
+ * says some integration has events after its position that a running transaction still holds
+ * above the horizon: they become readable as soon as it ends, so the engine looks again shortly.
  */
-export async function dueIntegrations(q: Queryable): Promise<DueIntegration[]> {
-  const { rows } = await q.query<{ id: string; when_updated: Date }>(
-    `SELECT i.id, i.when_updated FROM integrations i JOIN integration_state s ON s.integration_id = i.id
-      WHERE i.enabled AND i.deleted_at IS NULL AND (s.paused_until IS NULL OR s.paused_until <= now())
-        -- ORDER BY .. LIMIT 1 makes this an index probe; a plain EXISTS with the correlated row
-        -- comparison is planned as a scan of the whole log.
-        AND ((SELECT o.id FROM outbox o WHERE (o.tx_id, o.id) > (s.log_tx, s.log_id) AND o.tx_id < ${HORIZON}
-               ORDER BY o.tx_id, o.id LIMIT 1) IS NOT NULL
-          OR EXISTS (SELECT 1 FROM deliveries d WHERE d.integration_id = i.id AND d.status = 'PENDING'
-                        AND d.next_attempt_at <= now() AND (d.lease_until IS NULL OR d.lease_until <= now()))
-          OR EXISTS (SELECT 1 FROM delivery_claims c WHERE c.integration_id = i.id AND c.lease_until <= now()))`,
+export async function dueIntegrations(q: Queryable): Promise<{ due: DueIntegration[]; waiting: boolean }> {
+  const { rows } = await q.query<{ id: string; when_updated: Date; next_tx: string | null; other: boolean; horizon: string }>(
+    `SELECT * FROM (
+       SELECT i.id, i.when_updated, ${HORIZON} AS horizon,
+              -- ORDER BY .. LIMIT 1 makes this an index probe; a plain EXISTS with the correlated row
+              -- comparison is planned as a scan of the whole log.
+              (SELECT o.tx_id FROM outbox o WHERE (o.tx_id, o.id) > (s.log_tx, s.log_id) ORDER BY o.tx_id, o.id LIMIT 1) AS next_tx,
+              (EXISTS (SELECT 1 FROM deliveries d WHERE d.integration_id = i.id AND d.status = 'PENDING'
+                         AND d.next_attempt_at <= now() AND (d.lease_until IS NULL OR d.lease_until <= now()))
+               OR EXISTS (SELECT 1 FROM delivery_claims c WHERE c.integration_id = i.id AND c.lease_until <= now())) AS other
+         FROM integrations i JOIN integration_state s ON s.integration_id = i.id
+        WHERE i.enabled AND i.deleted_at IS NULL AND (s.paused_until IS NULL OR s.paused_until <= now())
+     ) x WHERE next_tx IS NOT NULL OR other`,
   );
-  return rows.map((r) => ({ id: r.id, whenUpdated: r.when_updated }));
+  let waiting = false;
+  const due: DueIntegration[] = [];
+  for (const r of rows) {
+    const readable = r.next_tx !== null && BigInt(r.next_tx) < BigInt(r.horizon);
+    if (r.next_tx !== null && !readable) waiting = true;
+    if (readable || r.other) due.push({ id: r.id, whenUpdated: r.when_updated });
+  }
+  return { due, waiting };
 }
 
 /** The integration's shared state, locked for one claim: every worker of every instance sees the same. */
@@ -215,6 +228,7 @@ export async function lockState(q: Queryable, integrationId: string, bucketCapac
   const r = rows[0]!;
   return {
     paused: r.paused,
+    // A new integration's bucket starts full: its tokens are stored as Infinity, read as null.
     tokens: r.tokens === null ? bucketCapacity : r.tokens,
     elapsedSeconds: r.elapsed,
     position: { tx: r.log_tx, id: r.log_id },
@@ -337,7 +351,7 @@ export async function saveClaim(
 
 /**
  * Backlog expiry (API.md 9): covered events of the log older than `hours` at the position become
- * FAILED with "backlog expired" instead of being sent. Returns how many.
+ * FAILED with "backlog expired" instead of being sent.
  */
 export async function expireLogEvents(q: Queryable, integrationId: string, events: LogEvent[]): Promise<void> {
   if (!events.length) return;
@@ -808,7 +822,7 @@ export async function pendingTotal(q: Queryable): Promise<number> {
           + (SELECT COALESCE(sum(cardinality(outbox_ids)), 0) FROM delivery_claims)::int8
           + (SELECT COALESCE(sum(LEAST(10001, (
                SELECT count(*) FROM (SELECT 1 FROM outbox o WHERE (o.tx_id, o.id) > (s.log_tx, s.log_id)
-                                       AND ${COVERED} AND ${AFTER_START} LIMIT 10001) x))), 0)
+                                       AND ${COVERED} AND ${AFTER_START} ORDER BY o.tx_id, o.id LIMIT 10001) x))), 0)
                FROM integration_state s JOIN integrations i ON i.id = s.integration_id WHERE i.deleted_at IS NULL)::int8 AS n`,
   );
   return Number(rows[0]?.n ?? 0);
@@ -1044,7 +1058,7 @@ export async function stats(q: Queryable, integrationId: string): Promise<Integr
        + (SELECT COALESCE(sum(cardinality(c.outbox_ids)), 0) FROM delivery_claims c WHERE c.integration_id = $1)
        + (SELECT count(*) FROM (SELECT 1 FROM outbox o, integration_state s, integrations i
                                  WHERE s.integration_id = $1 AND i.id = $1 AND (o.tx_id, o.id) > (s.log_tx, s.log_id)
-                                   AND ${COVERED} AND ${AFTER_START} LIMIT 10000) x) AS pending,
+                                   AND ${COVERED} AND ${AFTER_START} ORDER BY o.tx_id, o.id LIMIT 10000) x) AS pending,
        (SELECT COALESCE(sum(cardinality(a.outbox_ids)), 0) FROM delivery_attempts a
          WHERE a.integration_id = $1 AND a.success AND a.when_attempted > now() - interval '1 hour') AS delivered_hour,
        (SELECT COALESCE(sum(cardinality(a.outbox_ids)), 0) FROM delivery_attempts a

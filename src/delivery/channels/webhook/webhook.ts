@@ -8,12 +8,11 @@ import https from 'node:https';
 import { resolveVetted, vettedLookup, AddressRefused, type AddressPolicy } from '../../address.js';
 import type { IntegrationConfig } from '../../integrations.js';
 import { setAtPath } from '../../../http/dotted-path.js';
+import type { Outcome } from '../channel.js';
 
 export const USER_AGENT = 'asset-tracking-service/0.1 (+webhook)';
 export const MAX_STORED_BODY = 64 * 1024;
 const MAX_READ_BODY = 1024 * 1024;
-
-export type Outcome = 'success' | 'retry' | 'fail' | 'pause';
 
 /** Spec 6.4 and API.md 9: what each answer means. */
 export function classify(status: number | undefined, networkError: boolean, refused = false): Outcome {
