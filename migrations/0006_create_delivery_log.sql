@@ -20,7 +20,8 @@ UPDATE outbox SET owner_path = COALESCE(paths.path, ARRAY[outbox.owner_id]) FROM
 UPDATE outbox SET owner_path = ARRAY[owner_id] WHERE owner_path IS NULL;
 ALTER TABLE outbox ALTER COLUMN owner_path SET NOT NULL;
 CREATE INDEX outbox_position_idx ON outbox (tx_id, id);
-CREATE INDEX outbox_created_idx ON outbox (when_created);
+-- Pruning by age: BRIN, nearly free to keep up on the ingest path (the log is appended in time order).
+CREATE INDEX outbox_created_idx ON outbox USING brin (when_created);
 
 -- Each integration's position in the log, and what it must not read at its start: events of
 -- transactions that had committed when it was created (those below start_xmax and not in start_xip).
@@ -117,8 +118,8 @@ CREATE TABLE delivery_attempts (
 CREATE INDEX delivery_attempts_position_idx ON delivery_attempts (tx_id, id);
 CREATE INDEX delivery_attempts_integration_idx ON delivery_attempts (integration_id, id);
 CREATE INDEX delivery_attempts_events_idx ON delivery_attempts USING gin (outbox_ids);
-CREATE INDEX delivery_attempts_time_idx ON delivery_attempts (when_attempted);
-CREATE INDEX delivery_attempts_claim_idx ON delivery_attempts (claim_id) WHERE claim_id IS NOT NULL;
+-- Retention by age: BRIN (appended in time order). A claim's attempts are found through the GIN index.
+CREATE INDEX delivery_attempts_time_idx ON delivery_attempts USING brin (when_attempted);
 
 INSERT INTO deliveries (integration_id, outbox_id, event_id, object_type, object_id, status, attempts, next_attempt_at,
                         batch_id, first_attempt_at, last_attempt_at, receipt_id, when_created, completed_at)

@@ -118,7 +118,7 @@ export async function cancelIntegration(q: Queryable, integrationId: string): Pr
      claimed AS (
        SELECT DISTINCT x AS id FROM delivery_claims c, unnest(c.outbox_ids) AS x
         WHERE c.integration_id = $1
-          AND NOT EXISTS (SELECT 1 FROM delivery_attempts a WHERE a.claim_id = c.id AND x = ANY(a.outbox_ids))
+          AND NOT EXISTS (SELECT 1 FROM delivery_attempts a WHERE a.outbox_ids && ARRAY[x] AND a.claim_id = c.id)
      ), ev AS (
        SELECT o.* FROM outbox o WHERE o.id IN (SELECT id FROM claimed)
        UNION ALL
@@ -380,7 +380,7 @@ export async function takeExpiredClaim(
         ORDER BY lease_until LIMIT 1 FOR UPDATE SKIP LOCKED
      )
      SELECT c.id, ARRAY(SELECT x::text FROM unnest(c.outbox_ids) AS x
-                         WHERE NOT EXISTS (SELECT 1 FROM delivery_attempts a WHERE a.claim_id = c.id AND x = ANY(a.outbox_ids))) AS ids
+                         WHERE NOT EXISTS (SELECT 1 FROM delivery_attempts a WHERE a.outbox_ids && ARRAY[x] AND a.claim_id = c.id)) AS ids
        FROM c`,
     [integrationId],
   );
@@ -869,7 +869,7 @@ export const DELIVERIES_OF_INTEGRATION = `(
          o.when_created, NULL
     FROM delivery_claims c, unnest(c.outbox_ids) AS x, outbox o
    WHERE c.integration_id = $1 AND o.id = x
-     AND NOT EXISTS (SELECT 1 FROM delivery_attempts a WHERE a.claim_id = c.id AND x = ANY(a.outbox_ids))
+     AND NOT EXISTS (SELECT 1 FROM delivery_attempts a WHERE a.outbox_ids && ARRAY[x] AND a.claim_id = c.id)
      AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.integration_id = $1 AND d.outbox_id = x)
   UNION ALL
   SELECT o.id, $1::uuid, o.event_id, o.object_type, o.object_id, 'PENDING', 0, NULL::timestamptz, o.when_created, NULL, NULL,
