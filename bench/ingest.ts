@@ -1,11 +1,13 @@
 // Benchmark (issue 3): bulk ingest through the REST API against PostgreSQL, next to a raw `pg`
-// insert of the same rows in the same run, and list-query latency for one asset's last day in a
-// table of at least 10 million locations. Run with `npm run bench` (PostgreSQL at BENCH_PG_URL).
+// insert of the same rows in the same run, the same ingest again with 3 webhook integrations matching
+// the owner (push follow-up, figure 8), and list-query latency for one asset's last day in a table
+// of at least 10 million locations. Run with `npm run bench` (PostgreSQL at BENCH_PG_URL).
 import crypto from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
 import { buildApp } from '../src/app.js';
 import { loadConfig } from '../src/config.js';
+import { Api, percentile, Receiver, retire } from './lib.js';
 
 const ADMIN_URL = process.env.BENCH_PG_URL ?? process.env.TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const DB_NAME = process.env.BENCH_DB ?? 'tracking_bench';
@@ -21,11 +23,6 @@ const dbUrl = (() => {
   u.pathname = `/${DB_NAME}`;
   return u.toString();
 })();
-
-export function percentile(sorted: number[], p: number): number {
-  if (!sorted.length) return NaN;
-  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]!;
-}
 
 async function ensureDatabase(): Promise<void> {
   const admin = new pg.Client({ connectionString: ADMIN_URL });
@@ -74,6 +71,8 @@ export async function runIngestBench(): Promise<Record<string, unknown>> {
     RATE_LIMIT_CONCURRENT: '1000',
     BOOTSTRAP_CLIENT_SECRET: 'bench-secret',
     BOOTSTRAP_PASSWORD: 'bench-password',
+    PUSH_ALLOW_HTTP: 'true',
+    PUSH_ALLOWED_NETWORKS: '127.0.0.0/8',
   });
   const app = await buildApp(cfg, { logger: false });
   await app.listen({ port: 0, host: '127.0.0.1' });
@@ -135,6 +134,10 @@ export async function runIngestBench(): Promise<Record<string, unknown>> {
     const rawSeconds = (performance.now() - t0) / 1000;
     const rows = INGEST_BATCHES * BATCH;
 
+    // 2b. The API again, with 3 webhook integrations (engine defaults) covering the owner, their
+    // receiver (this process) answering 200: the cost of matching and handing records to push.
+    const with3 = await ingestWithIntegrations(base, assets, ownerId, 3);
+
     // 3. A table of >= TARGET_ROWS locations: 1000 assets, one every 5 minutes going back in time.
     let n = (await db.query<{ n: string }>('SELECT count(*)::int8 AS n FROM locations')).rows[0]!.n;
     let fillSeconds = 0;
@@ -179,6 +182,9 @@ export async function runIngestBench(): Promise<Record<string, unknown>> {
       apiRecordsPerSecond: Math.round(rows / apiSeconds),
       rawPgRecordsPerSecond: Math.round(rows / rawSeconds),
       apiVsRaw: `${Math.round((rawSeconds / apiSeconds) * 100)}%`,
+      api3IntegrationsRecordsPerSecond: Math.round(rows / with3.seconds),
+      api3IntegrationsVsRaw: `${Math.round((rawSeconds / with3.seconds) * 100)}%`,
+      api3IntegrationsWebhookRequestsDuringIngest: with3.requests,
       tableRows: Number(n),
       fillSeconds: Math.round(fillSeconds),
       listQueries: QUERIES,
@@ -189,6 +195,48 @@ export async function runIngestBench(): Promise<Record<string, unknown>> {
   } finally {
     await db.end();
     await app.close();
+  }
+}
+
+/** INGEST_BATCHES posts again (4 in flight) while `n` webhook integrations match the owner. */
+async function ingestWithIntegrations(base: string, assets: string[], ownerId: string, n: number) {
+  const api = new Api(base);
+  const rx = new Receiver(false);
+  await rx.listen();
+  try {
+    await api.login();
+    // Integrations left by an interrupted run.
+    for (const i of (await api.call('GET', '/integrations?limit=1000')) as { id: string; name: string }[]) {
+      if (i.name.startsWith('bench-ingest-')) await retire(api, i.id);
+    }
+    const ids: string[] = [];
+    const sinks = Array.from({ length: n }, (_, k) => rx.sink(`ingest-${k}`));
+    for (const sink of sinks) {
+      const made = await api.call('POST', '/integrations', {
+        name: `bench-ingest-${sink.name}`,
+        channel: 'webhook',
+        ownerIds: [ownerId],
+        objectTypes: ['location'],
+        destination: rx.url(sink),
+      });
+      ids.push(made.id);
+    }
+    const bodies = Array.from({ length: INGEST_BATCHES }, (_, b) => JSON.stringify(batchOf(assets, b * BATCH)));
+    const t0 = performance.now();
+    await pool(
+      CONCURRENCY,
+      bodies.map((body) => async () => {
+        const a = await api.send('POST', '/locations', body);
+        if (a.status !== 201) throw new Error(`POST /locations: ${a.status} ${a.text.slice(0, 300)}`);
+      }),
+    );
+    const seconds = (performance.now() - t0) / 1000;
+    const requests = sinks.reduce((sum, s) => sum + s.requests, 0);
+    for (const id of ids) await retire(api, id);
+    return { seconds, requests };
+  } finally {
+    api.close();
+    await rx.close();
   }
 }
 

@@ -1,191 +1,377 @@
-// Benchmark (issue 4): end-to-end ingest -> webhook delivery rate in single and batch mode, with
-// p50/p99 latency from store (the record's commit) to arrival at the receiver, next to a raw HTTP
-// client posting the same bodies to the same receiver in the same run.
-import crypto from 'node:crypto';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+// Push delivery benchmarks against PostgreSQL (issue 4 and its follow-up): the service runs as a
+// child process (`node --import tsx src/main.ts`, engine defaults) on a fresh database
+// `tracking_bench_push`; records go in through the REST API with a bearer token, integrations are
+// made through the integrations API, and a local receiver records when each pushed object (by its
+// `id`) first arrives. Store times come from outbox.when_created, joined on object_id = that `id`.
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
-import { buildApp } from '../src/app.js';
-import { loadConfig } from '../src/config.js';
-import { percentile } from './ingest.js';
+import {
+  Api,
+  type Child,
+  freshDatabase,
+  ingestClosedLoop,
+  ingestPaced,
+  knob,
+  latencies,
+  objectsOf,
+  retire,
+  ownerWithAssets,
+  percentile,
+  pct,
+  type Receiver,
+  rawClient,
+  round,
+  type Sink,
+  sleep,
+  startService,
+  storeTimes,
+  waitArrivals,
+} from './lib.js';
 
-const ADMIN_URL = process.env.BENCH_PG_URL ?? process.env.TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const DB_NAME = 'tracking_bench_push';
-const EVENTS = Number(process.env.BENCH_PUSH_EVENTS ?? 20_000);
+export const EVENTS = Math.max(1000, Math.round(knob('BENCH_PUSH_EVENTS', 20_000) / 1000) * 1000);
+const BACKLOG = Math.max(1000, Math.round(knob('BENCH_BACKLOG', 600_000) / 1000) * 1000);
+const SUSTAIN_SECONDS = knob('BENCH_SUSTAIN_SECONDS', 60);
+const SUSTAIN_RATE = knob('BENCH_SUSTAIN_RATE', 0); // records/s offered; 0 = as fast as ingest goes
+const STEADY_SECONDS = knob('BENCH_STEADY_SECONDS', 30);
+const FAIR_SECONDS = knob('BENCH_FAIRNESS_SECONDS', 30);
+const FAIR_BASELINE_SECONDS = knob('BENCH_FAIRNESS_BASELINE_SECONDS', 10);
+export const SINGLE_CONCURRENCY = knob('BENCH_SINGLE_CONCURRENCY', 64);
+export const BATCH_CONCURRENCY = knob('BENCH_BATCH_CONCURRENCY', 8);
+export const BATCH_SIZE = 100;
+/** The raw HTTP client baseline's requests in flight. */
+export const RAW_CONCURRENCY = 64;
+/** REST ingest for the throughput figures: bulks of 1000, 2 in flight. */
+const BULK = 1000;
+const INGEST_IN_FLIGHT = 2;
 
-interface Mode {
-  name: 'single' | 'batch';
-  batchSize: number;
-  concurrency: number;
+export type PushPart = 'single' | 'batch' | 'backlog' | 'sustain' | 'latency' | 'fairness';
+
+const deadlineFor = (events: number) => 120_000 + events * 2;
+
+interface Ctx {
+  api: Api;
+  rx: Receiver;
+  db: pg.Pool;
+  svc: Child;
+  n: number;
+  sampleLocation?: Record<string, unknown>;
 }
-const MODES: Mode[] = [
-  { name: 'single', batchSize: 1, concurrency: 32 },
-  { name: 'batch', batchSize: 100, concurrency: 8 },
-];
 
-/** The receiver: answers 200 at once, records when each event (by `id`) arrived. */
-function receiver() {
-  const arrivals = new Map<number, number>();
-  let requests = 0;
-  const server = http.createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c) => chunks.push(c));
-    req.on('end', () => {
-      requests++;
-      const now = Date.now();
-      const body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
-      for (const o of Array.isArray(body) ? body : [body]) if (!arrivals.has(o.id)) arrivals.set(o.id, now);
-      res.writeHead(200, { 'content-type': 'application/json' }).end('{"success":true}');
-    });
+/** Single or batch settings for an integration. */
+const webhook = (mode: 'single' | 'batch', extra: Record<string, unknown> = {}) =>
+  mode === 'single'
+    ? { mode, maxConcurrentRequests: SINGLE_CONCURRENCY, ...extra }
+    : { mode, batchSize: BATCH_SIZE, maxConcurrentRequests: BATCH_CONCURRENCY, ...extra };
+
+async function integration(ctx: Ctx, name: string, ownerId: string, sink: Sink, hook: Record<string, unknown>, enabled = true) {
+  return ctx.api.call('POST', '/integrations', {
+    name,
+    channel: 'webhook',
+    enabled,
+    ownerIds: [ownerId],
+    objectTypes: ['location'],
+    destination: ctx.rx.url(sink),
+    webhook: hook,
   });
-  server.keepAliveTimeout = 60_000;
-  return { server, arrivals, requests: () => requests };
 }
 
-async function rawClient(url: string, bodies: string[], concurrency: number): Promise<number> {
-  const agent = new http.Agent({ keepAlive: true, maxSockets: concurrency });
-  let next = 0;
+const owner = (ctx: Ctx, name: string) => ownerWithAssets(ctx.api, `${name}-${ctx.n++}`);
+
+const stats = (lat: number[]) => ({
+  p50Ms: round(percentile(lat, 50)),
+  p99Ms: round(percentile(lat, 99)),
+  maxMs: round(lat[lat.length - 1] ?? NaN),
+});
+
+/** Figures 1 and 2: EVENTS locations ingested (bulks of 1000, 2 in flight), all delivered. */
+async function throughput(ctx: Ctx, mode: 'single' | 'batch') {
+  const { ownerId, assets } = await owner(ctx, `push-${mode}`);
+  const sink = ctx.rx.sink(`push-${mode}`, mode === 'single' ? 1 : BATCH_SIZE);
+  const integ = await integration(ctx, `bench-${mode}`, ownerId, sink, webhook(mode));
+  const t0 = Date.now();
+  await ingestClosedLoop(ctx.api, assets, EVENTS / BULK, BULK, INGEST_IN_FLIGHT);
+  const ingestSeconds = (Date.now() - t0) / 1000;
+  const complete = await waitArrivals(sink, EVENTS, deadlineFor(EVENTS));
+  const seconds = ((complete ? sink.lastArrival : Date.now()) - t0) / 1000;
+  await retire(ctx.api, integ.id);
+  const ids = [...sink.arrivals.keys()];
+  const lat = latencies(sink, await storeTimes(ctx.db, ids, t0 - 60_000), ids);
+  // The raw client: as many bodies as the service sent, each one the service really sent.
+  const sample = sink.sampleBody ?? sink.firstBody;
+  if (mode === 'single' && sink.firstBody) ctx.sampleLocation = objectsOf(JSON.parse(sink.firstBody))[0] as Record<string, unknown>;
+  let rawPerSecond = NaN;
+  if (sample) {
+    const per = Math.max(1, objectsOf(JSON.parse(sample)).length);
+    const requests = Math.ceil(EVENTS / per);
+    const rawSink = ctx.rx.sink(`raw-${mode}`);
+    const rawSeconds = await rawClient(
+      ctx.rx.url(rawSink),
+      Array.from({ length: requests }, () => sample),
+      RAW_CONCURRENCY,
+    );
+    rawPerSecond = (requests * per) / rawSeconds;
+  }
+  const deliveredPerSecond = sink.count / seconds;
+  const ingestPerSecond = EVENTS / ingestSeconds;
+  return {
+    mode,
+    settings: mode === 'single' ? `single, ${SINGLE_CONCURRENCY} concurrent` : `batch ${BATCH_SIZE}, ${BATCH_CONCURRENCY} concurrent`,
+    events: EVENTS,
+    arrived: sink.count,
+    complete,
+    requests: sink.requests,
+    duplicates: sink.duplicates,
+    ingestPerSecond: round(ingestPerSecond),
+    seconds: round(seconds, 2),
+    deliveredPerSecond: round(deliveredPerSecond),
+    deliveredVsIngest: pct(deliveredPerSecond / ingestPerSecond),
+    rawClientPerSecond: round(rawPerSecond),
+    serviceVsRaw: pct(deliveredPerSecond / rawPerSecond),
+    ...stats(lat),
+    serviceRssMiB: ctx.svc.peakRssMiB(),
+  };
+}
+
+/** Figure 3: a stored backlog drained by a batch integration enabled after the fact. */
+async function backlog(ctx: Ctx) {
+  const { ownerId, assets } = await owner(ctx, 'push-backlog');
+  const sink = ctx.rx.sink('push-backlog', BATCH_SIZE);
+  const integ = await integration(ctx, 'bench-backlog', ownerId, sink, webhook('batch'), false);
+  let t0 = Date.now();
+  await ingestClosedLoop(ctx.api, assets, BACKLOG / BULK, BULK, INGEST_IN_FLIGHT);
+  const ingestSeconds = (Date.now() - t0) / 1000;
+  const arrivedWhileDisabled = sink.count;
+  t0 = Date.now();
+  await ctx.api.call('PATCH', `/integrations/${integ.id}`, { enabled: true });
+  const complete = await waitArrivals(sink, BACKLOG, deadlineFor(BACKLOG));
+  const seconds = ((complete ? sink.lastArrival : Date.now()) - t0) / 1000;
+  const firstArrival = sink.count ? sink.arrivals.values().next().value! - t0 : NaN;
+  await retire(ctx.api, integ.id);
+  return {
+    settings: `batch ${BATCH_SIZE}, ${BATCH_CONCURRENCY} concurrent; created disabled, enabled after the backlog was stored`,
+    backlog: BACKLOG,
+    ingestPerSecond: round(BACKLOG / ingestSeconds),
+    arrivedWhileDisabled,
+    arrived: sink.count,
+    complete,
+    firstArrivalMs: round(firstArrival),
+    seconds: round(seconds, 2),
+    deliveredPerSecond: round(sink.count / seconds),
+    duplicates: sink.duplicates,
+    serviceRssMiB: ctx.svc.peakRssMiB(),
+  };
+}
+
+/** Figure 4: batch delivery while ingesting for SUSTAIN_SECONDS; backlog at each third of the window. */
+async function sustain(ctx: Ctx) {
+  const { ownerId, assets } = await owner(ctx, 'push-sustain');
+  const sink = ctx.rx.sink('push-sustain');
+  const integ = await integration(ctx, 'bench-sustain', ownerId, sink, webhook('batch'));
+  let ingested = 0;
   const t0 = performance.now();
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      while (next < bodies.length) {
-        const body = bodies[next++]!;
-        await new Promise<void>((resolve, reject) => {
-          const req = http.request(
-            url,
-            { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } },
-            (res) => {
-              res.resume();
-              res.on('end', resolve);
-            },
-          );
-          req.on('error', reject);
-          req.end(body);
-        });
-      }
-    }),
-  );
-  agent.destroy();
-  return (performance.now() - t0) / 1000;
+  const end = t0 + SUSTAIN_SECONDS * 1000;
+  const marks = [1, 2, 3].map((k) => Math.round((SUSTAIN_SECONDS * k) / 3));
+  const backlogAt: Record<string, { ingested: number; delivered: number; backlog: number }> = {};
+  const sampler = (async () => {
+    for (const s of marks) {
+      await sleep(t0 + s * 1000 - performance.now());
+      backlogAt[`${s}s`] = { ingested, delivered: sink.count, backlog: ingested - sink.count };
+    }
+  })();
+  if (SUSTAIN_RATE > 0) {
+    // A fixed offered rate: bulks of 1000 on a schedule.
+    const r = await ingestPaced(ctx.api, assets, {
+      bulk: BULK,
+      intervalMs: (BULK / SUSTAIN_RATE) * 1000,
+      seconds: SUSTAIN_SECONDS,
+      maxInFlight: 8,
+    });
+    ingested = r.stored;
+  } else {
+    await ingestClosedLoop(
+      ctx.api,
+      assets,
+      Number.MAX_SAFE_INTEGER,
+      BULK,
+      INGEST_IN_FLIGHT,
+      (n) => {
+        ingested = n;
+      },
+      () => performance.now() >= end,
+    );
+  }
+  await sampler;
+  const window = (performance.now() - t0) / 1000;
+  const deliveredInWindow = backlogAt[`${marks[2]}s`]?.delivered ?? sink.count;
+  const ingestedInWindow = backlogAt[`${marks[2]}s`]?.ingested ?? ingested;
+  // Then let it drain (bounded), so the next scenario starts on an idle engine.
+  const d0 = Date.now();
+  const drained = await waitArrivals(sink, ingested, deadlineFor(ingested - sink.count));
+  const drainSeconds = ((drained ? Math.max(sink.lastArrival, d0) : Date.now()) - d0) / 1000;
+  await retire(ctx.api, integ.id);
+  return {
+    settings: `batch ${BATCH_SIZE}, ${BATCH_CONCURRENCY} concurrent; ingest ${SUSTAIN_RATE > 0 ? `offered at ${SUSTAIN_RATE}/s` : 'as fast as it goes (bulks of 1000, 2 in flight)'}`,
+    windowSeconds: round(window, 1),
+    ingestPerSecond: round(ingestedInWindow / SUSTAIN_SECONDS),
+    deliveredPerSecond: round(deliveredInWindow / SUSTAIN_SECONDS),
+    backlogAt,
+    ingestedTotal: ingested,
+    drained,
+    drainSecondsAfterWindow: round(drainSeconds, 1),
+    duplicates: sink.duplicates,
+    serviceRssMiB: ctx.svc.peakRssMiB(),
+  };
 }
 
-export async function runPushBench(): Promise<Record<string, unknown>[]> {
-  const admin = new pg.Client({ connectionString: ADMIN_URL });
-  await admin.connect();
-  await admin.query(`DROP DATABASE IF EXISTS ${DB_NAME} WITH (FORCE)`);
-  await admin.query(`CREATE DATABASE ${DB_NAME}`);
-  await admin.end();
-  const u = new URL(ADMIN_URL);
-  u.pathname = `/${DB_NAME}`;
-  const cfg = loadConfig({
-    DATABASE_URL: u.toString(),
-    SECRETS_KEY: crypto.createHash('sha256').update('bench').digest('hex'),
-    LOG_LEVEL: 'error',
-    PORT: '0',
-    DB_POOL_SIZE: '12',
-    RATE_LIMIT_MAX: '10000000',
-    RATE_LIMIT_CONCURRENT: '1000',
-    BOOTSTRAP_CLIENT_SECRET: 'bench-secret',
-    BOOTSTRAP_PASSWORD: 'bench-password',
-    PUSH_ALLOW_HTTP: 'true',
-    PUSH_ALLOWED_NETWORKS: '127.0.0.0/8',
-    DELIVERY_POLL_MS: '100',
-    DELIVERY_MAX_IN_FLIGHT: '64',
-  });
-  const app = await buildApp(cfg, { logger: false });
-  await app.listen({ port: 0, host: '127.0.0.1' });
-  const base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
-  const rx = receiver();
-  await new Promise<void>((r) => rx.server.listen(0, '127.0.0.1', r));
-  const rxUrl = `http://127.0.0.1:${(rx.server.address() as AddressInfo).port}`;
-  const db = new pg.Pool({ connectionString: u.toString(), max: 2 });
-  const results: Record<string, unknown>[] = [];
+/** Figures 6 and 7: single mode at a steady rate; store -> delivered p50/p99. */
+async function steady(ctx: Ctx, rate: number, bulk: number) {
+  const { ownerId, assets } = await owner(ctx, `push-steady-${rate}`);
+  const sink = ctx.rx.sink(`push-steady-${rate}`);
+  const integ = await integration(ctx, `bench-steady-${rate}`, ownerId, sink, webhook('single'));
+  await sleep(500);
+  const since = Date.now() - 60_000;
+  const r = await ingestPaced(ctx.api, assets, { bulk, intervalMs: (bulk / rate) * 1000, seconds: STEADY_SECONDS });
+  const deliveredAtWindowEnd = sink.count;
+  const complete = await waitArrivals(sink, r.stored, deadlineFor(r.stored));
+  await retire(ctx.api, integ.id);
+  const lat = latencies(sink, await storeTimes(ctx.db, r.ids, since), r.ids);
+  return {
+    settings: `single, ${SINGLE_CONCURRENCY} concurrent; bulks of ${bulk} every ${round((bulk / rate) * 1000, 1)} ms for ${STEADY_SECONDS} s`,
+    offeredPerSecond: rate,
+    storedPerSecond: round(r.stored / r.seconds),
+    stored: r.stored,
+    deliveredAtWindowEnd,
+    arrived: sink.count,
+    complete,
+    ...stats(lat),
+    serviceRssMiB: ctx.svc.peakRssMiB(),
+  };
+}
+
+/** Figure 10: owner B's healthy integration while owner A's endpoint hangs 8 s per request. */
+async function fairness(ctx: Ctx) {
+  const b = await owner(ctx, 'fair-b');
+  const a = await owner(ctx, 'fair-a');
+  const sinkB = ctx.rx.sink('fair-b');
+  const sinkA = ctx.rx.sink('fair-a');
+  sinkA.delayMs = 8000;
+  const integB = await integration(ctx, 'bench-fair-b', b.ownerId, sinkB, webhook('single'));
+  await sleep(500);
+  const since = Date.now() - 60_000;
+  // Baseline: B alone, 20 events/s.
+  const alone = await ingestPaced(ctx.api, b.assets, { bulk: 1, intervalMs: 50, seconds: FAIR_BASELINE_SECONDS });
+  const aloneComplete = await waitArrivals(sinkB, alone.stored, 60_000);
+  const aloneLat = latencies(sinkB, await storeTimes(ctx.db, alone.ids, since), alone.ids);
+  const aloneArrived = alone.ids.filter((id) => sinkB.arrivals.has(id)).length;
+  // With A: A's endpoint answers after 8 s (64 concurrent allowed, 10 s timeout), A gets 200/s.
+  const integA = await integration(
+    ctx,
+    'bench-fair-a',
+    a.ownerId,
+    sinkA,
+    webhook('single', { maxConcurrentRequests: 64, timeoutMs: 10_000 }),
+  );
+  let stopA = false;
+  const aRun = ingestPaced(ctx.api, a.assets, { bulk: 2, intervalMs: 10, seconds: FAIR_SECONDS + 3600, stop: () => stopA });
+  await sleep(2000); // A's requests fill its 64 slots first
+  sinkB.reset();
+  const withA = await ingestPaced(ctx.api, b.assets, { bulk: 1, intervalMs: 50, seconds: FAIR_SECONDS });
+  const deliveredAtWindowEnd = withA.ids.filter((id) => sinkB.arrivals.has(id)).length;
+  const complete = await waitArrivals(sinkB, withA.stored, 60_000);
+  stopA = true;
+  const aStored = (await aRun).stored;
+  await retire(ctx.api, integA.id);
+  await retire(ctx.api, integB.id);
+  ctx.rx.release(sinkA);
+  const lat = latencies(sinkB, await storeTimes(ctx.db, withA.ids, since), withA.ids);
+  const base = stats(aloneLat);
+  const loaded = stats(lat);
+  return {
+    settings: `single, 64 concurrent each; A's endpoint answers after 8 s, A gets 200 records/s; B gets 20/s`,
+    bAloneSeconds: FAIR_BASELINE_SECONDS,
+    bAloneStored: alone.stored,
+    bAloneArrived: aloneArrived,
+    bAloneComplete: aloneComplete,
+    bAloneP50Ms: base.p50Ms,
+    bAloneP99Ms: base.p99Ms,
+    withASeconds: FAIR_SECONDS,
+    bStored: withA.stored,
+    bDeliveredAtWindowEnd: deliveredAtWindowEnd,
+    bArrived: withA.ids.filter((id) => sinkB.arrivals.has(id)).length,
+    bComplete: complete,
+    bP50Ms: loaded.p50Ms,
+    bP99Ms: loaded.p99Ms,
+    bMaxMs: loaded.maxMs,
+    aStored,
+    aArrived: sinkA.count,
+    serviceRssMiB: ctx.svc.peakRssMiB(),
+  };
+}
+
+export interface PushResults {
+  single?: Awaited<ReturnType<typeof throughput>>;
+  batch?: Awaited<ReturnType<typeof throughput>>;
+  backlog?: Awaited<ReturnType<typeof backlog>>;
+  sustain?: Awaited<ReturnType<typeof sustain>>;
+  steady1k?: Awaited<ReturnType<typeof steady>>;
+  steady5k?: Awaited<ReturnType<typeof steady>>;
+  fairness?: Awaited<ReturnType<typeof fairness>>;
+  serviceRssPeakMiB?: number;
+  /** Error lines the service logged during the push bench. */
+  serviceErrorLines?: number;
+  /** One location object as the service pushed it (the peer baseline's payload). */
+  sampleLocation?: Record<string, unknown>;
+}
+
+/**
+ * Runs the selected parts against one service process; `between` runs after the single and batch
+ * figures (the peer baseline), while the service is up but idle.
+ */
+export async function runPushBench(rx: Receiver, parts: Set<PushPart>, between?: (r: PushResults) => Promise<void>): Promise<PushResults> {
+  const url = await freshDatabase(DB_NAME);
+  const svc = await startService({ DATABASE_URL: url });
+  const api = new Api(svc.base);
+  const db = new pg.Pool({ connectionString: url, max: 2 });
+  const ctx: Ctx = { api, rx, db, svc, n: 0 };
+  const out: PushResults = {};
+  const step = (what: string) => console.error(`[push] ${what} (${new Date().toISOString().slice(11, 19)})`);
   try {
-    const token = await fetch(`${base}/auth/realms/tracking/protocol/openid-connect/token`, {
-      method: 'POST',
-      headers: {
-        authorization: `Basic ${Buffer.from('tracking-cli:bench-secret').toString('base64')}`,
-        'content-type': 'application/x-www-form-urlencoded',
-      },
-      body: 'grant_type=password&username=operator&password=bench-password',
-    }).then(async (r) => ((await r.json()) as { access_token: string }).access_token);
-    const call = async (path: string, body: unknown) => {
-      const r = await fetch(`${base}/api/v1${path}`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-        body: JSON.stringify(body),
-      });
-      const text = await r.text();
-      if (r.status !== 201) throw new Error(`${path}: ${r.status} ${text.slice(0, 200)}`);
-      return JSON.parse(text);
-    };
-    for (const mode of MODES) {
-      const owner = await call('/owners', { name: `push-${mode.name}` });
-      const assets: string[] = [];
-      for (let i = 0; i < 50; i++) assets.push((await call('/assets', { name: `P${i}`, ownerId: owner.id })).id);
-      const integration = await call('/integrations', {
-        name: `bench-${mode.name}`,
-        channel: 'webhook',
-        ownerIds: [owner.id],
-        objectTypes: ['location'],
-        destination: `${rxUrl}/${mode.name}`,
-        webhook: { mode: mode.name, batchSize: mode.batchSize, maxConcurrentRequests: mode.concurrency, timeoutMs: 10_000 },
-      });
-      rx.arrivals.clear();
-      // Ingest EVENTS locations in posts of 1000, 2 in flight, and wait until all have arrived.
-      const posts = Array.from({ length: EVENTS / 1000 }, (_, p) =>
-        Array.from({ length: 1000 }, (_, i) => ({
-          assetId: assets[(p * 1000 + i) % assets.length],
-          latitude: 1,
-          longitude: 2,
-          speed: 10,
-          whenCreated: new Date(Date.now() - 60_000 + i).toISOString(),
-        })),
-      );
-      const t0 = performance.now();
-      let nextPost = 0;
-      await Promise.all(
-        [0, 1].map(async () => {
-          while (nextPost < posts.length) await call('/locations', posts[nextPost++]);
-        }),
-      );
-      const ingestSeconds = (performance.now() - t0) / 1000;
-      while (rx.arrivals.size < EVENTS) await new Promise((r) => setTimeout(r, 20));
-      const endToEnd = (performance.now() - t0) / 1000;
-      // Store -> delivery latency: the outbox row's commit time to the first arrival at the receiver.
-      const { rows } = await db.query<{ id: string; at: string }>(
-        `SELECT (payload->>'id') AS id, (extract(epoch FROM o.when_created) * 1000)::float8 AS at
-           FROM outbox o JOIN deliveries d ON d.outbox_id = o.id WHERE d.integration_id = $1`,
-        [integration.id],
-      );
-      const lat = rows.map((r) => rx.arrivals.get(Number(r.id))! - Number(r.at)).sort((a, b) => a - b);
-      // The raw client: the same number of bodies of the same size, same receiver, same concurrency.
-      const { rows: sample } = await db.query<{ payload: unknown }>(
-        'SELECT o.payload FROM outbox o JOIN deliveries d ON d.outbox_id = o.id WHERE d.integration_id = $1 LIMIT $2',
-        [integration.id, mode.batchSize],
-      );
-      const one = JSON.stringify(mode.name === 'single' ? sample[0]!.payload : sample.map((s) => s.payload));
-      const bodies = Array.from({ length: EVENTS / mode.batchSize }, () => one);
-      rx.arrivals.clear();
-      const rawSeconds = await rawClient(`${rxUrl}/raw`, bodies, mode.concurrency);
-      results.push({
-        mode: mode.name,
-        events: EVENTS,
-        requests: EVENTS / mode.batchSize,
-        ingestPerSecond: Math.round(EVENTS / ingestSeconds),
-        deliveredPerSecond: Math.round(EVENTS / endToEnd),
-        rawClientPerSecond: Math.round(EVENTS / rawSeconds),
-        serviceVsRaw: `${Math.round((rawSeconds / endToEnd) * 100)}%`,
-        storeToDeliveryP50Ms: Math.round(percentile(lat, 50)),
-        storeToDeliveryP99Ms: Math.round(percentile(lat, 99)),
-      });
+    await api.login();
+    if (parts.has('single')) {
+      step(`single: ${EVENTS} events`);
+      out.single = await throughput(ctx, 'single');
+      out.sampleLocation = ctx.sampleLocation;
+    }
+    if (parts.has('batch')) {
+      step(`batch: ${EVENTS} events`);
+      out.batch = await throughput(ctx, 'batch');
+    }
+    if (between) await between(out);
+    if (parts.has('backlog')) {
+      step(`backlog: ${BACKLOG} events`);
+      out.backlog = await backlog(ctx);
+    }
+    if (parts.has('sustain')) {
+      step(`sustain: ${SUSTAIN_SECONDS} s`);
+      out.sustain = await sustain(ctx);
+    }
+    if (parts.has('latency')) {
+      step(`steady 1000/s: ${STEADY_SECONDS} s`);
+      out.steady1k = await steady(ctx, 1000, 10);
+      step(`steady 5000/s: ${STEADY_SECONDS} s`);
+      out.steady5k = await steady(ctx, 5000, 50);
+    }
+    if (parts.has('fairness')) {
+      step(`fairness: ${FAIR_BASELINE_SECONDS} s + ${FAIR_SECONDS} s`);
+      out.fairness = await fairness(ctx);
     }
   } finally {
     await db.end();
-    await app.close();
-    rx.server.closeAllConnections();
-    await new Promise((r) => rx.server.close(r));
+    api.close();
+    out.serviceRssPeakMiB = await svc.stop();
+    out.serviceErrorLines = svc.errors.count;
+    for (const line of svc.errors.first) console.error(`[service error] ${line}`);
   }
-  return results;
+  return out;
 }

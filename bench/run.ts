@@ -1,22 +1,245 @@
 // `npm run bench`: the project's benchmarks, against the PostgreSQL at BENCH_PG_URL
 // (default postgres://postgres@127.0.0.1:5432/test; a database `tracking_bench` is created and kept,
-// so the 10-million-row table is built once).
+// so the 10-million-row table is built once; `tracking_bench_push` and `tracking_bench_gw` are made
+// afresh each run). BENCH_ONLY picks parts, comma-separated: ingest, push (= single, batch,
+// backlog, sustain), peer, latency, pglite, fairness. Prints tables, then one JSON line.
 import os from 'node:os';
 import { runIngestBench } from './ingest.js';
-import { runPushBench } from './push.js';
+import { pct, Receiver, round } from './lib.js';
+import { GW_VERSION, runPeerBench } from './peer.js';
+import { runPgliteBench } from './pglite.js';
+import { type PushPart, type PushResults, RAW_CONCURRENCY, runPushBench } from './push.js';
+
+const PARTS = ['ingest', 'single', 'batch', 'backlog', 'sustain', 'peer', 'latency', 'pglite', 'fairness'] as const;
+type Part = (typeof PARTS)[number];
+const GROUPS: Record<string, Part[]> = { push: ['single', 'batch', 'backlog', 'sustain'] };
+
+function selection(): Set<Part> {
+  const raw = (process.env.BENCH_ONLY ?? '').trim();
+  if (!raw) return new Set(PARTS);
+  const out = new Set<Part>();
+  for (const t of raw.split(',').map((s) => s.trim().toLowerCase())) {
+    if (GROUPS[t]) for (const p of GROUPS[t]) out.add(p);
+    else if ((PARTS as readonly string[]).includes(t)) out.add(t as Part);
+    else throw new Error(`BENCH_ONLY: unknown part "${t}" (one of push, ${PARTS.join(', ')})`);
+  }
+  return out;
+}
 
 const started = Date.now();
-console.log(`# asset tracking service benchmark — ${new Date().toISOString()}, ${os.cpus().length} cores, node ${process.version}`);
-const only = process.env.BENCH_ONLY; // ingest | push
-const ingest = only === 'push' ? null : await runIngestBench();
+const sel = selection();
+console.log(
+  `# asset tracking service benchmark — ${new Date().toISOString()}, ${os.cpus().length} cores, node ${process.version}, parts: ${[...sel].join(', ')}`,
+);
+
+const ingest = sel.has('ingest') ? await runIngestBench() : null;
 if (ingest) {
-  console.log('\n## Bulk ingest (locations, batches of 1000, 4 in flight) and list latency');
+  console.log('\n## Bulk ingest (locations, batches of 1000, 4 in flight), with 3 webhook integrations matching, and list latency');
   console.table(ingest);
 }
-const push = only === 'ingest' ? null : await runPushBench();
-if (push) {
-  console.log('\n## End-to-end ingest -> webhook delivery, next to a raw HTTP client posting the same bodies');
-  console.table(push);
+
+const rx = new Receiver();
+await rx.listen();
+let push: PushResults | null = null;
+let peer: Awaited<ReturnType<typeof runPeerBench>> | null = null;
+let pglite: Awaited<ReturnType<typeof runPgliteBench>> | null = null;
+try {
+  const pushParts = new Set(
+    [...sel].filter((p): p is PushPart => ['single', 'batch', 'backlog', 'sustain', 'latency', 'fairness'].includes(p)),
+  );
+  if (pushParts.size) {
+    // The peer runs between the service's throughput figures and the rest, with the service idle.
+    push = await runPushBench(rx, pushParts, async (r) => {
+      if (sel.has('peer')) {
+        console.error(`[peer] graphile-worker ${GW_VERSION}`);
+        peer = await runPeerBench(rx, r.sampleLocation);
+      }
+    });
+  } else if (sel.has('peer')) peer = await runPeerBench(rx);
+  if (sel.has('pglite')) {
+    console.error('[pglite] steady 1000/s');
+    pglite = await runPgliteBench(rx);
+  }
+} finally {
+  await rx.close();
 }
-console.log(JSON.stringify({ ingest, push }));
-console.log(`\nbenchmark took ${Math.round((Date.now() - started) / 1000)} s`);
+
+if (push) {
+  const { single, batch, backlog, sustain, steady1k, steady5k, fairness } = push;
+  const tput = [single, batch].filter((x) => x !== undefined);
+  if (tput.length) {
+    console.log(
+      `\n## Ingest -> webhook delivery (REST bulks of 1000, 2 in flight; end to end from the first post), next to a raw HTTP client (${RAW_CONCURRENCY} in flight) posting bodies the service sent`,
+    );
+    console.table(tput);
+  }
+  if (backlog) {
+    console.log('\n## Draining a stored backlog (batch integration created disabled, then enabled)');
+    console.table([backlog]);
+  }
+  if (sustain) {
+    const { backlogAt, ...rest } = sustain;
+    console.log('\n## Sustained batch delivery while ingesting');
+    console.table([rest]);
+    console.table(backlogAt);
+  }
+  const steady = [steady1k, steady5k].filter((x) => x !== undefined);
+  if (steady.length) {
+    console.log('\n## Store -> delivered latency, single mode, steady ingest');
+    console.table(steady);
+  }
+  if (fairness) {
+    console.log("\n## Fairness: owner B's healthy integration while owner A's endpoint hangs");
+    console.table([fairness]);
+  }
+}
+const peerRes = peer as Awaited<ReturnType<typeof runPeerBench>> | null;
+if (peerRes) {
+  console.log(`\n## Peer baseline: graphile-worker ${peerRes.version}, same receiver, same events`);
+  console.table(peerRes.rows);
+}
+if (pglite) {
+  console.log('\n## Embedded database (PGlite), single mode, steady 1000 records/s');
+  console.table([pglite]);
+}
+
+// ---- summary: each figure next to its baseline from this run ---------------------------------------
+const summary: { figure: string; measure: string; service: string; baseline: string; ratio: string }[] = [];
+const row = (figure: string, measure: string, service: unknown, baseline = '', ratio = '') =>
+  summary.push({ figure, measure, service: String(service ?? 'n/a'), baseline, ratio });
+const gw = (mode: string) => peerRes?.rows.find((r) => r.mode === mode) as { deliveredPerSecond: number; complete: boolean } | undefined;
+const times = (x: number) => (Number.isFinite(x) ? `${x.toFixed(1)}x` : 'n/a');
+const done = (complete: boolean) => (complete ? '' : ' (INCOMPLETE)');
+if (push?.single) {
+  const s = push.single;
+  row(
+    '1',
+    `webhook single: delivered/s, ${s.events} events${done(s.complete)}`,
+    s.deliveredPerSecond,
+    `raw client ${s.rawClientPerSecond}/s`,
+    s.serviceVsRaw,
+  );
+  const g = gw('single');
+  if (g)
+    row(
+      '1, 5',
+      'webhook single vs graphile-worker single',
+      s.deliveredPerSecond,
+      `graphile-worker ${g.deliveredPerSecond}/s${done(g.complete)}`,
+      pct((s.deliveredPerSecond ?? NaN) / g.deliveredPerSecond),
+    );
+}
+if (push?.batch) {
+  const b = push.batch;
+  row(
+    '2',
+    `webhook batch of 100: delivered/s, ${b.events} events${done(b.complete)}`,
+    b.deliveredPerSecond,
+    `REST ingest ${b.ingestPerSecond}/s`,
+    b.deliveredVsIngest,
+  );
+  row('2', 'webhook batch of 100 vs raw client', b.deliveredPerSecond, `raw client ${b.rawClientPerSecond}/s`, b.serviceVsRaw);
+  const g = gw('batch');
+  if (g)
+    row(
+      '2, 5',
+      'webhook batch vs graphile-worker batch',
+      b.deliveredPerSecond,
+      `graphile-worker ${g.deliveredPerSecond}/s${done(g.complete)}`,
+      pct((b.deliveredPerSecond ?? NaN) / g.deliveredPerSecond),
+    );
+}
+if (push?.backlog) {
+  const b = push.backlog;
+  row(
+    '3',
+    `batch of 100 draining a stored backlog of ${b.backlog}: delivered/s (${b.arrived} arrived)${done(b.complete)}`,
+    b.deliveredPerSecond,
+    `REST ingest ${b.ingestPerSecond}/s`,
+    pct((b.deliveredPerSecond ?? NaN) / (b.ingestPerSecond ?? NaN)),
+  );
+}
+if (push?.sustain) {
+  const s = push.sustain;
+  const marks = Object.entries(s.backlogAt)
+    .map(([k, v]) => `${k}: ${v.backlog}`)
+    .join(', ');
+  row(
+    '4',
+    `batch sustained ${s.windowSeconds} s while ingesting: delivered/s; backlog ${marks}`,
+    s.deliveredPerSecond,
+    `REST ingest ${s.ingestPerSecond}/s`,
+    pct((s.deliveredPerSecond ?? NaN) / (s.ingestPerSecond ?? NaN)),
+  );
+}
+if (!push?.single && !push?.batch && peerRes) {
+  for (const r of peerRes.rows as { mode: string; deliveredPerSecond: number }[])
+    row('5', `graphile-worker ${r.mode}: delivered/s`, r.deliveredPerSecond);
+}
+for (const [fig, s] of [
+  ['6', push?.steady1k],
+  ['7', push?.steady5k],
+] as const) {
+  if (s) {
+    row(
+      fig,
+      `single, steady ${s.offeredPerSecond}/s: store->delivered p50 / p99 ms; delivered at window end ${s.deliveredAtWindowEnd} of ${s.stored} stored${done(s.complete)}`,
+      `${s.p50Ms} / ${s.p99Ms}`,
+    );
+  }
+}
+if (ingest) {
+  row(
+    '8',
+    'REST bulk ingest with 3 webhook integrations matching: records/s',
+    ingest.api3IntegrationsRecordsPerSecond,
+    `raw pg ${ingest.rawPgRecordsPerSecond}/s`,
+    String(ingest.api3IntegrationsVsRaw),
+  );
+  row(
+    '8',
+    'REST bulk ingest, no integration: records/s',
+    ingest.apiRecordsPerSecond,
+    `raw pg ${ingest.rawPgRecordsPerSecond}/s`,
+    String(ingest.apiVsRaw),
+  );
+}
+if (pglite) {
+  row(
+    '9',
+    'PGlite, single, steady 1000/s: delivered / stored at window + 5 s',
+    `${pglite.deliveredAt5s} / ${pglite.stored}`,
+    '',
+    pglite.deliveredVsStored,
+  );
+  row('9', 'PGlite: store->delivered p50 / p99 ms', `${pglite.p50Ms} / ${pglite.p99Ms}`);
+}
+if (push?.fairness) {
+  const f = push.fairness;
+  row(
+    '10',
+    `owner B (20/s) while owner A's endpoint hangs 8 s: p50 / p99 ms (B arrived ${f.bArrived} / ${f.bStored})`,
+    `${f.bP50Ms} / ${f.bP99Ms}`,
+    `B alone ${f.bAloneP50Ms} / ${f.bAloneP99Ms}`,
+    `p99 ${times((f.bP99Ms ?? NaN) / (f.bAloneP99Ms ?? NaN))}`,
+  );
+}
+if (push?.serviceRssPeakMiB !== undefined)
+  row('11', 'service peak RSS over the push bench (VmHWM of the service process), MiB', push.serviceRssPeakMiB);
+if (pglite) row('11', 'service peak RSS, PGlite run, MiB', pglite.serviceRssMiB);
+if (push?.serviceErrorLines || pglite?.serviceErrorLines) {
+  row(
+    '-',
+    'error lines the service logged (see stderr), PostgreSQL / PGlite',
+    `${push?.serviceErrorLines ?? '-'} / ${pglite?.serviceErrorLines ?? '-'}`,
+  );
+}
+if (peerRes) row('5', 'graphile-worker process peak RSS, MiB', (peerRes.rows[0] as { workerRssMiB?: number } | undefined)?.workerRssMiB);
+
+if (summary.length) {
+  console.log('\n## Summary (each figure next to its baseline from this run; ratio = service / baseline)');
+  console.table(summary);
+}
+if (push) delete push.sampleLocation;
+console.log(JSON.stringify({ ingest, push, peer: peerRes, pglite, summary }));
+console.log(`\nbenchmark took ${round((Date.now() - started) / 1000)} s`);

@@ -1,0 +1,78 @@
+// Figure 9: the embedded database. The service runs as a child process with no DATABASE_URL and a
+// fresh DATA_DIR (PGlite); single-mode webhook at a steady 1,000 records/s (bulks of 10 every 10 ms)
+// for BENCH_STEADY_SECONDS; delivered vs stored at the end of the window + 5 s. Store times are read
+// from the outbox once the service has stopped (PGlite has one process at a time).
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { PGlite } from '@electric-sql/pglite';
+import { Api, ingestPaced, knob, latencies, ownerWithAssets, percentile, type Receiver, round, sleep, startService } from './lib.js';
+import { SINGLE_CONCURRENCY } from './push.js';
+
+const STEADY_SECONDS = knob('BENCH_STEADY_SECONDS', 30);
+
+export async function runPgliteBench(rx: Receiver) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tracking-bench-pglite-'));
+  try {
+    const svc = await startService({ DATA_DIR: dir });
+    const api = new Api(svc.base);
+    const sink = rx.sink('pglite');
+    let r: Awaited<ReturnType<typeof runSteady>>;
+    let rss: number;
+    try {
+      r = await runSteady(api, rx, sink);
+    } finally {
+      api.close();
+      rss = await svc.stop();
+      for (const line of svc.errors.first) console.error(`[service error] ${line}`);
+    }
+    const db = await PGlite.create(path.join(dir, 'pgdata'));
+    const stored = new Map<string, number>();
+    let outboxRows = 0;
+    try {
+      const { rows } = await db.query<{ object_id: string; at: number }>(
+        `SELECT object_id, (extract(epoch FROM when_created) * 1000)::float8 AS at FROM outbox WHERE object_type = 'location'`,
+      );
+      outboxRows = rows.length;
+      for (const row of rows) stored.set(row.object_id, Number(row.at));
+    } finally {
+      await db.close();
+    }
+    const lat = latencies(sink, stored, r.ids);
+    return {
+      settings: `PGlite (DATA_DIR in ${os.tmpdir()}), single, ${SINGLE_CONCURRENCY} concurrent; bulks of 10 every 10 ms for ${STEADY_SECONDS} s`,
+      storedPerSecond: round(r.stored / r.seconds),
+      stored: r.stored,
+      outboxRows,
+      deliveredAtWindowEnd: r.atEnd,
+      deliveredAt5s: r.after5s,
+      deliveredVsStored: `${Math.round((r.after5s / Math.max(1, r.stored)) * 100)}%`,
+      p50Ms: round(percentile(lat, 50)),
+      p99Ms: round(percentile(lat, 99)),
+      maxMs: round(lat[lat.length - 1] ?? NaN),
+      serviceRssMiB: rss,
+      serviceErrorLines: svc.errors.count,
+    };
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+async function runSteady(api: Api, rx: Receiver, sink: ReturnType<Receiver['sink']>) {
+  await api.login();
+  const { ownerId, assets } = await ownerWithAssets(api, 'pglite');
+  await api.call('POST', '/integrations', {
+    name: 'bench-pglite',
+    channel: 'webhook',
+    ownerIds: [ownerId],
+    objectTypes: ['location'],
+    destination: rx.url(sink),
+    webhook: { mode: 'single', maxConcurrentRequests: SINGLE_CONCURRENCY },
+  });
+  await sleep(500);
+  const r = await ingestPaced(api, assets, { bulk: 10, intervalMs: 10, seconds: STEADY_SECONDS });
+  const arrived = () => r.ids.filter((id) => sink.arrivals.has(id)).length;
+  const atEnd = arrived();
+  await sleep(5000);
+  return { ...r, atEnd, after5s: arrived() };
+}
