@@ -37,7 +37,7 @@ const STEADY_SECONDS = knob('BENCH_STEADY_SECONDS', 30);
 const FAIR_SECONDS = knob('BENCH_FAIRNESS_SECONDS', 30);
 const FAIR_BASELINE_SECONDS = knob('BENCH_FAIRNESS_BASELINE_SECONDS', 10);
 export const SINGLE_CONCURRENCY = knob('BENCH_SINGLE_CONCURRENCY', 64);
-export const BATCH_CONCURRENCY = knob('BENCH_BATCH_CONCURRENCY', 8);
+export const BATCH_CONCURRENCY = knob('BENCH_BATCH_CONCURRENCY', 64);
 export const BATCH_SIZE = 100;
 /** The raw HTTP client baseline's requests in flight. */
 export const RAW_CONCURRENCY = 64;

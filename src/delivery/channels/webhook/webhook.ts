@@ -5,6 +5,7 @@
 import crypto from 'node:crypto';
 import http from 'node:http';
 import https from 'node:https';
+import net from 'node:net';
 import { resolveVetted, vettedLookup, AddressRefused, type AddressPolicy } from '../../address.js';
 import type { IntegrationConfig } from '../../integrations.js';
 import { setAtPath } from '../../../http/dotted-path.js';
@@ -188,8 +189,9 @@ function request(
       return resolve({ error: `${u.protocol} is not allowed`, refused: true, ms: ms() });
     }
     const host = u.hostname.replace(/^\[|\]$/g, '');
-    // IP literals are not looked up by node: vet them here; names are vetted by the lookup.
-    resolveVetted(host, policy).then(
+    // IP literals are not looked up by node: vet them here; names are vetted by the agent's lookup
+    // when a connection opens (the address checked is the one connected to), not again per request.
+    (net.isIP(host) ? resolveVetted(host, policy) : Promise.resolve()).then(
       () => {
         const lib = u.protocol === 'https:' ? https : http;
         let done = false;
