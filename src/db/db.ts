@@ -12,7 +12,11 @@ export interface QueryResult<R> {
 }
 
 export interface Queryable {
-  query<R = Record<string, any>>(text: string, params?: unknown[]): Promise<QueryResult<R>>;
+  /**
+   * `name` makes it a prepared statement on PostgreSQL: parsed and planned once per connection,
+   * for the hot paths that run the same text thousands of times a second (one name per text).
+   */
+  query<R = Record<string, any>>(text: string, params?: unknown[], name?: string): Promise<QueryResult<R>>;
 }
 
 export interface Session extends Queryable {
@@ -66,8 +70,8 @@ export function createPostgres(url: string, poolSize: number): Db {
   // An idle client losing its server (database restart) must not crash the process.
   pool.on('error', () => {});
   const wrap = (c: pg.ClientBase | pg.Pool): Queryable => ({
-    async query(text, params) {
-      const r = await c.query(text, params as unknown[]);
+    async query(text, params, name) {
+      const r = name ? await c.query({ name, text, values: params as unknown[] }) : await c.query(text, params as unknown[]);
       return { rows: r.rows, rowCount: r.rowCount ?? 0 };
     },
   });

@@ -32,6 +32,8 @@ export interface EngineSettings {
  * the claim's cost (a transaction) is shared by that many requests.
  */
 const CLAIM_DEPTH = 16;
+/** Events one claim takes at most, whatever the batch size: bounds the memory a claim holds. */
+const MAX_CLAIM_EVENTS = 5000;
 
 /** A claim of the log this process is sending: at most `slots` of its messages at a time. */
 interface LocalClaim {
@@ -448,7 +450,7 @@ export class DeliveryEngine {
     const freshSlots = requests - retryShare;
     if (freshSlots > 0 && tokens >= 1) {
       const maxRequests = freshSlots * CLAIM_DEPTH;
-      const maxEvents = Math.floor(Math.min(tokens, maxRequests * lim.batchSize));
+      const maxEvents = Math.floor(Math.min(tokens, maxRequests * lim.batchSize, MAX_CLAIM_EVENTS));
       const read = await queue.readLog(q, cfg.id, position, requestCounter(lim.batchSize, maxRequests, maxEvents), maxEvents + 256);
       moved = read.next.id !== position.id || read.next.tx !== position.tx;
       position = read.next;

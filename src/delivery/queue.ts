@@ -164,6 +164,8 @@ export async function dueIntegrations(q: Queryable): Promise<{ due: DueIntegrati
          FROM integrations i JOIN integration_state s ON s.integration_id = i.id
         WHERE i.enabled AND i.deleted_at IS NULL AND (s.paused_until IS NULL OR s.paused_until <= now())
      ) x WHERE next_tx IS NOT NULL OR other`,
+    [],
+    'delivery_due',
   );
   let waiting = false;
   const due: DueIntegration[] = [];
@@ -201,6 +203,7 @@ export async function lockState(q: Queryable, integrationId: string, bucketCapac
     `SELECT 1 FROM integration_state s JOIN integrations i ON i.id = s.integration_id
       WHERE s.integration_id = $1 AND i.enabled AND i.deleted_at IS NULL FOR UPDATE OF s`,
     [integrationId],
+    'delivery_lock_state',
   );
   if (!locked.length) return null;
   const { rows } = await q.query<{
@@ -224,6 +227,7 @@ export async function lockState(q: Queryable, integrationId: string, bucketCapac
             (SELECT count(*) FROM delivery_claims c WHERE c.integration_id = s.integration_id AND c.lease_until <= now())::int AS expired_claims
        FROM integration_state s WHERE s.integration_id = $1`,
     [integrationId],
+    'delivery_claim_state',
   );
   const r = rows[0]!;
   return {
@@ -289,6 +293,7 @@ export async function readLog(
         AND (o.tx_id, o.id) > ($2::bigint, $3::bigint) AND o.tx_id < ${HORIZON}
       ORDER BY o.tx_id, o.id LIMIT $4`,
     [integrationId, from.tx, from.id, scan],
+    'delivery_read_log',
   );
   const events: LogEvent[] = [];
   let next = from;
@@ -346,6 +351,7 @@ export async function saveClaim(
       o.tokens,
       c?.slots ?? 0,
     ],
+    'delivery_save_claim',
   );
 }
 
@@ -415,6 +421,7 @@ export async function renewClaims(q: Queryable, claims: { id: string; generation
        FROM unnest($1::uuid[], $2::int[], $3::float8[]) AS r(id, generation, lease)
       WHERE c.id = r.id AND c.generation = r.generation RETURNING c.id`,
     [claims.map((c) => c.id), claims.map((c) => c.generation), claims.map((c) => c.leaseSeconds)],
+    'delivery_renew_claims',
   );
   const held = new Set(rows.map((r) => r.id));
   return claims.filter((c) => !held.has(c.id)).map((c) => c.id);
@@ -426,6 +433,7 @@ export async function pausesOf(q: Queryable, integrationIds: string[]): Promise<
   const { rows } = await q.query<{ integration_id: string; paused_until: Date }>(
     'SELECT integration_id, paused_until FROM integration_state WHERE integration_id = ANY($1::uuid[]) AND paused_until > now()',
     [integrationIds],
+    'delivery_pauses',
   );
   return new Map(rows.map((r) => [r.integration_id, r.paused_until]));
 }
@@ -729,6 +737,7 @@ export async function writeResults(q: Queryable, results: RequestOutcome[]): Pro
        FROM unnest(${$([...pauses.keys()])}::uuid[], ${$([...pauses.values()])}::float8[]) AS r(id, seconds)
       WHERE s.integration_id = r.id`,
     p,
+    'delivery_write_results',
   );
 }
 
