@@ -665,14 +665,21 @@ test('credentials are stored encrypted; a disabled integration keeps its pending
     body: { status: 'CANCELLED', from: '2020-01-01T00:00:00Z', to: '2100-01-01T00:00:00Z' },
   });
   assert.equal(redeliver.status, 404, 'a deleted integration cannot be redelivered');
-  // Its attempts stay in the result stream.
-  const res = await fetch(`${ta.url}/api/v1/deliveries/stream?channel=webhook`, { headers: { authorization: `Bearer ${ta.adminToken}` } });
-  const lines = (await res.text())
-    .trim()
-    .split('\n')
-    .map((l) => JSON.parse(l))
-    .filter((l) => l.integrationId === g.integrationId);
-  assert.ok(lines.length >= 2, `attempts of the deleted integration in the stream: ${lines.length}`);
+  // Its attempts stay in the result stream (the results of requests that were in flight at the
+  // delete are written a moment later: wait for them, with a deadline).
+  for (const end = Date.now() + 30_000; ; ) {
+    const res = await fetch(`${ta.url}/api/v1/deliveries/stream?channel=webhook`, {
+      headers: { authorization: `Bearer ${ta.adminToken}` },
+    });
+    const lines = (await res.text())
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l))
+      .filter((l) => l.integrationId === g.integrationId);
+    if (lines.length >= 2) break;
+    assert.ok(Date.now() < end, `attempts of the deleted integration in the stream: ${lines.length}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
   // New records of its owners make no deliveries for it, and its name is free again.
   await store(g.key, g.assetId, 1);
   const still = await ta.app.services.db.query<{ n: number }>('SELECT count(*)::int AS n FROM deliveries WHERE integration_id = $1', [

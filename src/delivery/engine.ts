@@ -34,6 +34,7 @@ export interface EngineSettings {
 const CLAIM_DEPTH = 16;
 /** Events one claim takes at most, whatever the batch size: bounds the memory a claim holds. */
 const MAX_CLAIM_EVENTS = 5000;
+const FLUSH_GATHER_MS = 5;
 
 /** A claim of the log this process is sending: at most `slots` of its messages at a time. */
 interface LocalClaim {
@@ -543,7 +544,9 @@ export class DeliveryEngine {
   private scheduleFlush(): void {
     if (this.flushing) return;
     this.flushing = (async () => {
-      await new Promise((r) => setImmediate(r)); // gather completions that land together
+      // Gather the completions of a few milliseconds: one statement writes them all (a statement's
+      // fixed cost is shared by more rows; delivery itself does not wait for it).
+      await new Promise((r) => setTimeout(r, FLUSH_GATHER_MS));
       while (this.completions.length) {
         await this.flush();
         this.wake(); // written results free their integration's request slots everywhere: claim again

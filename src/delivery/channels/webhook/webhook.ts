@@ -172,6 +172,18 @@ interface RawResponse {
   ms: number;
 }
 
+/** Parsed destination URLs: the same few strings are sent to thousands of times a second. */
+const urls = new Map<string, URL>();
+function parsedUrl(raw: string): URL {
+  let u = urls.get(raw);
+  if (!u) {
+    u = new URL(raw);
+    if (urls.size > 10_000) urls.clear();
+    urls.set(raw, u);
+  }
+  return u;
+}
+
 /** One POST: vetted address, hard timeout, no redirects, body read up to 1 MiB (the first 64 KiB kept). */
 async function request(
   url: string,
@@ -184,7 +196,7 @@ async function request(
   const ms = () => Math.round(performance.now() - started);
   let u: URL;
   try {
-    u = new URL(url);
+    u = parsedUrl(url);
   } catch {
     return { error: 'invalid URL', refused: true, ms: ms() };
   }
@@ -198,6 +210,7 @@ async function request(
     // connection opens (the address checked is the one connected to), not again per request.
     if (net.isIP(host)) await resolveVetted(host, policy);
     const res = await undiciRequest(u, { method: 'POST', headers, body, dispatcher: agentFor(policy), signal: timeout });
+    const ok = res.statusCode >= 200 && res.statusCode < 300;
     const chunks: Buffer[] = [];
     let bytes = 0;
     let kept = 0;
@@ -212,10 +225,13 @@ async function request(
         break;
       }
     }
-    // fromEntries defines own members: a header named __proto__ stays an ordinary member.
-    const hdrs: Record<string, string> = Object.fromEntries(
-      Object.entries(res.headers).flatMap(([k, v]) => (v === undefined ? [] : [[k, Array.isArray(v) ? v.join(', ') : v]])),
-    );
+    // A success keeps no headers (spec 6.4); fromEntries defines own members: a header named
+    // __proto__ stays an ordinary member.
+    const hdrs: Record<string, string> | undefined = ok
+      ? undefined
+      : Object.fromEntries(
+          Object.entries(res.headers).flatMap(([k, v]) => (v === undefined ? [] : [[k, Array.isArray(v) ? v.join(', ') : v]])),
+        );
     return {
       status: res.statusCode,
       headers: hdrs,
