@@ -527,6 +527,14 @@ export function serviceEnv(extra: Record<string, string>): Record<string, string
     PUSH_ALLOW_HTTP: 'true',
     PUSH_ALLOWED_NETWORKS: '127.0.0.0/8',
     ...extra,
+    // BENCH_SERVICE_ENV="NAME=value,NAME=value" overrides the service's settings, for experiments
+    // (the figures in the README are taken without it, with the engine's defaults).
+    ...Object.fromEntries(
+      (process.env.BENCH_SERVICE_ENV ?? '')
+        .split(',')
+        .filter((kv) => kv.includes('='))
+        .map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
+    ),
   };
 }
 

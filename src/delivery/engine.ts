@@ -309,7 +309,7 @@ export class DeliveryEngine {
         errorBackoff = 0;
         // Events held above the horizon by a running transaction are readable the moment it ends
         // (its commit may be another instance's, or not wake us): look again within milliseconds.
-        waitBackoff = waiting && !busy ? Math.min(waitBackoff ? waitBackoff * 2 : 2, 50) : 0;
+        waitBackoff = waiting && !busy ? Math.min(waitBackoff ? waitBackoff * 2 : 1, 8) : 0;
         if (!busy) await this.sleep(waitBackoff || this.s.pollMs);
       } catch (e) {
         errorBackoff = Math.min(errorBackoff ? errorBackoff * 2 : 500, 10_000);
