@@ -31,6 +31,8 @@ import {
 const DB_NAME = 'tracking_bench_push';
 export const EVENTS = Math.max(1000, Math.round(knob('BENCH_PUSH_EVENTS', 20_000) / 1000) * 1000);
 const BACKLOG = Math.max(1000, Math.round(knob('BENCH_BACKLOG', 600_000) / 1000) * 1000);
+/** BENCH_BACKLOG_MODE=single drains the backlog in single mode: delivery alone, no ingest beside it. */
+const BACKLOG_MODE: 'single' | 'batch' = process.env.BENCH_BACKLOG_MODE === 'single' ? 'single' : 'batch';
 const SUSTAIN_SECONDS = knob('BENCH_SUSTAIN_SECONDS', 60);
 const SUSTAIN_RATE = knob('BENCH_SUSTAIN_RATE', 0); // records/s offered; 0 = as fast as ingest goes
 const STEADY_SECONDS = knob('BENCH_STEADY_SECONDS', 30);
@@ -136,8 +138,8 @@ async function throughput(ctx: Ctx, mode: 'single' | 'batch') {
 /** Figure 3: a stored backlog drained by a batch integration enabled after the fact. */
 async function backlog(ctx: Ctx) {
   const { ownerId, assets } = await owner(ctx, 'push-backlog');
-  const sink = ctx.rx.sink('push-backlog', BATCH_SIZE);
-  const integ = await integration(ctx, 'bench-backlog', ownerId, sink, webhook('batch'), false);
+  const sink = ctx.rx.sink('push-backlog', BACKLOG_MODE === 'single' ? 1 : BATCH_SIZE);
+  const integ = await integration(ctx, 'bench-backlog', ownerId, sink, webhook(BACKLOG_MODE), false);
   let t0 = Date.now();
   await ingestClosedLoop(ctx.api, assets, BACKLOG / BULK, BULK, INGEST_IN_FLIGHT);
   const ingestSeconds = (Date.now() - t0) / 1000;
@@ -149,7 +151,7 @@ async function backlog(ctx: Ctx) {
   const firstArrival = sink.count ? sink.arrivals.values().next().value! - t0 : NaN;
   await retire(ctx.api, integ.id);
   return {
-    settings: `batch ${BATCH_SIZE}, ${BATCH_CONCURRENCY} concurrent; created disabled, enabled after the backlog was stored`,
+    settings: `${BACKLOG_MODE === 'single' ? `single, ${SINGLE_CONCURRENCY}` : `batch ${BATCH_SIZE}, ${BATCH_CONCURRENCY}`} concurrent; created disabled, enabled after the backlog was stored`,
     backlog: BACKLOG,
     ingestPerSecond: round(BACKLOG / ingestSeconds),
     arrivedWhileDisabled,

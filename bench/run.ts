@@ -153,7 +153,7 @@ if (push?.backlog) {
   const b = push.backlog;
   row(
     '3',
-    `batch of 100 draining a stored backlog of ${b.backlog}: delivered/s (${b.arrived} arrived)${done(b.complete)}`,
+    `${b.settings.startsWith('single') ? 'single' : 'batch of 100'} draining a stored backlog of ${b.backlog}: delivered/s (${b.arrived} arrived)${done(b.complete)}`,
     b.deliveredPerSecond,
     `REST ingest ${b.ingestPerSecond}/s`,
     pct((b.deliveredPerSecond ?? NaN) / (b.ingestPerSecond ?? NaN)),

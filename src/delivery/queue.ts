@@ -335,7 +335,7 @@ export async function saveClaim(
   await q.query(
     `WITH c AS (
        INSERT INTO delivery_claims (id, integration_id, outbox_ids, requests, slots, lease_until)
-       SELECT $4::uuid, $1, $5::int8[], $6, $9, now() + make_interval(secs => $7) WHERE $4::uuid IS NOT NULL
+       SELECT $4::uuid, $1, $5::text::int8[], $6, $9, now() + make_interval(secs => $7) WHERE $4::uuid IS NOT NULL
      )
      UPDATE integration_state SET log_tx = $2, log_id = $3,
             tokens = COALESCE($8, tokens), refilled_at = CASE WHEN $8::float8 IS NULL THEN refilled_at ELSE now() END
@@ -345,7 +345,7 @@ export async function saveClaim(
       o.position.tx,
       o.position.id,
       c?.id ?? null,
-      c?.outboxIds ?? [],
+      `{${(c?.outboxIds ?? []).join(',')}}`, // digits only: an array literal, not an escape per element
       c?.requests ?? 0,
       c?.leaseSeconds ?? 0,
       o.tokens,
@@ -590,126 +590,90 @@ export interface RequestOutcome {
  */
 export async function writeResults(q: Queryable, results: RequestOutcome[]): Promise<void> {
   if (!results.length) return;
-  const attempts = {
-    integration: [] as string[],
-    request: [] as string[],
-    claim: [] as (string | null)[],
-    ids: [] as string[],
-    attempt: [] as number[],
-    at: [] as string[],
-    success: [] as boolean[],
-    status: [] as (number | null)[],
-    ms: [] as (number | null)[],
-    receipt: [] as (string | null)[],
-    topic: [] as (string | null)[],
-    partition: [] as (number | null)[],
-    qos: [] as (number | null)[],
-    error: [] as (string | null)[],
-    headers: [] as (string | null)[],
-    body: [] as (string | null)[],
-    bytes: [] as (number | null)[],
-    truncated: [] as boolean[],
-    latency: [] as number[],
-  };
-  const fresh = {
-    integration: [] as string[],
-    outbox: [] as string[],
-    status: [] as string[],
-    attempts: [] as number[],
-    next: [] as (string | null)[],
-    first: [] as string[],
-    at: [] as string[],
-    batch: [] as (string | null)[],
-    error: [] as (string | null)[],
-  };
-  const retry = { ...structuredClone(fresh), receipt: [] as (string | null)[] };
-  const batches = { id: [] as string[], integration: [] as string[], type: [] as string[], body: [] as string[] };
+  // Rows as JSON documents, one parameter per table: serialised natively on both sides, where a
+  // column-per-array form costs an escape per value in the driver.
+  const attempts: object[] = [];
+  const fresh: object[] = [];
+  const retry: object[] = [];
+  const batches: object[] = [];
   const claims = new Map<string, { generation: number; n: number }>();
   const pauses = new Map<string, number>();
   for (const r of results) {
-    attempts.integration.push(r.integrationId);
-    attempts.request.push(r.requestId);
-    attempts.claim.push(r.claimId);
-    // A Postgres array literal of the event positions (digits only).
-    attempts.ids.push(`{${r.events.map((e) => e.event.pos).join(',')}}`);
-    attempts.attempt.push(r.attempt);
-    attempts.at.push(r.at.toISOString());
-    attempts.success.push(r.success);
-    attempts.status.push(r.httpStatus);
-    attempts.ms.push(r.responseTimeMs);
-    attempts.receipt.push(r.receiptId);
-    attempts.topic.push(r.topic);
-    attempts.partition.push(r.partition);
-    attempts.qos.push(r.qos);
-    attempts.error.push(r.error);
-    attempts.headers.push(r.responseHeaders ? JSON.stringify(r.responseHeaders) : null);
-    attempts.body.push(r.responseBody);
-    attempts.bytes.push(r.responseBodyBytes);
-    attempts.truncated.push(r.truncated);
-    attempts.latency.push(Math.round(r.latencyMs));
+    const at = r.at.toISOString();
+    attempts.push({
+      integration_id: r.integrationId,
+      request_id: r.requestId,
+      claim_id: r.claimId,
+      outbox_ids: r.events.map((e) => e.event.pos),
+      attempt: r.attempt,
+      when_attempted: at,
+      success: r.success,
+      http_status: r.httpStatus,
+      response_time_ms: r.responseTimeMs,
+      receipt_id: r.receiptId,
+      topic: r.topic,
+      partition: r.partition,
+      qos: r.qos,
+      error: r.error,
+      response_headers: r.responseHeaders,
+      response_body: r.responseBody,
+      response_body_bytes: r.responseBodyBytes,
+      truncated: r.truncated,
+      latency_ms: Math.round(r.latencyMs),
+    });
     if (r.claimId) {
       const c = claims.get(r.claimId) ?? { generation: r.claimGeneration, n: 0 };
       if (c.generation === r.claimGeneration) c.n++;
       claims.set(r.claimId, c);
     }
     if (r.pauseSeconds !== null) pauses.set(r.integrationId, Math.max(pauses.get(r.integrationId) ?? 0, r.pauseSeconds));
-    const pendingBatch = r.batchBody && r.events.some((e) => e.status === 'PENDING');
+    const pendingBatch = r.batchBody !== null && r.events.some((e) => e.status === 'PENDING');
     if (pendingBatch) {
-      batches.id.push(r.requestId);
-      batches.integration.push(r.integrationId);
-      batches.type.push(r.batchBody!.objectType);
-      batches.body.push(r.batchBody!.body);
+      batches.push({ id: r.requestId, integration_id: r.integrationId, object_type: r.batchBody!.objectType, body: r.batchBody!.body });
     }
     for (const e of r.events) {
       // A first attempt that succeeded needs no row of its own: the attempt row says it all.
       if (r.claimId && e.status === 'SUCCEEDED') continue;
-      const t = r.claimId ? fresh : retry;
-      t.integration.push(r.integrationId);
-      t.outbox.push(e.event.pos);
-      t.status.push(e.status);
-      t.attempts.push(e.attempts);
-      t.next.push(e.nextAttemptAt?.toISOString() ?? null);
-      t.first.push(e.firstAttemptAt.toISOString());
-      t.at.push(r.at.toISOString());
-      t.batch.push(pendingBatch ? r.requestId : null);
-      t.error.push(r.success ? null : r.error);
-      if (!r.claimId) retry.receipt.push(r.receiptId);
+      (r.claimId ? fresh : retry).push({
+        integration_id: r.integrationId,
+        outbox_id: e.event.pos,
+        status: e.status,
+        attempts: e.attempts,
+        next_at: e.nextAttemptAt?.toISOString() ?? null,
+        first_at: e.firstAttemptAt.toISOString(),
+        at,
+        batch_id: pendingBatch ? r.requestId : null,
+        error: r.success ? null : r.error,
+        receipt: r.receiptId,
+      });
     }
   }
   // One statement, so one round trip and atomic without a transaction around it: each part is a
-  // data-modifying CTE, a no-op when its arrays are empty. The claims' DELETE and UPDATE touch
+  // data-modifying CTE, a no-op when its document is empty. The claims' DELETE and UPDATE touch
   // disjoint rows (requests <= n, requests > n), as one statement must.
-  const claimList = [...claims.entries()];
-  const p: unknown[] = [];
-  const $ = (v: unknown) => `$${p.push(v)}`;
   await q.query(
     `WITH a AS (
        INSERT INTO delivery_attempts (integration_id, request_id, claim_id, outbox_ids, attempt, when_attempted, success, http_status,
                                       response_time_ms, receipt_id, topic, partition, qos, error, response_headers, response_body,
                                       response_body_bytes, truncated, latency_ms)
-       SELECT integration_id, request_id, claim_id, outbox_ids::int8[], attempt, at, success, http_status, ms, receipt, topic, part, qos,
-              error, headers, body, bytes, truncated, latency
-         FROM unnest(${$(attempts.integration)}::uuid[], ${$(attempts.request)}::uuid[], ${$(attempts.claim)}::uuid[],
-                     ${$(attempts.ids)}::text[], ${$(attempts.attempt)}::int[], ${$(attempts.at)}::timestamptz[],
-                     ${$(attempts.success)}::bool[], ${$(attempts.status)}::int[], ${$(attempts.ms)}::int[], ${$(attempts.receipt)}::text[],
-                     ${$(attempts.topic)}::text[], ${$(attempts.partition)}::int[], ${$(attempts.qos)}::int[], ${$(attempts.error)}::text[],
-                     ${$(attempts.headers)}::jsonb[], ${$(attempts.body)}::text[], ${$(attempts.bytes)}::int[], ${$(attempts.truncated)}::bool[],
-                     ${$(attempts.latency)}::int[])
-           AS r(integration_id, request_id, claim_id, outbox_ids, attempt, at, success, http_status, ms, receipt, topic, part, qos,
-                error, headers, body, bytes, truncated, latency)
+       SELECT integration_id, request_id, claim_id, outbox_ids, attempt, when_attempted, success, http_status, response_time_ms,
+              receipt_id, topic, partition, qos, error, response_headers, response_body, response_body_bytes, truncated, latency_ms
+         FROM json_to_recordset($1::json) AS r(integration_id uuid, request_id uuid, claim_id uuid, outbox_ids int8[], attempt int,
+              when_attempted timestamptz, success bool, http_status int, response_time_ms int, receipt_id text, topic text,
+              partition int, qos int, error text, response_headers jsonb, response_body text, response_body_bytes int,
+              truncated bool, latency_ms int)
      ), b AS (
        INSERT INTO delivery_batches (id, integration_id, object_type, body)
-       SELECT * FROM unnest(${$(batches.id)}::uuid[], ${$(batches.integration)}::uuid[], ${$(batches.type)}::text[], ${$(batches.body)}::text[])
+       SELECT id, integration_id, object_type, body
+         FROM json_to_recordset($2::json) AS r(id uuid, integration_id uuid, object_type text, body text)
        ON CONFLICT DO NOTHING
      ), f AS (
        INSERT INTO deliveries (integration_id, outbox_id, event_id, object_type, object_id, status, attempts, next_attempt_at,
                                first_attempt_at, last_attempt_at, batch_id, when_created, completed_at, last_error)
        SELECT r.integration_id, o.id, o.event_id, o.object_type, o.object_id, r.status, r.attempts, COALESCE(r.next_at, now()),
               r.first_at, r.at, r.batch_id, o.when_created, CASE WHEN r.status <> 'PENDING' THEN now() END, r.error
-         FROM unnest(${$(fresh.integration)}::uuid[], ${$(fresh.outbox)}::int8[], ${$(fresh.status)}::text[], ${$(fresh.attempts)}::int[],
-                     ${$(fresh.next)}::timestamptz[], ${$(fresh.first)}::timestamptz[], ${$(fresh.at)}::timestamptz[], ${$(fresh.batch)}::uuid[],
-                     ${$(fresh.error)}::text[])
-           AS r(integration_id, outbox_id, status, attempts, next_at, first_at, at, batch_id, error)
+         FROM json_to_recordset($3::json) AS r(integration_id uuid, outbox_id int8, status text, attempts int, next_at timestamptz,
+              first_at timestamptz, at timestamptz, batch_id uuid, error text)
          JOIN outbox o ON o.id = r.outbox_id
        ON CONFLICT DO NOTHING
      ), u AS (
@@ -717,14 +681,11 @@ export async function writeResults(q: Queryable, results: RequestOutcome[]): Pro
               lease_until = NULL, first_attempt_at = COALESCE(d.first_attempt_at, r.first_at), last_attempt_at = r.at,
               receipt_id = COALESCE(r.receipt, d.receipt_id), batch_id = COALESCE(r.batch_id, d.batch_id), last_error = r.error,
               completed_at = CASE WHEN r.status IN ('SUCCEEDED', 'FAILED') THEN now() END
-         FROM unnest(${$(retry.integration)}::uuid[], ${$(retry.outbox)}::int8[], ${$(retry.status)}::text[], ${$(retry.attempts)}::int[],
-                     ${$(retry.next)}::timestamptz[], ${$(retry.first)}::timestamptz[], ${$(retry.at)}::timestamptz[], ${$(retry.batch)}::uuid[],
-                     ${$(retry.error)}::text[], ${$(retry.receipt)}::text[])
-           AS r(integration_id, outbox_id, status, attempts, next_at, first_at, at, batch_id, error, receipt)
+         FROM json_to_recordset($4::json) AS r(integration_id uuid, outbox_id int8, status text, attempts int, next_at timestamptz,
+              first_at timestamptz, at timestamptz, batch_id uuid, error text, receipt text)
         WHERE d.integration_id = r.integration_id AND d.outbox_id = r.outbox_id AND d.status = 'PENDING'
      ), done AS (
-       SELECT * FROM unnest(${$(claimList.map(([id]) => id))}::uuid[], ${$(claimList.map(([, c]) => c.n))}::int[],
-                            ${$(claimList.map(([, c]) => c.generation))}::int[]) AS r(id, n, generation)
+       SELECT * FROM json_to_recordset($5::json) AS r(id uuid, n int, generation int)
      ), cd AS (
        -- A claim goes with its last request; one taken over since (a newer generation) is the new worker's to count.
        DELETE FROM delivery_claims c USING done r WHERE c.id = r.id AND c.generation = r.generation AND c.requests <= r.n
@@ -734,9 +695,16 @@ export async function writeResults(q: Queryable, results: RequestOutcome[]): Pro
      )
      -- Spec 6.4: a 429 pauses the whole integration; its events stay queued.
      UPDATE integration_state s SET paused_until = GREATEST(COALESCE(s.paused_until, now()), now() + make_interval(secs => r.seconds))
-       FROM unnest(${$([...pauses.keys()])}::uuid[], ${$([...pauses.values()])}::float8[]) AS r(id, seconds)
+       FROM json_to_recordset($6::json) AS r(id uuid, seconds float8)
       WHERE s.integration_id = r.id`,
-    p,
+    [
+      JSON.stringify(attempts),
+      JSON.stringify(batches),
+      JSON.stringify(fresh),
+      JSON.stringify(retry),
+      JSON.stringify([...claims].map(([id, c]) => ({ id, n: c.n, generation: c.generation }))),
+      JSON.stringify([...pauses].map(([id, seconds]) => ({ id, seconds }))),
+    ],
     'delivery_write_results',
   );
 }
