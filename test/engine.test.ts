@@ -421,3 +421,55 @@ test('a new integration starts at the moment it is created; an event keeps the o
   const d = await until(integrationId, (x) => x.length === 2 && x.every((y) => y.status === 'SUCCEEDED'));
   assert.deepEqual(d.map((x) => x.objectId).sort(), [e1, barrier].sort());
 });
+
+test('a stopping instance hands its claims back: another takes them over at once, not after the lease', {
+  skip: TEST_DB === 'pglite' ? 'two instances share one database only on PostgreSQL' : false,
+}, async () => {
+  // A lease of an hour: only a hand-back at stop lets the second instance deliver within the test.
+  const env = {
+    PUSH_ALLOW_HTTP: 'true',
+    PUSH_ALLOWED_NETWORKS: '127.0.0.0/8',
+    DELIVERY_POLL_MS: '100',
+    RATE_LIMIT_MAX: '100000',
+    DELIVERY_LEASE_SECONDS: '3600',
+  };
+  const a = await startApp(undefined, env);
+  const o = await ownerWithKey(a, 'handover');
+  const asset = await a.call('POST', '/api/v1/assets', { token: o.key, body: { name: 'H1' } });
+  assert.equal(asset.status, 201, asset.raw);
+  const path = '/engine-handover';
+  let release!: () => void;
+  const held = new Promise<void>((r) => {
+    release = r;
+  });
+  rx.on(path, async (_r, k) => {
+    if (k === 1) await held; // the first request is in flight while the instance stops
+    return { status: 200 };
+  });
+  const created = await a.call('POST', '/api/v1/integrations', {
+    token: a.adminToken,
+    body: {
+      name: 'handover',
+      channel: 'webhook',
+      ownerIds: [o.ownerId],
+      objectTypes: ['location'],
+      destination: rx.url + path,
+      webhook: { mode: 'single', maxConcurrentRequests: 1 },
+    },
+  });
+  assert.equal(created.status, 201, created.raw);
+  const items = Array.from({ length: 10 }, (_, i) => ({ assetId: asset.body.id, latitude: i, longitude: 1 }));
+  const stored = await a.call('POST', '/api/v1/locations', { token: o.key, body: items });
+  assert.equal(stored.status, 201, stored.raw);
+  // One claim holds all ten (one slot, sixteen deep); the first is at the receiver.
+  await rx.waitFor(() => rx.for(path).length === 1, 60_000, 'the first request');
+  const closing = a.app.close();
+  release();
+  await closing;
+  assert.equal(rx.for(path).length, 1, 'a stopping instance sends nothing new');
+  const b = await startApp(undefined, env, { databaseUrl: a.databaseUrl! });
+  const ids = () => new Set(rx.for(path).map((r) => String(JSON.parse(r.body).id)));
+  await rx.waitFor(() => ids().size === 10, 120_000, 'the other instance delivers the rest');
+  assert.equal(rx.for(path).length, 10, 'each sent once: the one answered before the stop is not sent again');
+  assert.ok(b);
+});

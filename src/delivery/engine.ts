@@ -232,8 +232,9 @@ export class DeliveryEngine {
     if (!this.running) return;
     this.running = false;
     clearInterval(this.sweepTimer);
-    // What is queued and not yet sent is left to the lease: another worker takes the claims over.
-    for (const c of this.claims.values()) c.queue.length = 0;
+    // What is queued and not yet sent is handed back below: another worker takes the claims over.
+    const handBack = [...this.claims.values()].filter((c) => c.queue.length > 0);
+    for (const c of handBack) c.queue.length = 0;
     deliveryWakeups.off('wake', this.onWake);
     this.wake();
     await this.loop;
@@ -244,6 +245,9 @@ export class DeliveryEngine {
       if (this.completions.length >= before) break; // the database is away: the leases bring them back
     }
     clearInterval(this.renewTimer);
+    // After the results are written, so the taker sends only what has no attempt. If the database
+    // is away, the leases end by themselves.
+    await queue.releaseClaims(this.db, handBack).catch(() => {});
     await this.listener?.end().catch(() => {});
     await Promise.allSettled([...this.channels.values()].map((c) => c.close()));
   }

@@ -427,6 +427,19 @@ export async function renewClaims(q: Queryable, claims: { id: string; generation
   return claims.filter((c) => !held.has(c.id)).map((c) => c.id);
 }
 
+/**
+ * Hands claims back at a graceful stop: their leases end now, so another worker (or this process
+ * restarted) takes over what was not sent at once instead of after the lease.
+ */
+export async function releaseClaims(q: Queryable, claims: { id: string; generation: number }[]): Promise<void> {
+  if (!claims.length) return;
+  await q.query(
+    `UPDATE delivery_claims c SET lease_until = now() FROM unnest($1::uuid[], $2::int[]) AS r(id, generation)
+      WHERE c.id = r.id AND c.generation = r.generation`,
+    [claims.map((c) => c.id), claims.map((c) => c.generation)],
+  );
+}
+
 /** Integrations among these paused now (a 429 seen by any instance), and until when. */
 export async function pausesOf(q: Queryable, integrationIds: string[]): Promise<Map<string, Date>> {
   if (!integrationIds.length) return new Map();
