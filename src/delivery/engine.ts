@@ -8,8 +8,12 @@
 // starves the other. maxConcurrentRequests, maxItemsPerMinute and 429 pauses are decided while the
 // integration's state row is locked, so they hold across every process and instance.
 //
+// Claims. A claim of the log takes up to sixteen requests per slot at once and sends them as its
+// slots free, under a lease it renews; a stopping process hands its claims back.
+//
 // Waking. A commit that stores events wakes this process at once (and other instances through
-// LISTEN/NOTIFY); a finished request wakes it to use the freed slot; polling is only the fallback.
+// LISTEN/NOTIFY); written results wake it to use the slots they free; events held above the
+// horizon by a running transaction are looked at again within milliseconds; polling is the fallback.
 import crypto from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
 import pg from 'pg';
