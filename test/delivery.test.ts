@@ -8,8 +8,9 @@ import crypto from 'node:crypto';
 import { after, test } from 'node:test';
 import { Webhook } from 'standardwebhooks';
 import { isAllowedAddress, addressPolicy, embeddedIpv4, vetUrl, vettedLookup } from '../src/delivery/address.js';
-import { classify, retryAfterSeconds } from '../src/delivery/channels/webhook/webhook.js';
+import { classify, closeAgents, retryAfterSeconds, sendWebhook } from '../src/delivery/channels/webhook/webhook.js';
 import { retryDelaySeconds } from '../src/delivery/engine.js';
+import type { IntegrationConfig } from '../src/delivery/integrations.js';
 import { bad, ownerWithKey, startApp, type TestApp } from './helpers.js';
 import { assertBucket, Receiver } from './receiver.js';
 
@@ -591,6 +592,41 @@ test('https is required unless allowed, and a host name is vetted again when dia
   const err = await new Promise<NodeJS.ErrnoException | null>((resolve) => vettedLookup(strict)('localhost', {}, (e) => resolve(e)));
   assert.equal(err?.code, 'ADDRESS_REFUSED');
   assert.match(String(err?.message), /not a public address/);
+  // And the webhook sender dials through that lookup: a name resolving to loopback (the receiver,
+  // here) is refused as a failure that no retry can mend, and nothing reaches it.
+  const httpOnly = addressPolicy(true, []);
+  const port = new URL(rx.url).port;
+  const cfg: IntegrationConfig = {
+    id: 'vet',
+    name: 'vet',
+    channel: 'webhook',
+    enabled: true,
+    maxBacklogHours: 72,
+    ownerIds: [],
+    destination: `http://localhost:${port}/vetted`,
+    destinations: {},
+    retry: { scheduleSeconds: [1], maxAttempts: 1, deadlineHours: 1 },
+    webhook: {
+      mode: 'single',
+      batchSize: 1,
+      maxItemsPerMinute: null,
+      maxConcurrentRequests: 1,
+      timeoutMs: 10_000,
+      injectEventId: false,
+      injectEventIdPath: null,
+      auth: null,
+      signingSecret: SECRET,
+      previousSigningSecret: null,
+    },
+  };
+  try {
+    const sent = await sendWebhook(cfg, { url: cfg.destination, id: 'vet-1', objectType: 'asset', body: '{}' }, httpOnly);
+    assert.equal(sent.outcome, 'fail', JSON.stringify(sent));
+    assert.match(String(sent.error), /not a public address/);
+    assert.equal(rx.for('/vetted').length, 0, 'nothing reached the loopback receiver');
+  } finally {
+    closeAgents(httpOnly);
+  }
 });
 
 test('credentials are stored encrypted; a disabled integration keeps its pending deliveries, a deleted one sends nothing more', async () => {

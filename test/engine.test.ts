@@ -10,7 +10,7 @@ import { after, test } from 'node:test';
 import pg from 'pg';
 import type { Queryable } from '../src/db/db.js';
 import { appendEvents } from '../src/delivery/queue.js';
-import { ownerWithKey, startApp, TEST_DB, type TestApp } from './helpers.js';
+import { bad, ownerWithKey, startApp, TEST_DB, type TestApp } from './helpers.js';
 import { Receiver } from './receiver.js';
 
 const ta: TestApp = await startApp(undefined, {
@@ -344,9 +344,27 @@ test('stats: pending, delivered, failed, last error and latency', async () => {
   await patch(f.integrationId, { enabled: false });
   await store(f.key, f.assetId, [8, 9, 10]);
   assert.equal((await stats(f.integrationId)).pending, 3, 'the disabled backlog counts as pending');
+
+  // The result stream without a channel (API.md 9: all three by default) carries these attempts.
+  const res = await fetch(`${ta.url}/api/v1/deliveries/stream`, { headers: { authorization: `Bearer ${ta.adminToken}` } });
+  assert.equal(res.status, 200);
+  const lines = (await res.text())
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l))
+    .filter((l) => l.integrationId === f.integrationId);
+  assert.equal(lines.length, 6, 'one line per attempt and event');
+  assert.ok(lines.every((l) => l.channel === 'webhook' && typeof l.requestId === 'string'));
 });
 
 test('a backlog older than maxBacklogHours fails visibly and can be redelivered', async () => {
+  // Out of range, or not a number: a 400 naming the field, and nothing changes.
+  const o = await ownerWithKey(ta, 'bad-backlog-owner');
+  for (const maxBacklogHours of [0, 8761, 'soon']) {
+    const body = { name: 'bad-backlog', channel: 'webhook', ownerIds: [o.ownerId], destination: rx.url, maxBacklogHours };
+    bad(await ta.call('POST', '/api/v1/integrations', { token: ta.adminToken, body }), 400, '/maxBacklogHours', String(maxBacklogHours));
+  }
+  assert.equal((await ta.call('GET', '/api/v1/integrations?name=bad-backlog', { token: ta.adminToken })).body.length, 0);
   const f = await fleet({ maxBacklogHours: 1, enabled: false });
   const ids = await store(f.key, f.assetId, [1, 2]);
   await belowHorizon(ids);

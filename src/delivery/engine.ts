@@ -155,7 +155,6 @@ export class DeliveryEngine {
   private sweepTimer?: NodeJS.Timeout;
   private renewTimer?: NodeJS.Timeout;
   private renewing = false;
-  readonly workerId = crypto.randomUUID();
   /** Requests this process has sent (for /metrics and tests). */
   requestsSent = 0;
 

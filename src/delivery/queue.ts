@@ -129,12 +129,8 @@ export async function cancelIntegration(q: Queryable, integrationId: string): Pr
      ON CONFLICT DO NOTHING`,
     [integrationId],
   );
+  // A deleted integration reads the log no more (every reader skips it): its position stays.
   await q.query('DELETE FROM delivery_claims WHERE integration_id = $1', [integrationId]);
-  await q.query(
-    `UPDATE integration_state SET (log_tx, log_id) = (SELECT COALESCE(max(tx_id), 0), COALESCE(max(id), 0) FROM outbox)
-      WHERE integration_id = $1`,
-    [integrationId],
-  );
 }
 
 // ---- the engine: claims ------------------------------------------------------------------------
@@ -371,9 +367,10 @@ export async function expireLogEvents(q: Queryable, integrationId: string, event
 }
 
 /**
- * Takes over one claim whose worker let its lease run out (it died): renews the lease and returns
- * the events that have no attempt yet, the rest having been sent (or handed to the retry queue).
- * SKIP LOCKED: two workers never take the same claim.
+ * Takes over one claim whose worker let its lease run out (it died): renews the lease under a new
+ * generation and returns the events that have no attempt yet, the rest having been sent (or handed
+ * to the retry queue); the caller then sets its requests (setClaimRequests). SKIP LOCKED: two
+ * workers never take the same claim.
  */
 export async function takeExpiredClaim(
   q: Queryable,
@@ -398,9 +395,9 @@ export async function takeExpiredClaim(
     return { id: r.id, generation: 0, events };
   }
   const { rows: g } = await q.query<{ generation: number }>(
-    `UPDATE delivery_claims SET requests = $3, generation = generation + 1, lease_until = now() + make_interval(secs => $2)
+    `UPDATE delivery_claims SET generation = generation + 1, lease_until = now() + make_interval(secs => $2)
       WHERE id = $1 RETURNING generation`,
-    [r.id, leaseSeconds, events.length],
+    [r.id, leaseSeconds],
   );
   return { id: r.id, generation: g[0]!.generation, events };
 }
@@ -455,7 +452,6 @@ export async function pausesOf(q: Queryable, integrationIds: string[]): Promise<
 export interface RetryDelivery extends LogEvent {
   attempts: number;
   firstAttemptAt: Date | null;
-  batchId: string | null;
 }
 interface RetryRow {
   outbox_id: string;
@@ -466,13 +462,11 @@ interface RetryRow {
   payload: string;
   attempts: number;
   first_attempt_at: Date | null;
-  batch_id: string | null;
 }
 const toRetry = (r: RetryRow): RetryDelivery => ({
   ...toEvent({ ...r, id: r.outbox_id }),
   attempts: r.attempts,
   firstAttemptAt: r.first_attempt_at,
-  batchId: r.batch_id,
 });
 
 /**
@@ -489,7 +483,7 @@ function leaseRetriesSql(extra: string, limit: string, due: boolean): string {
                 WHERE integration_id = $1 AND status = 'PENDING' ${due ? 'AND next_attempt_at <= now()' : ''}
                   AND (lease_until IS NULL OR lease_until <= now()) ${extra}
                 ORDER BY next_attempt_at, outbox_id LIMIT ${limit} FOR UPDATE SKIP LOCKED))
-      RETURNING d.outbox_id, d.event_id, d.object_type, d.object_id, d.when_created, d.attempts, d.first_attempt_at, d.batch_id)
+      RETURNING d.outbox_id, d.event_id, d.object_type, d.object_id, d.when_created, d.attempts, d.first_attempt_at)
     SELECT c.*, o.payload::text AS payload FROM c JOIN outbox o ON o.id = c.outbox_id ORDER BY c.outbox_id`;
 }
 
@@ -560,18 +554,10 @@ export async function releaseRetries(q: Queryable, integrationId: string, outbox
 
 // ---- the engine: results -----------------------------------------------------------------------
 
-/** What one request did, and what becomes of each event it carried (decided by the engine). */
-export interface RequestOutcome {
-  integrationId: string;
-  requestId: string;
-  /** The claim the request came from (a first attempt), or null for the retry queue. */
-  claimId: string | null;
-  claimGeneration: number;
-  attempt: number;
-  at: Date;
-  success: boolean;
+/** What the attempt log keeps of one request's answer (API.md 9), whatever the channel. */
+export interface AttemptResponse {
   httpStatus: number | null;
-  responseTimeMs: number | null;
+  responseTimeMs: number;
   receiptId: string | null;
   topic: string | null;
   partition: number | null;
@@ -581,6 +567,18 @@ export interface RequestOutcome {
   responseBody: string | null;
   responseBodyBytes: number | null;
   truncated: boolean;
+}
+
+/** What one request did, and what becomes of each event it carried (decided by the engine). */
+export interface RequestOutcome extends AttemptResponse {
+  integrationId: string;
+  requestId: string;
+  /** The claim the request came from (a first attempt), or null for the retry queue. */
+  claimId: string | null;
+  claimGeneration: number;
+  attempt: number;
+  at: Date;
+  success: boolean;
   latencyMs: number;
   /** A 429: the integration pauses this long. */
   pauseSeconds: number | null;
@@ -596,7 +594,7 @@ export interface RequestOutcome {
 }
 
 /**
- * Writes a set of request results in one transaction: an attempt row per request; for first
+ * Writes a set of request results in one statement: an attempt row per request; for first
  * attempts, a delivery row only for events that did not succeed; for the retry queue, each
  * delivery's new state (guarded by status = 'PENDING', so a cancel or a result already written
  * wins); claims lose the requests that ended and go when none is left; 429 pauses.
@@ -804,7 +802,7 @@ export async function sweep(db: Db, o: { succeededDays: number; failedDays: numb
      DELETE FROM outbox WHERE id = ANY(ARRAY(
        SELECT o.id FROM outbox o, low
         WHERE o.when_created < now() - make_interval(days => $1) AND (low.tx IS NULL OR o.tx_id < low.tx)
-          AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.outbox_id = o.id AND d.status = 'PENDING')
+          AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = o.event_id AND d.status = 'PENDING')
           AND NOT EXISTS (SELECT 1 FROM delivery_claims c WHERE o.id = ANY(c.outbox_ids))
         LIMIT 10000))`,
     [keepDays],
@@ -939,11 +937,14 @@ export async function redeliverOne(q: Queryable, integrationId: string, outboxId
     [integrationId, outboxId],
   );
   if (rowCount) return true;
-  // Still to be sent (claimed, or after the position): it goes anyway.
-  const { rows: pending } = await q.query(`SELECT 1 FROM ${DELIVERIES_OF_INTEGRATION} WHERE d.id = $2::int8 LIMIT 1`, [
-    integrationId,
-    outboxId,
-  ]);
+  // Still to be sent (claimed, or covered after the position): it goes anyway.
+  const { rows: pending } = await q.query(
+    `SELECT 1 WHERE EXISTS (SELECT 1 FROM delivery_claims c WHERE c.integration_id = $1 AND $2::int8 = ANY(c.outbox_ids))
+        OR EXISTS (SELECT 1 FROM outbox o, integration_state s, integrations i
+                    WHERE o.id = $2 AND s.integration_id = $1 AND i.id = $1
+                      AND (o.tx_id, o.id) > (s.log_tx, s.log_id) AND ${COVERED} AND ${AFTER_START})`,
+    [integrationId, outboxId],
+  );
   return pending.length > 0;
 }
 

@@ -4,7 +4,7 @@
 // it: it claims, schedules, retries and records; adding a channel adds a folder here.
 import crypto from 'node:crypto';
 import type { IntegrationConfig } from '../integrations.js';
-import type { LogEvent } from '../queue.js';
+import type { AttemptResponse, LogEvent } from '../queue.js';
 import type { ObjectType } from '../../outbox/outbox.js';
 
 export interface ChannelLimits {
@@ -29,20 +29,9 @@ export interface OutMessage {
 
 export type Outcome = 'success' | 'retry' | 'fail' | 'pause';
 
-/** What one send did, as the attempt log keeps it (API.md 9). */
-export interface AttemptRecord {
+/** What one send did: its answer as the attempt log keeps it (API.md 9), and what it means. */
+export interface AttemptRecord extends AttemptResponse {
   outcome: Outcome;
-  httpStatus: number | null;
-  responseTimeMs: number;
-  receiptId: string | null;
-  topic: string | null;
-  partition: number | null;
-  qos: number | null;
-  error: string | null;
-  responseHeaders: Record<string, string> | null;
-  responseBody: string | null;
-  responseBodyBytes: number | null;
-  truncated: boolean;
   /** A 'pause' (429): how long the whole integration waits. */
   retryAfterSeconds: number | null;
 }

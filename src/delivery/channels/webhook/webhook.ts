@@ -8,7 +8,7 @@ import { Agent, request as undiciRequest } from 'undici';
 import { resolveVetted, vettedLookup, AddressRefused, type AddressPolicy } from '../../address.js';
 import type { IntegrationConfig } from '../../integrations.js';
 import { setAtPath } from '../../../http/dotted-path.js';
-import type { Outcome } from '../channel.js';
+import type { AttemptRecord, Outcome } from '../channel.js';
 
 export const USER_AGENT = 'asset-tracking-service/0.1 (+webhook)';
 export const MAX_STORED_BODY = 64 * 1024;
@@ -24,18 +24,8 @@ export function classify(status: number | undefined, networkError: boolean, refu
   return 'fail'; // 1xx, 3xx (redirects are not followed) and 4xx other than 429
 }
 
-export interface SendResult {
-  outcome: Outcome;
-  httpStatus: number | null;
-  responseTimeMs: number;
-  receiptId: string | null;
-  error: string | null;
-  responseHeaders: Record<string, string> | null;
-  responseBody: string | null;
-  responseBodyBytes: number | null;
-  truncated: boolean;
-  retryAfterSeconds: number | null;
-}
+/** An attempt record without the broker fields (topic, partition, QoS) a webhook has none of. */
+export type SendResult = Omit<AttemptRecord, 'topic' | 'partition' | 'qos'>;
 
 /** Retry-After as seconds or an HTTP date, clamped to 1 s .. 1 h; 60 s when absent or unreadable. */
 export function retryAfterSeconds(header: string | undefined, now = Date.now()): number {
