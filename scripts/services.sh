@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Starts what the test suite talks to, when it is not running already: PostgreSQL (5432),
-# Redis (6379), Mosquitto (1883), and Keycloak from Maven Central (scripts/keycloak.sh).
+# Redis (6379), Mosquitto (1883), Keycloak (scripts/keycloak.sh) and an Apache Kafka broker
+# (scripts/kafka.sh), both from Maven Central; installs kcat and the mosquitto clients when absent.
 # Safe to run again and again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,6 +30,18 @@ else
   wait_for Redis 15 redis-cli -h 127.0.0.1 -p 6379 ping
 fi
 
+# Command-line clients the tests read brokers with (kcat, mosquitto_sub/_pub) and the broker binary
+# for test/brokers.ts's private Mosquittos, from Debian when missing.
+missing=()
+command -v kcat >/dev/null || missing+=(kcat)
+command -v mosquitto_sub >/dev/null || missing+=(mosquitto-clients)
+command -v mosquitto >/dev/null || [ -x /usr/sbin/mosquitto ] || missing+=(mosquitto)
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "Installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y -q "${missing[@]}" || { apt-get update -q && apt-get install -y -q "${missing[@]}"; }
+fi
+
 if (exec 3<>/dev/tcp/127.0.0.1/1883) 2>/dev/null; then
   echo "Mosquitto: running"
 elif command -v mosquitto >/dev/null; then
@@ -36,7 +49,11 @@ elif command -v mosquitto >/dev/null; then
   mosquitto -d -c /etc/mosquitto/mosquitto.conf
   wait_for Mosquitto 15 bash -c '(exec 3<>/dev/tcp/127.0.0.1/1883)'
 else
-  echo "Mosquitto: not installed (not needed by the tests yet)"
+  echo "Mosquitto: not installed" >&2
+  exit 1
 fi
 
 bash scripts/keycloak.sh
+
+# The shared Kafka broker (KRaft, ports 19092-19097) from Maven Central: scripts/kafka.sh.
+echo "Kafka: $(bash scripts/kafka.sh start)"

@@ -28,6 +28,8 @@ import { commandRoutes } from './commands/commands.js';
 import { bookingRoutes } from './booking/booking.js';
 import { addressPolicy } from './delivery/address.js';
 import type { Channel } from './delivery/channels/channel.js';
+import { kafkaChannel } from './delivery/channels/kafka/index.js';
+import { mqttChannel } from './delivery/channels/mqtt/index.js';
 import { webhookChannel } from './delivery/channels/webhook/index.js';
 import { DeliveryEngine } from './delivery/engine.js';
 import { integrationRoutes } from './delivery/integrations.js';
@@ -118,10 +120,14 @@ export async function buildApp(cfg: Config, opts: { logger?: FastifyServerOption
       done();
     });
   }
-  const policy = addressPolicy(cfg.PUSH_ALLOW_HTTP, cfg.PUSH_ALLOWED_NETWORKS);
+  const policy = addressPolicy(cfg.PUSH_ALLOW_HTTP, cfg.PUSH_ALLOWED_NETWORKS, cfg.PUSH_ALLOW_PLAINTEXT_BROKERS);
   if (cfg.DELIVERY_ENABLED) {
-    // One instance per channel; adding MQTT and Kafka adds entries here, not to the engine.
-    const channels = new Map<string, Channel>([['webhook', webhookChannel(policy)]]);
+    // One instance per channel: a channel is an entry here, not code in the engine.
+    const channels = new Map<string, Channel>([
+      ['webhook', webhookChannel(policy)],
+      ['mqtt', mqttChannel(policy)],
+      ['kafka', kafkaChannel(policy)],
+    ]);
     const engine = new DeliveryEngine(
       db,
       secretsKey,

@@ -99,6 +99,7 @@ const spec = {
   REQUEST_TIMEOUT_SECONDS: [int(1, 3600), '30'],
   TRUST_PROXY: [cidrList, ''],
   PUSH_ALLOW_HTTP: [bool, 'false'],
+  PUSH_ALLOW_PLAINTEXT_BROKERS: [bool, 'false'],
   DELIVERY_ENABLED: [bool, 'true'],
   DELIVERY_LEASE_SECONDS: [
     (raw: string) => {

@@ -8,16 +8,18 @@ import ipaddr from 'ipaddr.js';
 
 export interface AddressPolicy {
   allowHttp: boolean;
+  /** PUSH_ALLOW_PLAINTEXT_BROKERS: broker credentials may travel without TLS. */
+  allowPlaintextBrokers: boolean;
   allowed: net.BlockList;
 }
 
-export function addressPolicy(allowHttp: boolean, allowedCidrs: string[]): AddressPolicy {
+export function addressPolicy(allowHttp: boolean, allowedCidrs: string[], allowPlaintextBrokers = false): AddressPolicy {
   const allowed = new net.BlockList();
   for (const c of allowedCidrs) {
     const [addr, bits] = c.split('/');
     allowed.addSubnet(addr!, Number(bits), net.isIPv6(addr!) ? 'ipv6' : 'ipv4');
   }
-  return { allowHttp, allowed };
+  return { allowHttp, allowPlaintextBrokers, allowed };
 }
 
 /**
@@ -88,6 +90,14 @@ export async function vetUrl(raw: string, policy: AddressPolicy): Promise<URL> {
   const url = checkUrlShape(raw, policy);
   await resolveVetted(url.hostname.replace(/^\[|\]$/g, ''), policy);
   return url;
+}
+
+/** A broker address `host:port` (Kafka) as host and port; IPv6 hosts in brackets. */
+export function parseHostPort(raw: string): { host: string; port: number } {
+  const m = /^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):(\d{1,5})$/.exec(raw);
+  const port = Number(m?.[2]);
+  if (!m || port < 1 || port > 65535) throw new AddressRefused('not a host:port address');
+  return { host: m[1]!.replace(/^\[|\]$/g, ''), port };
 }
 
 /** Resolves a host and returns its addresses, refusing if any of them is not allowed. */

@@ -119,6 +119,7 @@ export function outcomeFor(job: Job, r: AttemptRecord, at: Date, random = Math.r
     receiptId: r.receiptId,
     topic: r.topic,
     partition: r.partition,
+    partitions: r.partitions ?? null,
     qos: r.qos,
     error: r.error,
     // Spec 6.4: a success keeps status, time and receipt; a failure keeps the whole response.
@@ -128,7 +129,7 @@ export function outcomeFor(job: Job, r: AttemptRecord, at: Date, random = Math.r
     truncated: r.truncated,
     latencyMs: Math.max(0, at.getTime() - oldest),
     pauseSeconds: pause ? (r.retryAfterSeconds ?? 60) : null,
-    batchBody: msg.events.length > 1 || job.channel.limits(cfg).batchSize > 1 ? { objectType: msg.objectType, body: msg.body } : null,
+    batchBody: job.channel.limits(cfg).keepBatches ? { objectType: msg.objectType, body: msg.body } : null,
     events,
   };
 }
@@ -479,7 +480,7 @@ export class DeliveryEngine {
 
     // The retry queue with what is left.
     if (requests > 0 && tokens >= 1 && st.dueRetries > 0) {
-      if (lim.batchSize > 1) {
+      if (lim.keepBatches) {
         for (const b of await queue.leaseRetryBatches(q, cfg.id, lease, requests, Math.floor(tokens))) {
           const msg: OutMessage = { requestId: b.batchId, objectType: b.objectType, events: b.deliveries, body: b.body };
           retries.push({ cfg, channel, msg, claim: null, prior: priorOf(b.deliveries) });

@@ -11,7 +11,7 @@ import { DateTime, iso, isInt8Id, isUuid, Nullable, Uuid } from '../http/schemas
 import { deliveryWakeups } from '../outbox/outbox.js';
 import * as queue from './queue.js';
 import { AddressRefused, checkUrlShape, type AddressPolicy } from './address.js';
-import { loadIntegration, type IntegrationConfig } from './integrations.js';
+import { loadIntegration, type WebhookIntegration } from './integrations.js';
 import { sendWebhook, USER_AGENT } from './channels/webhook/webhook.js';
 
 const Status = Type.Union(['PENDING', 'SUCCEEDED', 'FAILED', 'CANCELLED'].map((s) => Type.Literal(s)));
@@ -280,11 +280,14 @@ export async function historyRoutes(app: FastifyInstance, opts: { db: Db; secret
       // The URL's shape (scheme, no user info) is judged as when an integration is saved; the
       // address it resolves to is judged when it is dialled, and reported in the answer.
       const url = parseTestUrl(b.url, policy);
-      let cfg: IntegrationConfig | null = null;
+      let cfg: WebhookIntegration | null = null;
       if (b.integrationId) {
-        cfg = await loadIntegration(db, b.integrationId, secretsKey);
+        const found = await loadIntegration(db, b.integrationId, secretsKey);
         // An integration is the operator's: a non-admin may use only one scoped to owners it sees.
-        if (!cfg) throw new ApiError('NOT_FOUND', 'integration not found', { field: '/integrationId' });
+        if (!found) throw new ApiError('NOT_FOUND', 'integration not found', { field: '/integrationId' });
+        if (found.channel !== 'webhook')
+          throw badRequest(`integrationId: a ${found.channel} integration has no webhook to test`, '/integrationId');
+        cfg = found;
         const visible = await req.tenancy.visibleOwners();
         if (visible !== 'all' && !cfg.ownerIds.every((o) => visible.includes(o))) {
           throw new ApiError('NOT_FOUND', 'integration not found', { field: '/integrationId' });
@@ -298,7 +301,7 @@ export async function historyRoutes(app: FastifyInstance, opts: { db: Db; secret
             '/url',
           );
       }
-      const base: IntegrationConfig = cfg ?? {
+      const base: WebhookIntegration = cfg ?? {
         id: 'test',
         name: 'test',
         channel: 'webhook',

@@ -14,6 +14,7 @@ import { DateTime, IdParam, iso, isUuid, Nullable, Str, Uuid } from '../http/sch
 import { OBJECT_TYPES, type ObjectType } from '../outbox/outbox.js';
 import type { Tenancy } from '../tenancy/tenancy.js';
 import { AddressRefused, vetUrl, type AddressPolicy } from './address.js';
+import { composeKafka, composeMqtt, checkTopics, mergePatch } from './broker-settings.js';
 import { cancelIntegration, startIntegration, stats } from './queue.js';
 
 const ObjectTypeSchema = Type.Union(OBJECT_TYPES.map((t) => Type.Literal(t)));
@@ -96,14 +97,94 @@ const WebhookIn = Type.Object({
   ),
 });
 
+const Pem = (what: string) => Nullable(Str(65536, { minLength: 1, description: `${what} (PEM)` }));
+const FieldName = Type.String({ minLength: 1, maxLength: 100, pattern: '^[A-Za-z_$][A-Za-z0-9_$-]*$' });
+/** Settings both broker channels share: how events are grouped into requests and how fast they go. */
+const BrokerFlow = {
+  topicPerType: Type.Optional(
+    Type.Boolean({ description: 'One topic per object type (<prefix>/events/<type>, Kafka <prefix>.events.<type>); default one topic' }),
+  ),
+  batchSize: Type.Optional(
+    Type.Integer({ minimum: 1, maximum: 5000, description: 'Events per request (each its own message); default 500' }),
+  ),
+  maxConcurrentRequests: Type.Optional(Type.Integer({ minimum: 1, maximum: 64 })),
+  maxItemsPerMinute: Type.Optional(Nullable(Type.Integer({ minimum: 1, maximum: 100_000_000 }))),
+  timeoutMs: Type.Optional(
+    Type.Integer({ minimum: 100, maximum: 120_000, description: 'Connect and acknowledgement wait; default 10000' }),
+  ),
+};
+const MqttIn = Type.Object({
+  url: Str(2048, { minLength: 1, description: 'mqtt://host:port or mqtts://host:port (TLS)' }),
+  qos: Type.Optional(Type.Union([Type.Literal(0), Type.Literal(1), Type.Literal(2)], { description: 'Default 1' })),
+  protocolVersion: Type.Optional(Type.Union([Type.Literal(4), Type.Literal(5)], { description: 'MQTT 3.1.1 (4) or 5 (default)' })),
+  setEventId: Type.Optional(Type.Boolean({ description: 'MQTT_SET_EVENT_ID: add the event id at the top level (default false)' })),
+  eventIdField: Type.Optional(FieldName),
+  clientId: Type.Optional(Nullable(Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_-]+$' }))),
+  username: Type.Optional(Nullable(Str(255, { minLength: 1 }))),
+  password: Type.Optional(Nullable(Str(1024, { minLength: 1, description: 'Write-only' }))),
+  ca: Type.Optional(Pem("The broker's CA certificate")),
+  cert: Type.Optional(Pem('TLS client certificate')),
+  key: Type.Optional(Pem('TLS client key; write-only')),
+  maxInFlight: Type.Optional(
+    Type.Integer({ minimum: 1, maximum: 65535, description: "Unacknowledged messages at once; never above the broker's Receive Maximum" }),
+  ),
+  ...BrokerFlow,
+});
+const KafkaIn = Type.Object({
+  brokers: Type.Array(Str(300, { minLength: 3, description: 'host:port' }), { minItems: 1, maxItems: 20 }),
+  acks: Type.Optional(Type.Union([Type.Literal(0), Type.Literal(1), Type.Literal('all')], { description: 'Default all' })),
+  keyPath: Type.Optional(
+    Nullable(Type.String({ maxLength: 200, description: 'Dotted path of the payload value used as message key; null spreads evenly' })),
+  ),
+  clientId: Type.Optional(Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9._-]+$' })),
+  sasl: Type.Optional(
+    Nullable(
+      Type.Object({
+        mechanism: Type.Union([Type.Literal('plain'), Type.Literal('scram-sha-256'), Type.Literal('scram-sha-512')]),
+        username: Str(255, { minLength: 1 }),
+        password: Type.Optional(Str(1024, { minLength: 1, description: 'Write-only' })),
+      }),
+    ),
+  ),
+  ssl: Type.Optional(
+    Nullable(
+      Type.Object(
+        {
+          ca: Type.Optional(Pem("The brokers' CA certificate")),
+          cert: Type.Optional(Pem('TLS client certificate')),
+          key: Type.Optional(Pem('Write-only')),
+        },
+        { description: 'TLS on (an empty object: TLS with the system CAs); null or absent: plaintext' },
+      ),
+    ),
+  ),
+  metadata: Type.Optional(
+    Type.Record(Type.String({ maxLength: 100 }), Type.Union([Type.String({ maxLength: 1024 }), Type.Number(), Type.Boolean()]), {
+      maxProperties: 50,
+      description: 'Fields added to every object; a name may not be a field of the object',
+    }),
+  ),
+  ...BrokerFlow,
+});
+const CHANNELS = ['webhook', 'mqtt', 'kafka'] as const;
+type ChannelName = (typeof CHANNELS)[number];
+
 const IntegrationIn = Type.Object({
   name: Str(255, { minLength: 1 }),
-  channel: Type.Literal('webhook', { description: 'webhook (mqtt and kafka come with their own issues)' }),
+  channel: Type.Union(
+    CHANNELS.map((c) => Type.Literal(c)),
+    { description: 'Fixed at creation' },
+  ),
   enabled: Type.Optional(Type.Boolean()),
   ownerIds: Type.Array(Type.String({ format: 'uuid' }), { minItems: 1, maxItems: 1000, uniqueItems: true }),
   objectTypes: Type.Optional(Type.Array(ObjectTypeSchema, { minItems: 1, uniqueItems: true })),
-  destination: Str(2048, { minLength: 1, description: 'Webhook URL for every type without its own' }),
-  destinations: Type.Optional(Type.Record(Type.String(), Str(2048, { minLength: 1 }), { description: 'Per object type URL' })),
+  destination: Str(2048, {
+    minLength: 1,
+    description: 'Webhook URL, or the MQTT or Kafka topic prefix, for every type without its own',
+  }),
+  destinations: Type.Optional(
+    Type.Record(Type.String(), Str(2048, { minLength: 1 }), { description: 'Per object type: a webhook URL or a whole topic name' }),
+  ),
   retry: Type.Optional(RetrySchema),
   maxBacklogHours: Type.Optional(
     Type.Number({
@@ -113,9 +194,14 @@ const IntegrationIn = Type.Object({
     }),
   ),
   webhook: Type.Optional(WebhookIn),
+  mqtt: Type.Optional(MqttIn),
+  kafka: Type.Optional(KafkaIn),
 });
 type IntegrationIn = Static<typeof IntegrationIn>;
-const IntegrationPatch = Type.Partial(IntegrationIn);
+/** A merge patch: every member optional, inside the broker settings too (PATCH {"mqtt": {"qos": 2}}). */
+const IntegrationPatch = Type.Partial(
+  Type.Object({ ...IntegrationIn.properties, mqtt: Type.Partial(MqttIn), kafka: Type.Partial(KafkaIn) }),
+);
 
 const AuthOut = Type.Object({
   type: Type.String(),
@@ -124,6 +210,38 @@ const AuthOut = Type.Object({
   scope: Type.Optional(Type.String()),
   name: Type.Optional(Type.String()),
   username: Type.Optional(Type.String()),
+});
+const FlowOut = {
+  topicPerType: Type.Boolean(),
+  batchSize: Type.Integer(),
+  maxConcurrentRequests: Type.Integer(),
+  maxItemsPerMinute: Nullable(Type.Integer()),
+  timeoutMs: Type.Integer(),
+};
+const MqttOut = Type.Object({
+  url: Type.String(),
+  qos: Type.Integer(),
+  protocolVersion: Type.Integer(),
+  setEventId: Type.Boolean(),
+  eventIdField: Type.String(),
+  clientId: Nullable(Type.String()),
+  username: Nullable(Type.String()),
+  passwordSet: Type.Boolean(),
+  ca: Nullable(Type.String()),
+  cert: Nullable(Type.String()),
+  keySet: Type.Boolean(),
+  maxInFlight: Type.Integer(),
+  ...FlowOut,
+});
+const KafkaOut = Type.Object({
+  brokers: Type.Array(Type.String()),
+  acks: Type.Union([Type.Literal(0), Type.Literal(1), Type.Literal('all')]),
+  keyPath: Nullable(Type.String()),
+  clientId: Type.String(),
+  sasl: Nullable(Type.Object({ mechanism: Type.String(), username: Type.String(), passwordSet: Type.Boolean() })),
+  ssl: Nullable(Type.Object({ ca: Nullable(Type.String()), cert: Nullable(Type.String()), keySet: Type.Boolean() })),
+  metadata: Type.Record(Type.String(), Type.Unknown()),
+  ...FlowOut,
 });
 const Counts = Type.Object({ lastHour: Type.Integer(), lastDay: Type.Integer() });
 const IntegrationStats = Type.Object(
@@ -155,19 +273,23 @@ export const Integration = Type.Object(
     destinations: Type.Record(Type.String(), Type.String()),
     retry: Type.Object({ scheduleSeconds: Type.Array(Type.Number()), maxAttempts: Type.Integer(), deadlineHours: Type.Number() }),
     maxBacklogHours: Type.Number(),
-    webhook: Type.Object({
-      mode: Type.String(),
-      batchSize: Type.Integer(),
-      maxItemsPerMinute: Nullable(Type.Integer()),
-      maxConcurrentRequests: Type.Integer(),
-      timeoutMs: Type.Integer(),
-      injectEventId: Type.Boolean(),
-      injectEventIdPath: Nullable(Type.String()),
-      auth: Nullable(AuthOut),
-      signingSecretSet: Type.Boolean({ description: 'Always true: every webhook is signed' }),
-      signingSecret: Type.Optional(Type.String({ description: 'Only in the answer to a create or a rotation: shown once' })),
-      previousSigningSecretExpiresAt: Nullable(DateTime),
-    }),
+    webhook: Type.Optional(
+      Type.Object({
+        mode: Type.String(),
+        batchSize: Type.Integer(),
+        maxItemsPerMinute: Nullable(Type.Integer()),
+        maxConcurrentRequests: Type.Integer(),
+        timeoutMs: Type.Integer(),
+        injectEventId: Type.Boolean(),
+        injectEventIdPath: Nullable(Type.String()),
+        auth: Nullable(AuthOut),
+        signingSecretSet: Type.Boolean({ description: 'Always true: every webhook is signed' }),
+        signingSecret: Type.Optional(Type.String({ description: 'Only in the answer to a create or a rotation: shown once' })),
+        previousSigningSecretExpiresAt: Nullable(DateTime),
+      }),
+    ),
+    mqtt: Type.Optional(MqttOut),
+    kafka: Type.Optional(KafkaOut),
     whenCreated: DateTime,
     whenUpdated: DateTime,
     stats: Type.Optional(IntegrationStats),
@@ -175,8 +297,8 @@ export const Integration = Type.Object(
   { title: 'Integration' },
 );
 
-/** What the engine and the channels need, decrypted; a union keyed by channel as channels are added. */
-export type IntegrationConfig = WebhookIntegration;
+/** What the engine and the channels need, decrypted: a union keyed by channel. */
+export type IntegrationConfig = WebhookIntegration | MqttIntegration | KafkaIntegration;
 
 interface IntegrationBase {
   id: string;
@@ -206,10 +328,50 @@ export interface WebhookIntegration extends IntegrationBase {
   };
 }
 
+/** How a broker channel groups events into requests and paces them. */
+export interface BrokerFlow {
+  topicPerType: boolean;
+  batchSize: number;
+  maxConcurrentRequests: number;
+  maxItemsPerMinute: number | null;
+  timeoutMs: number;
+}
+
+export interface MqttIntegration extends IntegrationBase {
+  channel: 'mqtt';
+  mqtt: BrokerFlow & {
+    url: string;
+    qos: 0 | 1 | 2;
+    protocolVersion: 4 | 5;
+    setEventId: boolean;
+    eventIdField: string;
+    clientId: string | null;
+    username: string | null;
+    password: string | null;
+    ca: string | null;
+    cert: string | null;
+    key: string | null;
+    maxInFlight: number;
+  };
+}
+
+export interface KafkaIntegration extends IntegrationBase {
+  channel: 'kafka';
+  kafka: BrokerFlow & {
+    brokers: string[];
+    acks: 0 | 1 | 'all';
+    keyPath: string | null;
+    clientId: string;
+    sasl: { mechanism: 'plain' | 'scram-sha-256' | 'scram-sha-512'; username: string; password: string | null } | null;
+    ssl: { ca: string | null; cert: string | null; key: string | null } | null;
+    metadata: Record<string, string | number | boolean>;
+  };
+}
+
 export interface Row {
   id: string;
   name: string;
-  channel: string;
+  channel: ChannelName;
   enabled: boolean;
   owner_ids: string[];
   object_types: string[];
@@ -217,11 +379,8 @@ export interface Row {
   destinations: Record<string, string>;
   retry: IntegrationConfig['retry'];
   max_backlog_hours: number;
-  settings: Omit<IntegrationConfig['webhook'], 'auth' | 'signingSecret' | 'previousSigningSecret'> & {
-    auth: Static<typeof AuthOut> | null;
-    signingSecretSet?: boolean;
-    previousSigningSecretExpiresAt?: string | null;
-  };
+  /** The channel's public settings, as returned (write-only members left out). */
+  settings: Record<string, unknown>;
   secrets: string | null;
   when_created: Date;
   when_updated: Date;
@@ -233,6 +392,9 @@ interface Secrets {
   auth: AuthIn | null;
   signingSecret: string | null;
   previousSigningSecret?: { secret: string; until: number } | null;
+  /** Broker channels: the password (MQTT, Kafka SASL) and the TLS client key. */
+  password?: string | null;
+  key?: string | null;
 }
 
 /** API.md 9: after a rotation the previous secret keeps signing this long, as Svix does. */
@@ -247,6 +409,34 @@ const publicAuth = (a: AuthIn | null) => {
   return Object.fromEntries(Object.entries(a).filter(([k]) => !SECRET_FIELDS.includes(k))) as Static<typeof AuthOut>;
 };
 
+/** Stored public settings without the flags that describe secrets (a nested sasl or ssl keeps its own shape). */
+function stripSecretFlags(st: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = { ...st };
+  for (const k of ['sasl', 'ssl'] as const) {
+    const v = out[k] as Record<string, unknown> | null | undefined;
+    if (v) {
+      const { passwordSet: _p, keySet: _k, ...rest } = v;
+      out[k] = rest;
+    }
+  }
+  return out;
+}
+
+/** The channel's settings as the API shows them: only the integration's own channel has a member. */
+function channelOut(r: Row): Record<string, unknown> {
+  const st = r.settings;
+  if (r.channel === 'webhook') {
+    return {
+      webhook: {
+        ...st,
+        signingSecretSet: r.secrets !== null && st.signingSecretSet === true,
+        previousSigningSecretExpiresAt: st.previousSigningSecretExpiresAt ?? null,
+      },
+    };
+  }
+  return { [r.channel]: st };
+}
+
 const toApi = (r: Row) => ({
   id: r.id,
   name: r.name,
@@ -258,36 +448,58 @@ const toApi = (r: Row) => ({
   destinations: r.destinations,
   retry: r.retry,
   maxBacklogHours: r.max_backlog_hours,
-  webhook: {
-    ...r.settings,
-    signingSecretSet: r.secrets !== null && r.settings.signingSecretSet === true,
-    previousSigningSecretExpiresAt: r.settings.previousSigningSecretExpiresAt ?? null,
-  },
+  ...channelOut(r),
   whenCreated: iso(r.when_created)!,
   whenUpdated: iso(r.when_updated)!,
 });
 
 /** The API shape, with a new signing secret in the one answer that shows it. */
 const withShownSecret = (r: Row, shown: string | undefined) => {
-  const out = toApi(r);
-  return shown === undefined ? out : { ...out, webhook: { ...out.webhook, signingSecret: shown } };
+  const out = toApi(r) as ReturnType<typeof toApi> & { webhook?: Record<string, unknown> };
+  return shown === undefined || !out.webhook ? out : { ...out, webhook: { ...out.webhook, signingSecret: shown } };
 };
 
 export function loadConfigFromRow(r: Row, key: Buffer): IntegrationConfig {
   const secrets = readSecrets(key, r.secrets);
-  const { auth: _a, signingSecretSet: _s, previousSigningSecretExpiresAt: _p, ...settings } = r.settings;
-  return {
+  const base: IntegrationBase = {
     id: r.id,
     name: r.name,
-    channel: 'webhook',
     enabled: r.enabled,
     maxBacklogHours: r.max_backlog_hours,
     ownerIds: r.owner_ids,
     destination: r.destination,
     destinations: r.destinations as IntegrationConfig['destinations'],
     retry: r.retry,
+  };
+  if (r.channel === 'mqtt') {
+    const { passwordSet: _p, keySet: _k, ...st } = r.settings;
+    return {
+      ...base,
+      channel: 'mqtt',
+      mqtt: { ...(st as unknown as MqttIntegration['mqtt']), password: secrets.password ?? null, key: secrets.key ?? null },
+    };
+  }
+  if (r.channel === 'kafka') {
+    const st = r.settings as unknown as Omit<KafkaIntegration['kafka'], 'sasl' | 'ssl'> & {
+      sasl: { mechanism: 'plain' | 'scram-sha-256' | 'scram-sha-512'; username: string } | null;
+      ssl: { ca: string | null; cert: string | null } | null;
+    };
+    return {
+      ...base,
+      channel: 'kafka',
+      kafka: {
+        ...st,
+        sasl: st.sasl ? { mechanism: st.sasl.mechanism, username: st.sasl.username, password: secrets.password ?? null } : null,
+        ssl: st.ssl ? { ca: st.ssl.ca, cert: st.ssl.cert, key: secrets.key ?? null } : null,
+      },
+    };
+  }
+  const { auth: _a, signingSecretSet: _s, previousSigningSecretExpiresAt: _p, ...settings } = r.settings;
+  return {
+    ...base,
+    channel: 'webhook',
     webhook: {
-      ...settings,
+      ...(settings as Omit<WebhookIntegration['webhook'], 'auth' | 'signingSecret' | 'previousSigningSecret'>),
       auth: secrets.auth,
       signingSecret: secrets.signingSecret,
       previousSigningSecret: secrets.previousSigningSecret ?? null,
@@ -349,24 +561,65 @@ export async function integrationRoutes(app: FastifyInstance, opts: { db: Db; se
   const compose = async (t: Tenancy, q: Queryable, b: Partial<IntegrationIn>, cur: Row | null, mode: 'create' | 'put' | 'patch') => {
     const base = mode === 'patch' ? cur : null;
     const curSecrets = readSecrets(secretsKey, cur?.secrets ?? null);
+    const channel: ChannelName = b.channel ?? cur?.channel ?? 'webhook';
+    if (cur && channel !== cur.channel) {
+      throw badRequest(`/channel: an integration's channel is fixed (${cur.channel}); create a new integration for ${channel}`, '/channel');
+    }
+    for (const other of CHANNELS) {
+      if (other !== channel && b[other] !== undefined) {
+        throw badRequest(`/${other}: settings of the ${other} channel, but this integration's channel is ${channel}`, `/${other}`);
+      }
+    }
     const ownerIds = b.ownerIds ?? base?.owner_ids ?? [];
     for (const [n, id] of ownerIds.entries()) {
       if (!(await t.sees(id, q))) throw new ApiError('NOT_FOUND', `owner ${id} not found`, { field: `/ownerIds/${n}` });
     }
+    const objectTypes = b.objectTypes ?? base?.object_types ?? [...OBJECT_TYPES];
     const destination = b.destination ?? base?.destination ?? '';
     const destinations = (b.destinations ?? base?.destinations ?? {}) as Record<string, string>;
-    if (b.destination !== undefined) await vet(destination, '/destination');
-    for (const [type, url] of Object.entries(b.destinations ?? {})) {
-      if (!(OBJECT_TYPES as readonly string[]).includes(type))
-        throw badRequest(`/destinations: unknown object type "${type}"`, `/destinations/${type}`);
-      await vet(url, `/destinations/${type}`);
-    }
+    if (channel === 'webhook') {
+      if (b.destination !== undefined) await vet(destination, '/destination');
+      for (const [type, url] of Object.entries(b.destinations ?? {})) {
+        if (!(OBJECT_TYPES as readonly string[]).includes(type))
+          throw badRequest(`/destinations: unknown object type "${type}"`, `/destinations/${type}`);
+        await vet(url, `/destinations/${type}`);
+      }
+    } else checkTopics(channel, destination, destinations);
     const retryIn = { ...(base?.retry ?? {}), ...(b.retry ?? {}) };
     const retry = {
       scheduleSeconds: retryIn.scheduleSeconds ?? DEFAULT_SCHEDULE_SECONDS,
       maxAttempts: retryIn.maxAttempts ?? 30,
       deadlineHours: retryIn.deadlineHours ?? 24,
     };
+    const common = {
+      name: b.name ?? base?.name ?? '',
+      channel,
+      enabled: b.enabled ?? base?.enabled ?? true,
+      ownerIds,
+      objectTypes,
+      destination,
+      destinations,
+      retry,
+      maxBacklogHours: b.maxBacklogHours ?? base?.max_backlog_hours ?? 72,
+    };
+    if (channel !== 'webhook') {
+      // The stored public settings without the flags that only describe secrets; PATCH merges over them.
+      const { passwordSet: _p, keySet: _k, ...stored } = (cur?.settings ?? {}) as Record<string, unknown>;
+      const given = (b[channel] ?? {}) as Record<string, unknown>;
+      const input = (mode === 'patch' ? mergePatch(stripSecretFlags(stored), given) : given) as Record<string, unknown>;
+      const curBroker = cur ? { settings: stored, secrets: { password: curSecrets.password ?? null, key: curSecrets.key ?? null } } : null;
+      const made =
+        channel === 'mqtt'
+          ? await composeMqtt(input, curBroker, objectTypes, policy)
+          : await composeKafka(input, curBroker, objectTypes, policy);
+      const secrets: Secrets = { auth: null, signingSecret: null, ...made.secrets };
+      return {
+        ...common,
+        settings: made.settings as Record<string, unknown>,
+        secrets: encrypt(secretsKey, JSON.stringify(secrets)),
+        shownSecret: undefined,
+      };
+    }
     const w = { ...(base?.settings ?? {}), ...(b.webhook ?? {}) } as Record<string, unknown>;
     const settings = {
       mode: (w.mode as string) ?? 'single',
@@ -387,20 +640,13 @@ export async function integrationRoutes(app: FastifyInstance, opts: { db: Db; se
     const signing = rotate(curSecrets, b.webhook?.signingSecret ?? (curSecrets.signingSecret ? undefined : newSigningSecret()));
     const secrets: Secrets = { auth, ...signing.secrets };
     return {
-      name: b.name ?? base?.name ?? '',
-      enabled: b.enabled ?? base?.enabled ?? true,
-      ownerIds,
-      objectTypes: b.objectTypes ?? base?.object_types ?? [...OBJECT_TYPES],
-      destination,
-      destinations,
-      retry,
-      maxBacklogHours: b.maxBacklogHours ?? base?.max_backlog_hours ?? 72,
+      ...common,
       settings: {
         ...settings,
         auth: publicAuth(auth),
         signingSecretSet: true,
         previousSigningSecretExpiresAt: signing.previousExpiresAt,
-      },
+      } as Record<string, unknown>,
       secrets: encrypt(secretsKey, JSON.stringify(secrets)),
       /** The new secret, for the one answer that shows it. */
       shownSecret: signing.shown,
@@ -440,7 +686,7 @@ export async function integrationRoutes(app: FastifyInstance, opts: { db: Db; se
       insert
         ? `INSERT INTO integrations (id, name, enabled, channel, owner_ids, object_types, destination, destinations, retry, settings, secrets,
                                     max_backlog_hours)
-           VALUES ($1, $2, $3, 'webhook', $4, $5, $6, $7, $8, $9, $10, $11) RETURNING ${SELECT}`
+           VALUES ($1, $2, $3, $12, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING ${SELECT}`
         : `UPDATE integrations SET name = $2, enabled = $3, owner_ids = $4, object_types = $5, destination = $6, destinations = $7,
              retry = $8, settings = $9, secrets = $10, max_backlog_hours = $11, when_updated = clock_timestamp()
            WHERE id = $1 RETURNING ${SELECT}`,
@@ -456,6 +702,7 @@ export async function integrationRoutes(app: FastifyInstance, opts: { db: Db; se
         JSON.stringify(v.settings),
         v.secrets,
         v.maxBacklogHours,
+        ...(insert ? [v.channel] : []),
       ],
     );
 

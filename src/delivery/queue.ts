@@ -561,6 +561,8 @@ export interface AttemptResponse {
   receiptId: string | null;
   topic: string | null;
   partition: number | null;
+  /** Kafka: each event's partition, in the order of the request's events (null: `partition` for all). */
+  partitions?: number[] | null;
   qos: number | null;
   error: string | null;
   responseHeaders: Record<string, string> | null;
@@ -624,6 +626,7 @@ export async function writeResults(q: Queryable, results: RequestOutcome[]): Pro
       receipt_id: r.receiptId,
       topic: r.topic,
       partition: r.partition,
+      partitions: r.partitions ?? null,
       qos: r.qos,
       error: r.error,
       response_headers: r.responseHeaders,
@@ -665,13 +668,14 @@ export async function writeResults(q: Queryable, results: RequestOutcome[]): Pro
   await q.query(
     `WITH a AS (
        INSERT INTO delivery_attempts (integration_id, request_id, claim_id, outbox_ids, attempt, when_attempted, success, http_status,
-                                      response_time_ms, receipt_id, topic, partition, qos, error, response_headers, response_body,
-                                      response_body_bytes, truncated, latency_ms)
+                                      response_time_ms, receipt_id, topic, partition, partitions, qos, error, response_headers,
+                                      response_body, response_body_bytes, truncated, latency_ms)
        SELECT integration_id, request_id, claim_id, outbox_ids, attempt, when_attempted, success, http_status, response_time_ms,
-              receipt_id, topic, partition, qos, error, response_headers, response_body, response_body_bytes, truncated, latency_ms
+              receipt_id, topic, partition, partitions, qos, error, response_headers, response_body, response_body_bytes, truncated,
+              latency_ms
          FROM json_to_recordset($1::json) AS r(integration_id uuid, request_id uuid, claim_id uuid, outbox_ids int8[], attempt int,
               when_attempted timestamptz, success bool, http_status int, response_time_ms int, receipt_id text, topic text,
-              partition int, qos int, error text, response_headers jsonb, response_body text, response_body_bytes int,
+              partition int, partitions int[], qos int, error text, response_headers jsonb, response_body text, response_body_bytes int,
               truncated bool, latency_ms int)
      ), b AS (
        INSERT INTO delivery_batches (id, integration_id, object_type, body)
@@ -897,11 +901,12 @@ export interface AttemptRow {
 export async function attemptsOf(q: Queryable, integrationId: string, outboxIds: string[]): Promise<AttemptRow[]> {
   if (!outboxIds.length) return [];
   const { rows } = await q.query<AttemptRow>(
-    `SELECT x::text AS delivery_id, a.request_id, a.attempt, a.when_attempted, a.success, a.http_status, a.response_time_ms,
-            a.receipt_id, a.topic, a.partition, a.qos, a.error, a.response_headers, a.response_body, a.response_body_bytes, a.truncated
-       FROM delivery_attempts a, unnest(a.outbox_ids) AS x
-      WHERE a.integration_id = $1 AND a.outbox_ids && $2::int8[] AND x = ANY($2::int8[])
-      ORDER BY x, a.id`,
+    `SELECT x.id::text AS delivery_id, a.request_id, a.attempt, a.when_attempted, a.success, a.http_status, a.response_time_ms,
+            a.receipt_id, a.topic, COALESCE(a.partitions[x.n], a.partition) AS partition, a.qos, a.error, a.response_headers,
+            a.response_body, a.response_body_bytes, a.truncated
+       FROM delivery_attempts a, unnest(a.outbox_ids) WITH ORDINALITY AS x(id, n)
+      WHERE a.integration_id = $1 AND a.outbox_ids && $2::int8[] AND x.id = ANY($2::int8[])
+      ORDER BY x.id, a.id`,
     [integrationId, outboxIds],
   );
   return rows;
@@ -1004,8 +1009,8 @@ export async function streamAfter(
         ORDER BY a.tx_id, a.id LIMIT $6
      )
      SELECT a.tx_id, a.id, a.integration_id, a.channel, x.id::text AS delivery_id, a.request_id, a.attempt, a.when_attempted,
-            a.success, a.http_status, a.response_time_ms, a.receipt_id, a.topic, a.partition, a.qos, a.error, a.response_headers,
-            a.response_body, a.response_body_bytes, a.truncated, o.event_id, o.object_type
+            a.success, a.http_status, a.response_time_ms, a.receipt_id, a.topic, COALESCE(a.partitions[x.n], a.partition) AS partition,
+            a.qos, a.error, a.response_headers, a.response_body, a.response_body_bytes, a.truncated, o.event_id, o.object_type
        FROM a CROSS JOIN LATERAL unnest(a.outbox_ids) WITH ORDINALITY AS x(id, n) LEFT JOIN outbox o ON o.id = x.id
       ORDER BY a.tx_id, a.id, x.n`,
     [o.after.tx, o.after.id, o.since, o.channel, o.owners, o.limit, o.follow],

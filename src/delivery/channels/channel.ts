@@ -13,6 +13,11 @@ export interface ChannelLimits {
    * log order, into messages of at most this many (the engine counts requests the same way).
    */
   batchSize: number;
+  /**
+   * A failed request is retried as it was, byte for byte under its id (webhook batches), or its
+   * events are retried on their own and regrouped (MQTT and Kafka, whose messages are single).
+   */
+  keepBatches: boolean;
   maxItemsPerMinute: number | null;
   maxConcurrentRequests: number;
   timeoutMs: number;
@@ -23,7 +28,10 @@ export interface OutMessage {
   requestId: string;
   objectType: ObjectType;
   events: LogEvent[];
-  /** The bytes sent; a failed batch is stored and retried with exactly these. */
+  /**
+   * Webhook: the bytes sent; a failed batch is stored and retried with exactly these. The broker
+   * channels send one message per event, built at send time, and leave this empty.
+   */
   body: string;
 }
 
@@ -36,16 +44,25 @@ export interface AttemptRecord extends AttemptResponse {
   retryAfterSeconds: number | null;
 }
 
-export interface Channel<C extends IntegrationConfig = IntegrationConfig> {
-  readonly name: C['channel'];
-  limits(cfg: C): ChannelLimits;
+export interface Channel {
+  readonly name: IntegrationConfig['channel'];
+  limits(cfg: IntegrationConfig): ChannelLimits;
   /**
    * Claimed events as messages, grouped as `limits().batchSize` says. `seed` makes batch ids
    * stable: the same claim taken over after a crash gives the same ids for the same events.
    */
-  messages(cfg: C, events: LogEvent[], seed: string): OutMessage[];
-  send(cfg: C, msg: OutMessage): Promise<AttemptRecord>;
+  messages(cfg: IntegrationConfig, events: LogEvent[], seed: string): OutMessage[];
+  send(cfg: IntegrationConfig, msg: OutMessage): Promise<AttemptRecord>;
   close(): Promise<void>;
+}
+
+/** The integration as its own channel's config (the engine hands each channel only its own). */
+export function configOf<K extends IntegrationConfig['channel']>(
+  cfg: IntegrationConfig,
+  channel: K,
+): Extract<IntegrationConfig, { channel: K }> {
+  if (cfg.channel !== channel) throw new Error(`a ${cfg.channel} integration was given to the ${channel} channel`);
+  return cfg as Extract<IntegrationConfig, { channel: K }>;
 }
 
 /** Events grouped by object type in log order, in chunks of at most `size`. */

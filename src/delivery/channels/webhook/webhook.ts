@@ -6,7 +6,7 @@ import crypto from 'node:crypto';
 import net from 'node:net';
 import { Agent, request as undiciRequest } from 'undici';
 import { resolveVetted, vettedLookup, AddressRefused, type AddressPolicy } from '../../address.js';
-import type { IntegrationConfig } from '../../integrations.js';
+import type { WebhookIntegration } from '../../integrations.js';
 import { setAtPath } from '../../../http/dotted-path.js';
 import type { AttemptRecord, Outcome } from '../channel.js';
 
@@ -57,7 +57,7 @@ export function sign(secret: string, id: string, timestamp: number, body: string
  * The webhook-signature header: one `v1,` signature per live secret, space-separated (Standard
  * Webhooks), so during a rotation's 24 h overlap a receiver holding either secret verifies.
  */
-export function signatureHeader(cfg: IntegrationConfig, msg: WebhookMessage, timestamp: number, now = Date.now()): Record<string, string> {
+export function signatureHeader(cfg: WebhookIntegration, msg: WebhookMessage, timestamp: number, now = Date.now()): Record<string, string> {
   const { signingSecret, previousSigningSecret: prev } = cfg.webhook;
   const secrets = [signingSecret, prev && prev.until > now ? prev.secret : null].filter((x): x is string => x !== null);
   if (secrets.length === 0) return {}; // only the test endpoint's own sample goes unsigned
@@ -75,7 +75,7 @@ export function injectEventId(obj: Record<string, unknown>, eventId: string, pat
 const oauthCache = new Map<string, { token: string; until: number }>();
 const oauthPending = new Map<string, Promise<string>>(); // one fetch at a time per client
 
-async function oauthToken(cfg: IntegrationConfig, policy: AddressPolicy): Promise<string> {
+async function oauthToken(cfg: WebhookIntegration, policy: AddressPolicy): Promise<string> {
   const auth = cfg.webhook.auth;
   if (auth?.type !== 'oauth2') throw new Error('not an oauth2 integration');
   if ('token' in auth) return auth.token;
@@ -91,7 +91,7 @@ async function oauthToken(cfg: IntegrationConfig, policy: AddressPolicy): Promis
 }
 
 async function fetchOauthToken(
-  cfg: IntegrationConfig,
+  cfg: WebhookIntegration,
   auth: { tokenUrl: string; clientId: string; clientSecret: string; scope?: string },
   key: string,
   policy: AddressPolicy,
@@ -117,7 +117,7 @@ async function fetchOauthToken(
   return body.access_token;
 }
 
-async function authHeaders(cfg: IntegrationConfig, policy: AddressPolicy): Promise<Record<string, string>> {
+async function authHeaders(cfg: WebhookIntegration, policy: AddressPolicy): Promise<Record<string, string>> {
   const a = cfg.webhook.auth;
   if (!a) return {};
   switch (a.type) {
@@ -255,7 +255,7 @@ export interface WebhookMessage {
   body: string;
 }
 
-export async function sendWebhook(cfg: IntegrationConfig, msg: WebhookMessage, policy: AddressPolicy): Promise<SendResult> {
+export async function sendWebhook(cfg: WebhookIntegration, msg: WebhookMessage, policy: AddressPolicy): Promise<SendResult> {
   const timestamp = Math.floor(Date.now() / 1000);
   let headers: Record<string, string>;
   try {

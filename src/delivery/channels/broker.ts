@@ -1,0 +1,121 @@
+// What the two broker channels (MQTT, Kafka) share: requests of up to batchSize events of one
+// type, each event its own message; a failed request's events are retried on their own and
+// regrouped; topics named from the destination prefix; clients cached per integration and
+// rebuilt when its settings change; a window that bounds messages awaiting acknowledgement.
+import crypto from 'node:crypto';
+import type { IntegrationConfig, KafkaIntegration, MqttIntegration } from '../integrations.js';
+import type { LogEvent } from '../queue.js';
+import type { ObjectType } from '../../outbox/outbox.js';
+import { type AttemptRecord, type ChannelLimits, groupByType, type OutMessage, stableId } from './channel.js';
+
+export type BrokerIntegration = MqttIntegration | KafkaIntegration;
+const flowOf = (cfg: BrokerIntegration) => (cfg.channel === 'mqtt' ? cfg.mqtt : cfg.kafka);
+
+export function brokerLimits(cfg: BrokerIntegration): ChannelLimits {
+  const f = flowOf(cfg);
+  return {
+    batchSize: f.batchSize,
+    keepBatches: false,
+    maxItemsPerMinute: f.maxItemsPerMinute,
+    maxConcurrentRequests: f.maxConcurrentRequests,
+    timeoutMs: f.timeoutMs,
+  };
+}
+
+export function brokerMessages(cfg: BrokerIntegration, events: LogEvent[], seed: string): OutMessage[] {
+  return groupByType(events, flowOf(cfg).batchSize).map((chunk) => ({
+    requestId: chunk.length === 1 ? chunk[0]!.eventId : stableId(`${cfg.id}/${seed}`, chunk),
+    objectType: chunk[0]!.objectType,
+    events: chunk,
+    body: '',
+  }));
+}
+
+/**
+ * The topic of an object type: its own (`destinations`), else the prefix's `<prefix>/events` or,
+ * one topic per type, `<prefix>/events/<type>` (Kafka: dots).
+ */
+export function topicOf(cfg: BrokerIntegration, type: ObjectType): string {
+  const own = cfg.destinations[type];
+  if (own) return own;
+  const sep = cfg.channel === 'mqtt' ? '/' : '.';
+  return flowOf(cfg).topicPerType ? `${cfg.destination}${sep}events${sep}${type}` : `${cfg.destination}${sep}events`;
+}
+
+/** A fingerprint of everything a client is built from: a change of settings or secrets gives a new client. */
+export function fingerprint(cfg: IntegrationConfig): string {
+  const { name: _n, enabled: _e, retry: _r, maxBacklogHours: _m, ownerIds: _o, ...rest } = cfg;
+  return crypto.createHash('sha256').update(JSON.stringify(rest)).digest('base64url');
+}
+
+/** Adds `"name":value` members at the front of a JSON object's text (the object's own members, later, win). */
+export function prependMembers(objectJson: string, members: string): string {
+  if (!members) return objectJson;
+  return objectJson.length > 2 ? `{${members},${objectJson.slice(1)}` : `{${members}}`;
+}
+
+/** A counting semaphore: at most `size` holders; `resize` follows a broker's new Receive Maximum. */
+export class Window {
+  private used = 0;
+  private readonly waiting: (() => void)[] = [];
+  constructor(private size: number) {}
+  resize(size: number): void {
+    this.size = Math.max(1, size);
+    this.drain();
+  }
+  acquire(): Promise<void> | undefined {
+    if (this.used < this.size) {
+      this.used++;
+      return undefined;
+    }
+    return new Promise((resolve) => this.waiting.push(resolve));
+  }
+  release(): void {
+    this.used--;
+    this.drain();
+  }
+  private drain(): void {
+    while (this.used < this.size && this.waiting.length) {
+      this.used++;
+      this.waiting.shift()!();
+    }
+  }
+}
+
+/** An attempt record of a broker send: no HTTP members. */
+export function brokerRecord(
+  start: number,
+  outcome: AttemptRecord['outcome'],
+  error: string | null,
+  where: { topic: string; partition?: number | null; partitions?: number[] | null; qos?: number | null },
+): AttemptRecord {
+  return {
+    outcome,
+    retryAfterSeconds: null,
+    httpStatus: null,
+    responseTimeMs: Math.round(performance.now() - start),
+    receiptId: null,
+    topic: where.topic,
+    partition: where.partition ?? null,
+    partitions: where.partitions ?? null,
+    qos: where.qos ?? null,
+    error,
+    responseHeaders: null,
+    responseBody: null,
+    responseBodyBytes: null,
+    truncated: false,
+  };
+}
+
+/** An error's message with its causes (client libraries wrap the useful part). */
+export function describe(e: unknown): string {
+  const parts: string[] = [];
+  let cur: unknown = e;
+  for (let i = 0; cur && i < 5; i++) {
+    const err = cur as { message?: string; code?: string | number; errors?: unknown[]; cause?: unknown };
+    const msg = err.message ?? String(cur);
+    if (msg && !parts.includes(msg)) parts.push(msg);
+    cur = err.cause ?? (Array.isArray(err.errors) ? err.errors[0] : undefined);
+  }
+  return parts.join(': ').slice(0, 2000) || 'unknown error';
+}

@@ -1,0 +1,183 @@
+// The Kafka channel (spec 5.4, 6.3, 6.6; API.md 9), on @platformatic/kafka. A request is one
+// produce call carrying up to batchSize events, each its own message: the object as JSON (with
+// the integration's metadata members added in front; the object's own members win), headers
+// event-id, webhook-schema-version and webhook-object-type. The channel picks each message's
+// partition itself, so the attempt log can say where each event went: keyed by the payload value
+// at keyPath (murmur2 of the key, as Kafka's Java client does: same key, same partition), else
+// round robin over the topic's partitions.
+//
+// acks=all runs an idempotent producer, so the producer's own retries never duplicate a message,
+// and with ONE produce call in flight per producer: @platformatic/kafka 1.x reuses sequence
+// numbers when idempotent calls overlap and the broker then drops messages as duplicates while
+// every promise resolves (platformatic/kafka#326). acks 0 and 1 allow maxConcurrentRequests calls.
+//
+// Addresses: bootstrap brokers are vetted before a producer is built and every broker the
+// cluster's metadata advertises is vetted before a send; over TLS the socket's own lookup is the
+// vetting one. A producer that failed is closed and built again for the next request.
+import { murmur2, Producer, ProduceAcks, stringSerializers } from '@platformatic/kafka';
+import { type AddressPolicy, AddressRefused, parseHostPort, resolveVetted, vettedLookup } from '../../address.js';
+import type { KafkaIntegration } from '../../integrations.js';
+import type { LogEvent } from '../../queue.js';
+import { brokerLimits, brokerMessages, brokerRecord, describe, fingerprint, prependMembers, topicOf, Window } from '../broker.js';
+import { type Channel, configOf, type OutMessage } from '../channel.js';
+import { SCHEMA_VERSION } from '../mqtt/index.js';
+
+const VETTED_FOR_MS = 60_000;
+const MECHANISMS = { plain: 'PLAIN', 'scram-sha-256': 'SCRAM-SHA-256', 'scram-sha-512': 'SCRAM-SHA-512' } as const;
+
+interface Client {
+  key: string;
+  producer: Producer<string, string, string, string>;
+  /** Produce calls at once: 1 when idempotent (see above). */
+  window: Window;
+  roundRobin: Map<string, number>;
+}
+
+/** The value at a dotted path of a payload, own members only; undefined when absent. */
+function valueAt(obj: unknown, path: readonly string[]): unknown {
+  let cur = obj;
+  for (const s of path) {
+    if (typeof cur !== 'object' || cur === null || !Object.hasOwn(cur, s)) return undefined;
+    cur = (cur as Record<string, unknown>)[s];
+  }
+  return cur;
+}
+
+export function kafkaChannel(policy: AddressPolicy): Channel {
+  const clients = new Map<string, Client>();
+  const vetted = new Map<string, number>(); // host -> vetted until (epoch ms)
+
+  const vet = async (host: string) => {
+    if ((vetted.get(host) ?? 0) > Date.now()) return;
+    await resolveVetted(host, policy);
+    if (vetted.size > 10_000) vetted.clear();
+    vetted.set(host, Date.now() + VETTED_FOR_MS);
+  };
+
+  const drop = (id: string, c: Client) => {
+    if (clients.get(id) === c) clients.delete(id);
+    c.producer.close().catch(() => {});
+  };
+
+  const clientFor = async (cfg: KafkaIntegration): Promise<Client> => {
+    const key = fingerprint(cfg);
+    const cur = clients.get(cfg.id);
+    if (cur?.key === key) return cur;
+    if (cur) drop(cfg.id, cur);
+    const k = cfg.kafka;
+    for (const b of k.brokers) await vet(parseHostPort(b).host);
+    const idempotent = k.acks === 'all';
+    const producer = new Producer<string, string, string, string>({
+      clientId: k.clientId,
+      bootstrapBrokers: k.brokers,
+      serializers: stringSerializers,
+      acks: k.acks === 'all' ? ProduceAcks.ALL : k.acks === 1 ? ProduceAcks.LEADER : ProduceAcks.NO_RESPONSE,
+      idempotent,
+      autocreateTopics: true,
+      connectTimeout: k.timeoutMs,
+      timeout: k.timeoutMs,
+      requestTimeout: k.timeoutMs,
+      retries: 3,
+      retryDelay: 250,
+      ...(k.ssl
+        ? {
+            tls: {
+              ca: k.ssl.ca ?? undefined,
+              cert: k.ssl.cert ?? undefined,
+              key: k.ssl.key ?? undefined,
+              lookup: vettedLookup(policy),
+            },
+          }
+        : {}),
+      ...(k.sasl ? { sasl: { mechanism: MECHANISMS[k.sasl.mechanism], username: k.sasl.username, password: k.sasl.password ?? '' } } : {}),
+    });
+    const c: Client = { key, producer, window: new Window(idempotent ? 1 : k.maxConcurrentRequests), roundRobin: new Map() };
+    clients.set(cfg.id, c);
+    return c;
+  };
+
+  /** Partitions of a topic (created when absent), and every broker the metadata advertises vetted. */
+  const partitionsOf = async (c: Client, topic: string): Promise<number> => {
+    const md = await c.producer.metadata({ topics: [topic], autocreateTopics: true });
+    for (const b of md.brokers.values()) await vet(b.host);
+    const t = md.topics.get(topic);
+    if (!t || t.partitionsCount < 1) throw new Error(`the topic ${topic} has no partitions`);
+    return t.partitionsCount;
+  };
+
+  const partitionFor = (c: Client, topic: string, count: number, e: LogEvent, path: string[] | null) => {
+    if (path) {
+      const v = valueAt(JSON.parse(e.payload), path);
+      if (v !== undefined && v !== null) {
+        const key = typeof v === 'string' ? v : JSON.stringify(v);
+        return { key, partition: (murmur2(Buffer.from(key), false) & 0x7fffffff) % count };
+      }
+    }
+    const n = c.roundRobin.get(topic) ?? Math.floor(Math.random() * count); // instances start apart
+    c.roundRobin.set(topic, (n + 1) % count);
+    return { key: undefined, partition: n % count };
+  };
+
+  return {
+    name: 'kafka',
+    limits: (any) => brokerLimits(configOf(any, 'kafka')),
+    messages: (any, events, seed) => brokerMessages(configOf(any, 'kafka'), events, seed),
+    async send(any, msg: OutMessage) {
+      const cfg = configOf(any, 'kafka');
+      const k = cfg.kafka;
+      const topic = topicOf(cfg, msg.objectType);
+      const start = performance.now();
+      let c: Client | undefined;
+      let partitions: number[] | null = null;
+      const where = () => {
+        const one = partitions && partitions.every((p) => p === partitions![0]) ? partitions[0]! : null;
+        return { topic, partition: one, partitions: one === null ? partitions : null };
+      };
+      let timer: NodeJS.Timeout | undefined;
+      let held = false;
+      try {
+        c = await clientFor(cfg);
+        const wait = c.window.acquire();
+        if (wait) await wait;
+        held = true;
+        const count = await partitionsOf(c, topic);
+        const path = k.keyPath ? k.keyPath.split('.') : null;
+        const extra = Object.keys(k.metadata).length ? JSON.stringify(k.metadata).slice(1, -1) : '';
+        const cl = c;
+        const messages = msg.events.map((e) => {
+          const { key, partition } = partitionFor(cl, topic, count, e, path);
+          return {
+            topic,
+            partition,
+            key,
+            value: prependMembers(e.payload, extra),
+            headers: { 'event-id': e.eventId, 'webhook-schema-version': SCHEMA_VERSION, 'webhook-object-type': e.objectType },
+          };
+        });
+        partitions = messages.map((m) => m.partition);
+        const timeout = new Promise<never>((_, reject) => {
+          timer = setTimeout(() => reject(new Error(`no acknowledgement within ${k.timeoutMs * 2} ms`)), k.timeoutMs * 2);
+        });
+        const result = await Promise.race([cl.producer.send({ messages }), timeout]);
+        if (k.acks === 0 && result.unwritableNodes?.length) {
+          throw new Error(`could not write to brokers ${result.unwritableNodes.join(', ')}`);
+        }
+        return brokerRecord(start, 'success', null, where());
+      } catch (e) {
+        // A refused address will not become right by retrying; anything else may (a broker down,
+        // credentials or a certificate refused, a leader moving): the schedule tries again.
+        if (c) drop(cfg.id, c);
+        const refused = e instanceof AddressRefused || (e as { code?: string }).code === 'ADDRESS_REFUSED';
+        return brokerRecord(start, refused ? 'fail' : 'retry', describe(e), where());
+      } finally {
+        clearTimeout(timer);
+        if (held) c?.window.release();
+      }
+    },
+    async close() {
+      const all = [...clients.values()];
+      clients.clear();
+      await Promise.allSettled(all.map((c) => c.producer.close()));
+    },
+  };
+}

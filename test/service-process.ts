@@ -1,0 +1,95 @@
+// The service as a child process (`node --import tsx src/main.ts`), for tests that SIGKILL it: it
+// listens on a port the system gives (PORT=0) and the test reads the port from its log line; a
+// fixed PUBLIC_URL keeps the token issuer, so one token serves every restart.
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import crypto from 'node:crypto';
+
+export interface ServiceProcess {
+  /** The current process's base URL (changes with each start). */
+  readonly base: string;
+  /** Calls the API (/api/v1 + path) with the operator's token. */
+  api(method: string, path: string, body?: unknown): Promise<{ status: number; body: any }>;
+  /** SIGKILL: no shutdown, no hand-back, whatever is in flight is cut. */
+  kill(): void;
+  /** Starts a new process (after a kill) and waits until it is ready. */
+  start(): Promise<void>;
+  /** SIGTERM and wait for the exit. */
+  stop(): Promise<void>;
+}
+
+export async function serviceProcess(databaseUrl: string, env: Record<string, string> = {}): Promise<ServiceProcess> {
+  const fullEnv = {
+    ...process.env,
+    DATABASE_URL: databaseUrl,
+    SECRETS_KEY: crypto.randomBytes(32).toString('hex'),
+    PORT: '0',
+    PUBLIC_URL: 'http://tracking.child.test',
+    LOG_LEVEL: 'error',
+    BOOTSTRAP_CLIENT_SECRET: 'child-secret',
+    BOOTSTRAP_PASSWORD: 'child-password',
+    RATE_LIMIT_MAX: '1000000',
+    RATE_LIMIT_CONCURRENT: '100',
+    ...env,
+  };
+  let child: ChildProcess | undefined;
+  let base = '';
+  let token = '';
+  const start = async () => {
+    const c = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], { env: fullEnv, stdio: ['ignore', 'pipe', 'inherit'] });
+    child = c;
+    let out = '';
+    c.stdout!.setEncoding('utf8');
+    base = await new Promise<string>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`service did not start in 120 s:\n${out}`)), 120_000);
+      c.stdout!.on('data', (d: string) => {
+        out += d;
+        const m = /listening on (http:\/\/\S+) /.exec(out);
+        if (m) {
+          clearTimeout(timer);
+          resolve(m[1]!);
+        }
+      });
+      c.once('exit', (code) => {
+        clearTimeout(timer);
+        reject(new Error(`service exited (${code}) before listening:\n${out}`));
+      });
+    });
+    c.stdout!.resume(); // keep draining its output
+    assert.equal((await fetch(`${base}/readyz`)).status, 200, 'ready once listening');
+  };
+  await start();
+  const tokenRes = await fetch(`${base}/auth/realms/tracking/protocol/openid-connect/token`, {
+    method: 'POST',
+    headers: {
+      authorization: `Basic ${Buffer.from('tracking-cli:child-secret').toString('base64')}`,
+      'content-type': 'application/x-www-form-urlencoded',
+    },
+    body: 'grant_type=password&username=operator&password=child-password',
+  });
+  token = ((await tokenRes.json()) as { access_token: string }).access_token;
+  process.once('exit', () => child?.kill('SIGKILL'));
+  return {
+    get base() {
+      return base;
+    },
+    async api(method, path, body) {
+      const r = await fetch(`${base}/api/v1${path}`, {
+        method,
+        headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      });
+      const text = await r.text();
+      return { status: r.status, body: text ? JSON.parse(text) : undefined };
+    },
+    kill: () => child?.kill('SIGKILL'),
+    start,
+    async stop() {
+      const c = child;
+      if (!c || c.exitCode !== null || c.signalCode !== null) return;
+      const exited = new Promise((r) => c.once('exit', r));
+      c.kill('SIGTERM');
+      await exited;
+    },
+  };
+}
