@@ -339,3 +339,32 @@ test('bad Kafka settings: 400 naming the field, nothing saved; SASL only over TL
   assert.equal(d?.status, 'FAILED', JSON.stringify(d));
   assert.match(d.attemptsLog[0].error, /127\.0\.0\.1.*not a public address/);
 });
+
+test('a broker that cannot be reached: each send recorded with its error, FAILED after maxAttempts, kept for redelivery', async () => {
+  // 19099: in this project's Kafka range (19092-19097 the shared broker), where nothing listens.
+  const f = await fleet({ brokers: ['127.0.0.1:19099'], timeoutMs: 1000 }, { retry: { scheduleSeconds: [0.2], maxAttempts: 2 } });
+  await f.post(2);
+  const failed = await waitFor(
+    () => 'FAILED deliveries',
+    async () => {
+      const d = await deliveries(f.integration.id, 'FAILED');
+      return d.length === 2 ? d : undefined;
+    },
+  );
+  for (const d of failed) {
+    assert.equal(d.attempts, 2);
+    assert.equal(d.attemptsLog.length, 2);
+    for (const a of d.attemptsLog) {
+      assert.equal(a.success, false);
+      assert.match(a.error, /ECONNREFUSED|connect|Connection/i);
+    }
+  }
+  const r = ok(
+    await ta.call('POST', `/api/v1/integrations/${f.integration.id}/deliveries/redeliver`, {
+      token: ta.adminToken,
+      body: { from: new Date(Date.now() - 3600_000).toISOString(), to: new Date(Date.now() + 60_000).toISOString() },
+    }),
+    202,
+  );
+  assert.equal(r.count, 2, 'kept for redelivery');
+});

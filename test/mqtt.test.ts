@@ -347,3 +347,41 @@ test('bad MQTT settings: 400 naming the field, nothing saved; credentials only o
     'the channel is fixed',
   );
 });
+
+test('a broker that cannot be reached: each send recorded with its error, FAILED after maxAttempts, kept for redelivery; MQTT 3.1.1 works too', async () => {
+  // 18854: next to this file's broker (18850-18853), where nothing listens.
+  const f = await fleet({ url: 'mqtt://127.0.0.1:18854', timeoutMs: 1000 }, { retry: { scheduleSeconds: [0.2], maxAttempts: 2 } });
+  await f.post(2);
+  const failed = await waitFor(
+    () => 'FAILED deliveries',
+    async () => {
+      const d = await deliveries(f.integration.id, 'FAILED');
+      return d.length === 2 ? d : undefined;
+    },
+  );
+  for (const d of failed) {
+    assert.equal(d.attempts, 2);
+    for (const a of d.attemptsLog) assert.match(a.error, /ECONNREFUSED|connection/i);
+  }
+  const r = ok(
+    await ta.call('POST', `/api/v1/integrations/${f.integration.id}/deliveries/redeliver`, {
+      token: ta.adminToken,
+      body: { from: new Date(Date.now() - 3600_000).toISOString(), to: new Date(Date.now() + 60_000).toISOString() },
+    }),
+    202,
+  );
+  assert.equal(r.count, 2, 'kept for redelivery');
+
+  // MQTT 3.1.1 (protocolVersion 4): no user properties, the event id only where asked for.
+  const v4 = await fleet({ protocolVersion: 4, qos: 1, setEventId: true });
+  const sub = mosquittoSub({ port: mq.port, topic: `${v4.prefix}/#`, qos: 1 });
+  try {
+    await sub.ready;
+    await v4.post(2);
+    await allSucceeded(v4.integration.id, 2);
+    await sub.waitFor(2);
+    for (const m of sub.messages) assert.match(JSON.parse(m.payload).eventId, /^[0-9a-f-]{36}$/);
+  } finally {
+    await sub.stop();
+  }
+});

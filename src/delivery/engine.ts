@@ -529,7 +529,24 @@ export class DeliveryEngine {
       .send(job.cfg, job.msg)
       .then((result) => {
         if (result.outcome === 'pause') this.pause(id, Date.now() + (result.retryAfterSeconds ?? 60) * 1000);
-        this.completions.push(outcomeFor(job, result, new Date()));
+        const outcome = outcomeFor(job, result, new Date());
+        const failed = outcome.events.filter((e) => e.status === 'FAILED');
+        if (failed.length) {
+          // Spec 6.5, 6.6: undeliverable after the attempts allowed is logged (and kept for redelivery).
+          this.log.warn(
+            {
+              integrationId: id,
+              channel: job.channel.name,
+              requestId: outcome.requestId,
+              events: failed.length,
+              eventIds: failed.slice(0, 10).map((e) => e.event.eventId),
+              attempts: failed[0]!.attempts,
+              error: result.error,
+            },
+            'delivery FAILED: no attempts left (kept for redelivery)',
+          );
+        }
+        this.completions.push(outcome);
         this.scheduleFlush();
       })
       .catch((e) => this.log.error({ err: e }, `${job.channel.name} send crashed`))
