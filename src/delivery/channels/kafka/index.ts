@@ -129,8 +129,10 @@ export function kafkaChannel(policy: AddressPolicy): Channel {
       const start = performance.now();
       let c: Client | undefined;
       let partitions: number[] | null = null;
+      // One partition for the whole request is said once; otherwise each event's own.
       const where = () => {
-        const one = partitions && partitions.every((p) => p === partitions![0]) ? partitions[0]! : null;
+        const all = partitions ?? [];
+        const one = all.length > 0 && all.every((p) => p === all[0]) ? all[0]! : null;
         return { topic, partition: one, partitions: one === null ? partitions : null };
       };
       let timer: NodeJS.Timeout | undefined;
