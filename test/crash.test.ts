@@ -5,12 +5,11 @@
 // every record that got a 201 is stored, every stored event reached the receiver, every delivery
 // ended SUCCEEDED with a successful attempt row, and duplicates stay within kills x batch x concurrency.
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
-import crypto from 'node:crypto';
 import { test } from 'node:test';
 import pg from 'pg';
 import { createTestDatabase, TEST_DB, undelivered } from './helpers.js';
 import { Receiver } from './receiver.js';
+import { serviceProcess } from './service-process.js';
 
 const RECORDS = 20_000;
 const POST_SIZE = 500;
@@ -41,53 +40,6 @@ if (TEST_DB === 'postgres') {
     timeout: 300_000,
   }, async (t) => {
     const databaseUrl = await createTestDatabase();
-    // Each start listens on a port the system gives (PORT=0) and prints it; the test follows it.
-    // A fixed PUBLIC_URL keeps the token issuer, so one token serves every restart.
-    let base = '';
-    const env = {
-      ...process.env,
-      DATABASE_URL: databaseUrl,
-      SECRETS_KEY: crypto.randomBytes(32).toString('hex'),
-      PORT: '0',
-      PUBLIC_URL: 'http://tracking.crash.test',
-      LOG_LEVEL: 'error',
-      BOOTSTRAP_CLIENT_SECRET: 'crash-secret',
-      BOOTSTRAP_PASSWORD: 'crash-password',
-      PUSH_ALLOW_HTTP: 'true',
-      PUSH_ALLOWED_NETWORKS: '127.0.0.0/8',
-      DELIVERY_LEASE_SECONDS: '2',
-      DELIVERY_POLL_MS: '200',
-      RATE_LIMIT_MAX: '1000000',
-      RATE_LIMIT_CONCURRENT: '100',
-    };
-    let child: ChildProcess | undefined;
-    let up = false; // the current process is listening and not yet killed
-    const startService = async () => {
-      const c = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], { env, stdio: ['ignore', 'pipe', 'inherit'] });
-      child = c;
-      let out = '';
-      c.stdout!.setEncoding('utf8');
-      base = await new Promise<string>((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`service did not start in 120 s:\n${out}`)), 120_000);
-        c.stdout!.on('data', (d: string) => {
-          out += d;
-          const m = /listening on (http:\/\/\S+) /.exec(out);
-          if (m) {
-            clearTimeout(timer);
-            resolve(m[1]!);
-          }
-        });
-        c.once('exit', (code) => {
-          clearTimeout(timer);
-          reject(new Error(`service exited (${code}) before listening:\n${out}`));
-        });
-      });
-      c.stdout!.resume(); // keep draining its output
-      const ready = await fetch(`${base}/readyz`);
-      assert.equal(ready.status, 200, 'ready once listening');
-      up = true;
-    };
-    t.after(() => child?.kill('SIGKILL'));
 
     // The receiver: 10% 500, 5% 429 (Retry-After 1), 5% sleep past the 500 ms timeout, else 200.
     const random = rng(42);
@@ -108,24 +60,16 @@ if (TEST_DB === 'postgres') {
       return { status: 200 };
     });
 
-    await startService();
-    const tokenRes = await fetch(`${base}/auth/realms/tracking/protocol/openid-connect/token`, {
-      method: 'POST',
-      headers: {
-        authorization: `Basic ${Buffer.from('tracking-cli:crash-secret').toString('base64')}`,
-        'content-type': 'application/x-www-form-urlencoded',
-      },
-      body: 'grant_type=password&username=operator&password=crash-password',
+    // The service as a child process (test/service-process.ts): a new port on each start, one token throughout.
+    const svc = await serviceProcess(databaseUrl, {
+      PUSH_ALLOW_HTTP: 'true',
+      PUSH_ALLOWED_NETWORKS: '127.0.0.0/8',
+      DELIVERY_LEASE_SECONDS: '2',
+      DELIVERY_POLL_MS: '200',
     });
-    const token = ((await tokenRes.json()) as { access_token: string }).access_token;
-    const api = async (path: string, body: unknown) => {
-      const r = await fetch(`${base}/api/v1${path}`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-        body: JSON.stringify(body),
-      });
-      return { status: r.status, body: (await r.json()) as any };
-    };
+    t.after(() => svc.kill());
+    let up = true; // the current process is listening and not yet killed
+    const api = (path: string, body: unknown) => svc.api('POST', path, body);
     const owner = (await api('/owners', { name: 'crash-fleet' })).body;
     const assets: string[] = [];
     for (let i = 0; i < 20; i++) assets.push((await api('/assets', { name: `CRASH${i}`, ownerId: owner.id })).body.id);
@@ -160,9 +104,11 @@ if (TEST_DB === 'postgres') {
       const post = api('/locations', items);
       if (killAt.has(++posts)) {
         up = false;
-        child!.kill('SIGKILL');
+        svc.kill();
         kills++;
-        restarting = startService();
+        restarting = svc.start().then(() => {
+          up = true;
+        });
       }
       let r;
       try {
