@@ -2,17 +2,20 @@
 // (default postgres://postgres@127.0.0.1:5432/test; a database `tracking_bench` is created and kept,
 // so the 10-million-row table is built once; `tracking_bench_push` and `tracking_bench_gw` are made
 // afresh each run). BENCH_ONLY picks parts, comma-separated: ingest, push (= single, batch,
-// backlog, sustain), peer, latency, pglite, fairness. Prints tables, then one JSON line.
+// backlog, sustain), peer, latency, pglite, fairness, brokers (= kafka, mqtt: bench/brokers.ts, on
+// `tracking_bench_brokers`, the shared Kafka at 127.0.0.1:19092 and a private Mosquitto). Prints
+// tables, then one JSON line.
 import os from 'node:os';
 import { runIngestBench } from './ingest.js';
 import { pct, Receiver, round } from './lib.js';
 import { GW_VERSION, runPeerBench } from './peer.js';
 import { runPgliteBench } from './pglite.js';
 import { type PushPart, type PushResults, RAW_CONCURRENCY, runPushBench } from './push.js';
+import { BROKER_BACKLOG, type BrokerPart, type BrokerResults, runBrokersBench, tableRows } from './brokers.js';
 
-const PARTS = ['ingest', 'single', 'batch', 'backlog', 'sustain', 'peer', 'latency', 'pglite', 'fairness'] as const;
+const PARTS = ['ingest', 'single', 'batch', 'backlog', 'sustain', 'peer', 'latency', 'pglite', 'fairness', 'kafka', 'mqtt'] as const;
 type Part = (typeof PARTS)[number];
-const GROUPS: Record<string, Part[]> = { push: ['single', 'batch', 'backlog', 'sustain'] };
+const GROUPS: Record<string, Part[]> = { push: ['single', 'batch', 'backlog', 'sustain'], brokers: ['kafka', 'mqtt'] };
 
 function selection(): Set<Part> {
   const raw = (process.env.BENCH_ONLY ?? '').trim();
@@ -21,7 +24,7 @@ function selection(): Set<Part> {
   for (const t of raw.split(',').map((s) => s.trim().toLowerCase())) {
     if (GROUPS[t]) for (const p of GROUPS[t]) out.add(p);
     else if ((PARTS as readonly string[]).includes(t)) out.add(t as Part);
-    else throw new Error(`BENCH_ONLY: unknown part "${t}" (one of push, ${PARTS.join(', ')})`);
+    else throw new Error(`BENCH_ONLY: unknown part "${t}" (one of push, brokers, ${PARTS.join(', ')})`);
   }
   return out;
 }
@@ -63,6 +66,8 @@ try {
 } finally {
   await rx.close();
 }
+const brokerParts = new Set([...sel].filter((p): p is BrokerPart => p === 'kafka' || p === 'mqtt'));
+const brokers: BrokerResults | null = brokerParts.size ? await runBrokersBench(brokerParts) : null;
 
 if (push) {
   const { single, batch, backlog, sustain, steady1k, steady5k, fairness } = push;
@@ -101,6 +106,19 @@ if (peerRes) {
 if (pglite) {
   console.log('\n## Embedded database (PGlite), single mode, steady 1000 records/s');
   console.table([pglite]);
+}
+if (brokers) {
+  for (const [name, ch] of Object.entries(brokers)) {
+    if (!ch) continue;
+    console.log(`\n## Broker delivery: ${name} (delivered = acknowledged by the broker, from the service's attempt log)`);
+    for (const [k, v] of Object.entries(ch.broker)) console.log(`- ${k}: ${v}`);
+    for (const r of [...ch.backlog, ...ch.raw, ...ch.endToEnd, ...ch.steady])
+      console.log(`- ${r.figure}: ${r.settings}; broker count: ${r.brokerHow}`);
+    if (ch.backlog.length) console.table(tableRows(ch.backlog));
+    if (ch.raw.length) console.table(tableRows(ch.raw));
+    if (ch.endToEnd.length) console.table(tableRows(ch.endToEnd));
+    if (ch.steady.length) console.table(tableRows(ch.steady));
+  }
 }
 
 // ---- summary: each figure next to its baseline from this run ---------------------------------------
@@ -236,10 +254,48 @@ if (push?.serviceErrorLines || pglite?.serviceErrorLines) {
 }
 if (peerRes) row('5', 'graphile-worker process peak RSS, MiB', (peerRes.rows[0] as { workerRssMiB?: number } | undefined)?.workerRssMiB);
 
+if (brokers) {
+  const targets: Record<string, number> = { 'Kafka acks=all': 50_000, 'MQTT QoS 1': 25_000, 'MQTT QoS 2': 12_000 };
+  for (const ch of [brokers.kafka, brokers.mqtt]) {
+    if (!ch) continue;
+    for (const b of ch.backlog) {
+      const name = b.figure.split(':')[0]!;
+      const r = ch.raw.find((x) => x.figure.startsWith(`${name}:`));
+      row(
+        'B1, B2',
+        `${name} draining a stored backlog of ${b.events}: acknowledged/s (target >= ${targets[name]?.toLocaleString('en-US')}/s); broker has ${b.brokerCount ?? 'n/a'}${done(b.complete)}`,
+        b.deliveredPerSecond,
+        r ? `raw client ${r.perSecond}/s (${r.events} messages)` : '',
+        r ? pct((b.deliveredPerSecond ?? NaN) / (r.perSecond ?? NaN)) : '',
+      );
+    }
+    for (const e of ch.endToEnd) {
+      row(
+        'B3',
+        `${e.figure.split(':')[0]} end to end, ${e.events} events ingested while enabled: acknowledged/s (target >= 90% of ingest)${done(e.complete)}`,
+        e.deliveredPerSecond,
+        `REST ingest ${e.ingestPerSecond}/s`,
+        e.deliveredVsIngest,
+      );
+    }
+    for (const s of ch.steady) {
+      row(
+        'B4',
+        `${s.figure.split(':')[0]} steady ${s.offeredPerSecond}/s: store->acknowledged p50 / p99 ms (target p99 < 100); ${s.ackedDistinct} of ${s.stored}${done(s.complete)}`,
+        `${s.p50Ms} / ${s.p99Ms}`,
+      );
+    }
+  }
+  for (const [name, ch] of Object.entries(brokers)) {
+    if (ch) row('B5', `${name}: service peak RSS MiB / error lines it logged`, `${ch.serviceRssPeakMiB} / ${ch.serviceErrorLines}`);
+  }
+  if (BROKER_BACKLOG < 600_000) row('-', `broker backlog figures with BENCH_BROKER_BACKLOG=${BROKER_BACKLOG} (the issue asks 600000)`, '');
+}
+
 if (summary.length) {
   console.log('\n## Summary (each figure next to its baseline from this run; ratio = service / baseline)');
   console.table(summary);
 }
 if (push) delete push.sampleLocation;
-console.log(JSON.stringify({ ingest, push, peer: peerRes, pglite, summary }));
+console.log(JSON.stringify({ ingest, push, peer: peerRes, pglite, brokers, summary }));
 console.log(`\nbenchmark took ${round((Date.now() - started) / 1000)} s`);

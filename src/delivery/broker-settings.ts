@@ -233,7 +233,9 @@ export async function composeKafka(
       sasl: saslIn ? { mechanism: saslIn.mechanism as string, username: saslIn.username as string, passwordSet: true } : null,
       ssl: sslIn ? { ca, cert, keySet: key !== null } : null,
       metadata,
-      ...flow(input, 1),
+      // acks=all still sends one produce at a time (the channel's window); the second request is
+      // claimed ahead, so the producer never waits for the engine between claims.
+      ...flow(input, 2),
     },
     secrets: { password, key },
   };
