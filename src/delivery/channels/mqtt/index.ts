@@ -215,7 +215,9 @@ export function mqttChannel(policy: AddressPolicy): Channel {
         const timeout = new Promise<never>((_, reject) => {
           timer = setTimeout(() => reject(new Error(`no acknowledgement within ${m.timeoutMs} ms`)), m.timeoutMs);
         });
-        const payloads = msg.events.map((e) => (idMember ? prependMembers(e.payload, `${idMember}${JSON.stringify(e.eventId)}`) : e.payload));
+        const payloads = msg.events.map((e) =>
+          idMember ? prependMembers(e.payload, `${idMember}${JSON.stringify(e.eventId)}`) : e.payload,
+        );
         const opts = msg.events.map((e): IClientPublishOptions => {
           if (m.protocolVersion !== 5) return { qos: m.qos };
           return {
