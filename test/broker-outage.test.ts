@@ -9,7 +9,7 @@ import { after, test } from 'node:test';
 import mqtt from 'mqtt';
 import pg from 'pg';
 import { kafkaBroker, kcatConsume, mosquittoBroker } from './brokers.js';
-import { createTestDatabase, TEST_DB, undelivered } from './helpers.js';
+import { createTestDatabase, TEST_DB, undelivered, waitFor } from './helpers.js';
 import { serviceProcess } from './service-process.js';
 
 const MQTT_PORT_BASE = 18870; // 18870-18873
@@ -27,14 +27,6 @@ const CASES: Case[] = [
   { channel: 'kafka', acks: 1 },
   { channel: 'kafka', acks: 'all' },
 ];
-
-async function until(what: () => string, fn: () => Promise<boolean>, ms: number): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await fn())) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what()}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
 
 if (TEST_DB === 'postgres') {
   for (const c of CASES) {
@@ -74,12 +66,13 @@ if (TEST_DB === 'postgres') {
           await mq.stop();
         });
         settings = { mqtt: { url: `mqtt://127.0.0.1:${mq.port}`, qos: c.qos, setEventId: true, timeoutMs: 3000 } };
-        collect = (expected) =>
-          until(
+        collect = async (expected) => {
+          await waitFor(
             () => `${expected} event ids at the consumer (${arrived.size} so far)`,
             async () => arrived.size >= expected,
             120_000,
           );
+        };
       } else {
         const kb = await kafkaBroker('outage', KAFKA_PORT_BASE);
         broker = kb;
@@ -136,7 +129,7 @@ if (TEST_DB === 'postgres') {
       await db.connect();
       after(() => db.end());
       let left = -1;
-      await until(
+      await waitFor(
         () => `the service to deliver everything (${left} left)`,
         async () => {
           left = await undelivered(db);

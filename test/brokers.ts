@@ -145,7 +145,17 @@ function portAccepts(port: number): Promise<boolean> {
 // ---------------------------------------------------------------------------------------------
 // Kafka
 
-export interface KafkaBroker {
+/** What a test broker's certificates are (PEM text): its CA, a client certificate it trusts, and a foreign pair. */
+export interface BrokerCerts {
+  ca: string;
+  clientCert: string;
+  clientKey: string;
+  otherCa: string;
+  otherClientCert: string;
+  otherClientKey: string;
+}
+
+export interface KafkaBroker extends BrokerCerts {
   name: string;
   portBase: number;
   /** "127.0.0.1:port" of each listener */
@@ -154,13 +164,6 @@ export interface KafkaBroker {
   ssl: string;
   mtls: string;
   saslSsl: string;
-  /** PEM text */
-  ca: string;
-  clientCert: string;
-  clientKey: string;
-  otherCa: string;
-  otherClientCert: string;
-  otherClientKey: string;
   /** the same certificates as files */
   files: CertFiles;
   /** the instance folder (config, data, certs, kafka.log) */
@@ -448,7 +451,7 @@ async function makeCerts(dir: string, label: string): Promise<void> {
 // ---------------------------------------------------------------------------------------------
 // Mosquitto
 
-export interface MosquittoBroker {
+export interface MosquittoBroker extends BrokerCerts {
   name: string;
   /** anonymous, plain */
   port: number;
@@ -458,13 +461,6 @@ export interface MosquittoBroker {
   tlsPort: number;
   /** TLS with client certificates required; the certificate's CN is the username */
   mtlsPort: number;
-  /** PEM text */
-  ca: string;
-  clientCert: string;
-  clientKey: string;
-  otherCa: string;
-  otherClientCert: string;
-  otherClientKey: string;
   /** the same certificates as files (for mosquitto_pub --cafile/--cert/--key) */
   files: CertFiles;
   /** the broker's folder (mosquitto.conf, mosquitto.log, certs) */

@@ -204,3 +204,55 @@ export async function undelivered(q: Pick<pg.ClientBase, 'query'> | Queryable): 
   const { rows } = await db.query<{ n: number }>("SELECT count(*)::int AS n FROM deliveries WHERE status <> 'SUCCEEDED'");
   return rows[0]!.n + (await pendingTotal(db));
 }
+
+/** Polls fn (every 100 ms) until it returns something truthy; a timeout names what it waited for. */
+export async function waitFor<T>(what: () => string, fn: () => Promise<T | undefined | false>, ms = 90_000): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what()}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** An integration's deliveries through the API, and waits on them (the operator's token; `app` may be set later). */
+export function deliveryHistory(app: () => TestApp) {
+  const deliveries = async (id: string, status?: string): Promise<any[]> =>
+    ok(
+      await app().call('GET', `/api/v1/integrations/${id}/deliveries?limit=1000${status ? `&status=${status}` : ''}`, {
+        token: app().adminToken,
+      }),
+      200,
+    );
+  return {
+    deliveries,
+    /** Resolves with the SUCCEEDED deliveries once there are at least `count`. */
+    allSucceeded: (id: string, count: number) =>
+      waitFor(
+        () => `${count} deliveries of ${id} to succeed`,
+        async () => {
+          const d = await deliveries(id, 'SUCCEEDED');
+          return d.length >= count ? d : undefined;
+        },
+      ),
+    /** Resolves with the first delivery that has an attempt (a test expecting it to have failed checks). */
+    firstAttempted: (id: string) =>
+      waitFor(
+        () => `an attempt of ${id}`,
+        async () => (await deliveries(id)).find((d) => d.attemptsLog.length > 0),
+      ),
+  };
+}
+
+/** The result stream's lines (NDJSON, the default window) of one integration, for one channel. */
+export async function streamLines(ta: TestApp, channel: string, integrationId: string): Promise<any[]> {
+  const stream = await ta.call('GET', `/api/v1/deliveries/stream?channel=${channel}`, { token: ta.adminToken });
+  assert.equal(stream.status, 200, stream.raw.slice(0, 300));
+  return stream.raw
+    .trim()
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l))
+    .filter((l) => l.integrationId === integrationId);
+}

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import net from 'node:net';
 import { after, before, test } from 'node:test';
 import { createTopic, endOffsets, type KafkaBroker, kafkaBroker, kcatConsume } from './brokers.js';
-import { bad, ok, ownerWithKey, startApp, type TestApp } from './helpers.js';
+import { bad, deliveryHistory, ok, ownerWithKey, startApp, streamLines, type TestApp, waitFor } from './helpers.js';
 
 let ta: TestApp;
 let kb: KafkaBroker;
@@ -52,37 +52,7 @@ async function fleet(kafka: Record<string, unknown>, extra: Record<string, unkno
   return { o, assets: ids, prefix, topic: `${prefix}.events`, integration, post };
 }
 
-async function deliveries(id: string, status?: string): Promise<any[]> {
-  return ok(
-    await ta.call('GET', `/api/v1/integrations/${id}/deliveries?limit=1000${status ? `&status=${status}` : ''}`, { token: ta.adminToken }),
-    200,
-  );
-}
-
-async function waitFor<T>(what: () => string, fn: () => Promise<T | undefined | false>, ms = 90_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what()}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
-const allSucceeded = (id: string, count: number) =>
-  waitFor(
-    () => `${count} deliveries of ${id} to succeed`,
-    async () => {
-      const d = await deliveries(id, 'SUCCEEDED');
-      return d.length >= count ? d : undefined;
-    },
-  );
-
-const firstFailure = (id: string) =>
-  waitFor(
-    () => `a failed attempt of ${id}`,
-    async () => (await deliveries(id)).find((d) => d.attemptsLog.length > 0),
-  );
+const { deliveries, allSucceeded, firstAttempted } = deliveryHistory(() => ta);
 
 for (const acks of [0, 1, 'all'] as const) {
   test(`acks=${acks}: every event stored once in the topic, with the headers event-id and webhook-schema-version`, async () => {
@@ -220,7 +190,7 @@ test('auth: SASL/PLAIN, SCRAM-SHA-256 and -512 over TLS, a customer CA, a client
     ssl: { ca: kb.ca },
   });
   await wrong.post(1);
-  const failed = await firstFailure(wrong.integration.id);
+  const failed = await firstAttempted(wrong.integration.id);
   assert.equal(failed.status, 'PENDING', 'kept for retry');
   assert.match(failed.attemptsLog[0].error, /auth|SASL|credentials/i);
   ok(
@@ -235,13 +205,13 @@ test('auth: SASL/PLAIN, SCRAM-SHA-256 and -512 over TLS, a customer CA, a client
   // No client certificate where one is required.
   const nocert = await fleet({ brokers: [kb.mtls], ssl: { ca: kb.ca } });
   await nocert.post(1);
-  const refused = await firstFailure(nocert.integration.id);
+  const refused = await firstAttempted(nocert.integration.id);
   assert.equal(refused.status, 'PENDING');
   assert.ok(refused.attemptsLog[0].error.length > 0);
   // A client certificate from a CA the broker does not trust.
   const otherCert = await fleet({ brokers: [kb.mtls], ssl: { ca: kb.ca, cert: kb.otherClientCert, key: kb.otherClientKey } });
   await otherCert.post(1);
-  assert.equal((await firstFailure(otherCert.integration.id)).status, 'PENDING');
+  assert.equal((await firstAttempted(otherCert.integration.id)).status, 'PENDING');
 });
 
 test('stats, the result stream (channel=kafka) and redelivery work as for webhooks', async () => {
@@ -250,12 +220,7 @@ test('stats, the result stream (channel=kafka) and redelivery work as for webhoo
   const done = await allSucceeded(f.integration.id, 3);
   const got = ok(await ta.call('GET', `/api/v1/integrations/${f.integration.id}`, { token: ta.adminToken }), 200);
   assert.equal(got.stats.delivered.lastHour, 3);
-  const stream = await ta.call('GET', '/api/v1/deliveries/stream?channel=kafka', { token: ta.adminToken });
-  const lines = stream.raw
-    .trim()
-    .split('\n')
-    .map((l) => JSON.parse(l))
-    .filter((l) => l.integrationId === f.integration.id);
+  const lines = await streamLines(ta, 'kafka', f.integration.id);
   assert.equal(lines.length, 3);
   for (const l of lines) {
     assert.equal(l.channel, 'kafka');

@@ -10,7 +10,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { mosquittoBroker, type MosquittoBroker, mosquittoSub } from './brokers.js';
-import { bad, ok, ownerWithKey, startApp, type TestApp } from './helpers.js';
+import { bad, deliveryHistory, ok, ownerWithKey, startApp, streamLines, type TestApp, waitFor } from './helpers.js';
 
 const PORT_BASE = 18850; // this file's broker: 18850-18853
 const RM_PORT_BASE = 18860; // a broker announcing Receive Maximum 10: 18860-18863
@@ -56,31 +56,7 @@ async function fleet(mqtt: Record<string, unknown>, extra: Record<string, unknow
   return { o, asset, prefix, integration, post };
 }
 
-async function deliveries(id: string, status?: string): Promise<any[]> {
-  return ok(
-    await ta.call('GET', `/api/v1/integrations/${id}/deliveries?limit=1000${status ? `&status=${status}` : ''}`, { token: ta.adminToken }),
-    200,
-  );
-}
-
-async function waitFor<T>(what: () => string, fn: () => Promise<T | undefined | false>, ms = 60_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what()}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
-const allSucceeded = (id: string, count: number) =>
-  waitFor(
-    () => `${count} deliveries of ${id} to succeed`,
-    async () => {
-      const d = await deliveries(id, 'SUCCEEDED');
-      return d.length >= count ? d : undefined;
-    },
-  );
+const { deliveries, allSucceeded, firstAttempted } = deliveryHistory(() => ta);
 
 /** What the broker logged about a client: how many of each acknowledgement it sent or received. */
 function ackCounts(clientId: string) {
@@ -196,10 +172,7 @@ test('auth: password over TLS with the customer CA, a client certificate, anonym
     // A wrong password: the attempt says why, the delivery stays PENDING and goes once corrected.
     const wrong = await fleet({ url: tlsUrl, qos: 1, username: mq.user.username, password: 'wrong-password', ca: mq.ca });
     await wrong.post(1);
-    const failed = await waitFor(
-      () => 'a failed attempt with the wrong password',
-      async () => (await deliveries(wrong.integration.id)).find((d) => d.attemptsLog.length > 0),
-    );
+    const failed = await firstAttempted(wrong.integration.id);
     assert.equal(failed.status, 'PENDING', 'kept for retry');
     assert.match(failed.attemptsLog[0].error, /Bad username or password|Not authorized/i);
     assert.equal(failed.attemptsLog[0].success, false);
@@ -215,20 +188,14 @@ test('auth: password over TLS with the customer CA, a client certificate, anonym
     // No client certificate where one is required.
     const nocert = await fleet({ url: `mqtts://localhost:${mq.mtlsPort}`, qos: 1, ca: mq.ca });
     await nocert.post(1);
-    const refused = await waitFor(
-      () => 'a failed attempt without a client certificate',
-      async () => (await deliveries(nocert.integration.id)).find((d) => d.attemptsLog.length > 0),
-    );
+    const refused = await firstAttempted(nocert.integration.id);
     assert.equal(refused.status, 'PENDING');
     assert.match(refused.attemptsLog[0].error, /certificate|handshake|closed|alert|socket/i);
 
     // A CA that did not sign the broker's certificate.
     const otherCa = await fleet({ url: tlsUrl, qos: 1, username: mq.user.username, password: mq.user.password, ca: mq.otherCa });
     await otherCa.post(1);
-    const untrusted = await waitFor(
-      () => 'a failed attempt against an untrusted certificate',
-      async () => (await deliveries(otherCa.integration.id)).find((d) => d.attemptsLog.length > 0),
-    );
+    const untrusted = await firstAttempted(otherCa.integration.id);
     assert.equal(untrusted.status, 'PENDING');
     assert.match(untrusted.attemptsLog[0].error, /certificate/i);
   } finally {
@@ -264,12 +231,7 @@ test('stats, the result stream (channel=mqtt) and redelivery work as for webhook
   const done = await allSucceeded(f.integration.id, 3);
   const got = ok(await ta.call('GET', `/api/v1/integrations/${f.integration.id}`, { token: ta.adminToken }), 200);
   assert.equal(got.stats.delivered.lastHour, 3);
-  const stream = await ta.call('GET', '/api/v1/deliveries/stream?channel=mqtt', { token: ta.adminToken });
-  const lines = stream.raw
-    .trim()
-    .split('\n')
-    .map((l) => JSON.parse(l))
-    .filter((l) => l.integrationId === f.integration.id);
+  const lines = await streamLines(ta, 'mqtt', f.integration.id);
   assert.equal(lines.length, 3);
   for (const l of lines) {
     assert.equal(l.channel, 'mqtt');
