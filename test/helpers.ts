@@ -125,7 +125,7 @@ export async function startApp(
   // Port 0: the system gives a port nobody else holds (a port picked and released could be taken
   // meanwhile). The app's public URL (token issuer, Location headers) names it once bound.
   const cfg0 = testConfig({ ...env, PORT: '0' }, databaseUrl);
-  const app = await buildApp(cfg0, { logger: { level: env.LOG_LEVEL ?? 'warn' } });
+  const app = await buildApp(cfg0, { logger: { level: env.LOG_LEVEL ?? 'error' } });
   atEnd(() => app.close());
   await app.listen({ port: 0, host: '127.0.0.1' });
   const url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;

@@ -532,9 +532,10 @@ export class DeliveryEngine {
         const outcome = outcomeFor(job, result, new Date());
         const failed = outcome.events.filter((e) => e.status === 'FAILED');
         if (failed.length) {
-          // Spec 6.5, 6.6: undeliverable after the attempts allowed is logged (and kept for redelivery).
+          // Spec 6.5, 6.6: undeliverable is logged (and kept for redelivery).
           this.log.warn(
             {
+              reason: result.outcome === 'fail' ? 'not retryable' : 'no attempts left',
               integrationId: id,
               channel: job.channel.name,
               requestId: outcome.requestId,
@@ -543,7 +544,7 @@ export class DeliveryEngine {
               attempts: failed[0]!.attempts,
               error: result.error,
             },
-            'delivery FAILED: no attempts left (kept for redelivery)',
+            'delivery FAILED (kept for redelivery)',
           );
         }
         this.completions.push(outcome);
