@@ -59,13 +59,26 @@ export function kafkaChannel(policy: AddressPolicy): Channel {
     c.producer.close().catch(() => {});
   };
 
-  const clientFor = async (cfg: KafkaIntegration): Promise<Client> => {
+  // One producer per integration: requests that arrive together wait for the same one.
+  const building = new Map<string, { key: string; client: Promise<Client> }>();
+  const clientFor = (cfg: KafkaIntegration): Promise<Client> => {
     const key = fingerprint(cfg);
     const cur = clients.get(cfg.id);
-    if (cur?.key === key) return cur;
-    if (cur) drop(cfg.id, cur);
+    if (cur?.key === key) return Promise.resolve(cur);
+    const pending = building.get(cfg.id);
+    if (pending?.key === key) return pending.client;
+    const client = build(cfg, key).finally(() => {
+      if (building.get(cfg.id)?.client === client) building.delete(cfg.id);
+    });
+    building.set(cfg.id, { key, client });
+    return client;
+  };
+
+  const build = async (cfg: KafkaIntegration, key: string): Promise<Client> => {
     const k = cfg.kafka;
     for (const b of k.brokers) await vet(parseHostPort(b).host);
+    const cur = clients.get(cfg.id);
+    if (cur) drop(cfg.id, cur);
     const idempotent = k.acks === 'all';
     const producer = new Producer<string, string, string, string>({
       clientId: k.clientId,
@@ -177,6 +190,7 @@ export function kafkaChannel(policy: AddressPolicy): Channel {
       }
     },
     async close() {
+      await Promise.allSettled([...building.values()].map((b) => b.client)); // a producer being built is closed too
       const all = [...clients.values()];
       clients.clear();
       await Promise.allSettled(all.map((c) => c.producer.close()));
