@@ -507,7 +507,7 @@ export class DeliveryEngine {
       }
     }
     if (moved || claim || perMinute !== null) {
-      await queue.saveClaim(q, cfg.id, { position, tokens: perMinute === null ? null : Math.max(tokens, 0), claim });
+      await queue.saveClaim(q, cfg.id, { position, tokens: perMinute === null ? null : Math.max(tokens, 0), at: st.at, claim });
     }
     return { claims, retries, moved };
   }

@@ -178,6 +178,8 @@ export interface ClaimState {
   paused: boolean;
   tokens: number;
   elapsedSeconds: number;
+  /** The bucket's clock: taken once the lock is held (a transaction's now() is its start, before any lock wait). */
+  at: string;
   position: Position;
   /** Requests in flight across all workers: live claims' and leased retries'. */
   inFlight: number;
@@ -206,14 +208,15 @@ export async function lockState(q: Queryable, integrationId: string, bucketCapac
     paused: boolean;
     tokens: number;
     elapsed: number;
+    at: string;
     log_tx: string;
     log_id: string;
     in_flight: number;
     due_retries: number;
     expired_claims: number;
   }>(
-    `SELECT COALESCE(s.paused_until > now(), false) AS paused, s.tokens, extract(epoch FROM now() - s.refilled_at)::float8 AS elapsed,
-            s.log_tx, s.log_id,
+    `SELECT COALESCE(s.paused_until > now(), false) AS paused, s.tokens,
+            GREATEST(extract(epoch FROM t.at - s.refilled_at), 0)::float8 AS elapsed, t.at::text AS at, s.log_tx, s.log_id,
             (SELECT COALESCE(sum(LEAST(c.requests, c.slots)), 0) FROM delivery_claims c
               WHERE c.integration_id = s.integration_id AND c.lease_until > now())::int
           + (SELECT count(DISTINCT COALESCE(d.batch_id::text, d.outbox_id::text)) FROM deliveries d
@@ -221,7 +224,7 @@ export async function lockState(q: Queryable, integrationId: string, bucketCapac
             (SELECT count(*) FROM (SELECT 1 FROM deliveries d WHERE d.integration_id = s.integration_id AND d.status = 'PENDING'
                 AND d.next_attempt_at <= now() AND (d.lease_until IS NULL OR d.lease_until <= now()) LIMIT 1000) x)::int AS due_retries,
             (SELECT count(*) FROM delivery_claims c WHERE c.integration_id = s.integration_id AND c.lease_until <= now())::int AS expired_claims
-       FROM integration_state s WHERE s.integration_id = $1`,
+       FROM integration_state s, (SELECT clock_timestamp() AS at) t WHERE s.integration_id = $1`,
     [integrationId],
     'delivery_claim_state',
   );
@@ -231,6 +234,7 @@ export async function lockState(q: Queryable, integrationId: string, bucketCapac
     // A new integration's bucket starts full: its tokens are stored as Infinity, read as null.
     tokens: r.tokens === null ? bucketCapacity : r.tokens,
     elapsedSeconds: r.elapsed,
+    at: r.at,
     position: { tx: r.log_tx, id: r.log_id },
     inFlight: r.in_flight,
     dueRetries: r.due_retries,
@@ -324,6 +328,8 @@ export async function saveClaim(
   o: {
     position: Position;
     tokens: number | null;
+    /** The bucket's clock for `tokens` (ClaimState.at). */
+    at: string;
     claim: { id: string; outboxIds: string[]; requests: number; slots: number; leaseSeconds: number } | null;
   },
 ): Promise<void> {
@@ -334,7 +340,7 @@ export async function saveClaim(
        SELECT $4::uuid, $1, $5::text::int8[], $6, $9, now() + make_interval(secs => $7) WHERE $4::uuid IS NOT NULL
      )
      UPDATE integration_state SET log_tx = $2, log_id = $3,
-            tokens = COALESCE($8, tokens), refilled_at = CASE WHEN $8::float8 IS NULL THEN refilled_at ELSE now() END
+            tokens = COALESCE($8, tokens), refilled_at = CASE WHEN $8::float8 IS NULL THEN refilled_at ELSE GREATEST(refilled_at, $10::timestamptz) END
       WHERE integration_id = $1`,
     [
       integrationId,
@@ -346,6 +352,7 @@ export async function saveClaim(
       c?.leaseSeconds ?? 0,
       o.tokens,
       c?.slots ?? 0,
+      o.at,
     ],
     'delivery_save_claim',
   );
