@@ -743,13 +743,16 @@ export async function writeResults(q: Queryable, results: RequestOutcome[]): Pro
  *   what a delivery still waits on.
  */
 export async function sweep(db: Db, o: { succeededDays: number; failedDays: number }): Promise<number> {
-  // Only integrations whose oldest unread event is past their maxBacklogHours (one index probe
-  // each): the log is appended in time order, so the others have nothing to expire.
+  // Only integrations with an unread event past their maxBacklogHours among the first 100 after
+  // their position (one short index range each): the log is appended in time order, so the others
+  // have nothing to expire. Not just the first: a new integration's position may sit below a few
+  // events committed before it was created (skipped by the read, younger than the rest).
   const { rows: integrations } = await db.query<{ id: string }>(
     `SELECT i.id FROM integrations i JOIN integration_state s ON s.integration_id = i.id
       WHERE i.deleted_at IS NULL
-        AND (SELECT o.when_created FROM outbox o WHERE (o.tx_id, o.id) > (s.log_tx, s.log_id) AND o.tx_id < ${HORIZON}
-              ORDER BY o.tx_id, o.id LIMIT 1) < now() - make_interval(secs => i.max_backlog_hours * 3600)`,
+        AND (SELECT min(f.when_created) FROM (SELECT o.when_created FROM outbox o
+               WHERE (o.tx_id, o.id) > (s.log_tx, s.log_id) AND o.tx_id < ${HORIZON}
+               ORDER BY o.tx_id, o.id LIMIT 100) f) < now() - make_interval(secs => i.max_backlog_hours * 3600)`,
   );
   for (const { id } of integrations) {
     for (;;) {
