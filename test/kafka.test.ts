@@ -333,3 +333,29 @@ test('a broker that cannot be reached: each send recorded with its error, FAILED
   );
   assert.equal(r.count, 2, 'kept for redelivery');
 });
+
+test("another owner's records never reach the topic; a child owner's do (spec 2.4: descendants included)", async () => {
+  const f = await fleet({});
+  const stranger = await fleet({}); // another owner, with its own integration and topic
+  const child = await ownerWithKey(ta, `kafka-child-${stamp}`, { parentId: f.o.ownerId });
+  const childAsset = ok(await ta.call('POST', '/api/v1/assets', { token: child.key, body: { name: 'KC' } }), 201).id;
+  const mine = await f.post(2);
+  const theirs = await stranger.post(3);
+  const childIds = (
+    ok(
+      await ta.call('POST', '/api/v1/locations', { token: child.key, body: [{ assetId: childAsset, latitude: 1, longitude: 1 }] }),
+      201,
+    ) as {
+      id: string;
+    }[]
+  ).map((x) => Number(x.id));
+  await allSucceeded(f.integration.id, 3);
+  await allSucceeded(stranger.integration.id, 3);
+  const got = (await kcatConsume(kb.plaintext, f.topic, { minCount: 3 })).map((r) => JSON.parse(r.value).id as number);
+  assert.deepEqual(
+    got.sort((a, b) => a - b),
+    [...mine.map((x) => Number(x.id)), ...childIds].sort((a, b) => a - b),
+  );
+  for (const t of theirs) assert.ok(!got.includes(Number(t.id)), "no record of another owner's");
+  assert.equal((await kcatConsume(kb.plaintext, stranger.topic, { minCount: 3 })).length, 3, 'only its own in the other topic');
+});

@@ -159,7 +159,7 @@ export async function composeMqtt(
       cert,
       keySet: key !== null,
       maxInFlight: (input.maxInFlight as number | undefined) ?? 1000,
-      ...flow(input, 2),
+      ...flow(input),
     },
     secrets: { password, key },
   };
@@ -233,19 +233,22 @@ export async function composeKafka(
       sasl: saslIn ? { mechanism: saslIn.mechanism as string, username: saslIn.username as string, passwordSet: true } : null,
       ssl: sslIn ? { ca, cert, keySet: key !== null } : null,
       metadata,
-      // acks=all still sends one produce at a time (the channel's window); the second request is
-      // claimed ahead, so the producer never waits for the engine between claims.
-      ...flow(input, 2),
+      ...flow(input),
     },
     secrets: { password, key },
   };
 }
 
-function flow(input: Json, concurrency: number) {
+/**
+ * How a broker channel groups and paces requests. Two requests at once by default: with Kafka
+ * acks=all the producer still sends one at a time (the channel's window), and the second request
+ * is claimed ahead, so the producer never waits for the engine between claims.
+ */
+function flow(input: Json) {
   return {
     topicPerType: (input.topicPerType as boolean | undefined) ?? false,
     batchSize: (input.batchSize as number | undefined) ?? 500,
-    maxConcurrentRequests: (input.maxConcurrentRequests as number | undefined) ?? concurrency,
+    maxConcurrentRequests: (input.maxConcurrentRequests as number | undefined) ?? 2,
     maxItemsPerMinute: (input.maxItemsPerMinute as number | null | undefined) ?? null,
     timeoutMs: (input.timeoutMs as number | undefined) ?? 10_000,
   };

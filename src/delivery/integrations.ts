@@ -411,7 +411,7 @@ const publicAuth = (a: AuthIn | null) => {
 
 /** Stored public settings without the flags that describe secrets (a nested sasl or ssl keeps its own shape). */
 function stripSecretFlags(st: Record<string, unknown>): Record<string, unknown> {
-  const out: Record<string, unknown> = { ...st };
+  const { passwordSet: _p, keySet: _k, ...out } = st;
   for (const k of ['sasl', 'ssl'] as const) {
     const v = out[k] as Record<string, unknown> | null | undefined;
     if (v) {
@@ -604,9 +604,9 @@ export async function integrationRoutes(app: FastifyInstance, opts: { db: Db; se
     };
     if (channel !== 'webhook') {
       // The stored public settings without the flags that only describe secrets; PATCH merges over them.
-      const { passwordSet: _p, keySet: _k, ...stored } = (cur?.settings ?? {}) as Record<string, unknown>;
+      const stored = stripSecretFlags(cur?.settings ?? {});
       const given = (b[channel] ?? {}) as Record<string, unknown>;
-      const input = (mode === 'patch' ? mergePatch(stripSecretFlags(stored), given) : given) as Record<string, unknown>;
+      const input = (mode === 'patch' ? mergePatch(stored, given) : given) as Record<string, unknown>;
       const curBroker = cur ? { settings: stored, secrets: { password: curSecrets.password ?? null, key: curSecrets.key ?? null } } : null;
       const made =
         channel === 'mqtt'

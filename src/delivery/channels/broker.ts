@@ -94,6 +94,19 @@ export class Window {
   }
 }
 
+/** The promise's outcome, or an error naming what was awaited once `ms` have passed. */
+export async function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no ${what} within ${ms} ms`)), ms);
+  });
+  try {
+    return await Promise.race([p, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /** An attempt record of a broker send: no HTTP members. */
 export function brokerRecord(
   start: number,

@@ -35,6 +35,9 @@ export interface OutMessage {
   body: string;
 }
 
+/** API.md 1: the push payloads' version, sent with every message (header or MQTT 5 user property). */
+export const SCHEMA_VERSION = '1';
+
 export type Outcome = 'success' | 'retry' | 'fail' | 'pause';
 
 /** What one send did: its answer as the attempt log keeps it (API.md 9), and what it means. */

@@ -18,9 +18,19 @@ import { murmur2, Producer, ProduceAcks, stringSerializers } from '@platformatic
 import { type AddressPolicy, AddressRefused, parseHostPort, resolveVetted, vettedLookup } from '../../address.js';
 import type { KafkaIntegration } from '../../integrations.js';
 import type { LogEvent } from '../../queue.js';
-import { brokerLimits, brokerMessages, brokerRecord, describe, fingerprint, prependMembers, topicOf, Window } from '../broker.js';
-import { type Channel, configOf, type OutMessage } from '../channel.js';
-import { SCHEMA_VERSION } from '../mqtt/index.js';
+import { getAtPath } from '../../../http/dotted-path.js';
+import {
+  brokerLimits,
+  brokerMessages,
+  brokerRecord,
+  describe,
+  fingerprint,
+  prependMembers,
+  topicOf,
+  Window,
+  withTimeout,
+} from '../broker.js';
+import { type Channel, configOf, type OutMessage, SCHEMA_VERSION } from '../channel.js';
 
 const VETTED_FOR_MS = 60_000;
 const MECHANISMS = { plain: 'PLAIN', 'scram-sha-256': 'SCRAM-SHA-256', 'scram-sha-512': 'SCRAM-SHA-512' } as const;
@@ -31,16 +41,6 @@ interface Client {
   /** Produce calls at once: 1 when idempotent (see above). */
   window: Window;
   roundRobin: Map<string, number>;
-}
-
-/** The value at a dotted path of a payload, own members only; undefined when absent. */
-function valueAt(obj: unknown, path: readonly string[]): unknown {
-  let cur = obj;
-  for (const s of path) {
-    if (typeof cur !== 'object' || cur === null || !Object.hasOwn(cur, s)) return undefined;
-    cur = (cur as Record<string, unknown>)[s];
-  }
-  return cur;
 }
 
 export function kafkaChannel(policy: AddressPolicy): Channel {
@@ -120,7 +120,7 @@ export function kafkaChannel(policy: AddressPolicy): Channel {
 
   const partitionFor = (c: Client, topic: string, count: number, e: LogEvent, path: string[] | null) => {
     if (path) {
-      const v = valueAt(JSON.parse(e.payload), path);
+      const v = getAtPath(JSON.parse(e.payload), path);
       if (v !== undefined && v !== null) {
         const key = typeof v === 'string' ? v : JSON.stringify(v);
         return { key, partition: (murmur2(Buffer.from(key), false) & 0x7fffffff) % count };
@@ -148,7 +148,6 @@ export function kafkaChannel(policy: AddressPolicy): Channel {
         const one = all.length > 0 && all.every((p) => p === all[0]) ? all[0]! : null;
         return { topic, partition: one, partitions: one === null ? partitions : null };
       };
-      let timer: NodeJS.Timeout | undefined;
       let held = false;
       try {
         c = await clientFor(cfg);
@@ -170,10 +169,8 @@ export function kafkaChannel(policy: AddressPolicy): Channel {
           };
         });
         partitions = messages.map((m) => m.partition);
-        const timeout = new Promise<never>((_, reject) => {
-          timer = setTimeout(() => reject(new Error(`no acknowledgement within ${k.timeoutMs * 2} ms`)), k.timeoutMs * 2);
-        });
-        const result = await Promise.race([cl.producer.send({ messages }), timeout]);
+        // The client's own timeouts come first (connect, request, 3 retries); this bounds them all.
+        const result = await withTimeout(cl.producer.send({ messages }), k.timeoutMs * 2, 'acknowledgement');
         if (k.acks === 0 && result.unwritableNodes?.length) {
           throw new Error(`could not write to brokers ${result.unwritableNodes.join(', ')}`);
         }
@@ -185,7 +182,6 @@ export function kafkaChannel(policy: AddressPolicy): Channel {
         const refused = e instanceof AddressRefused || (e as { code?: string }).code === 'ADDRESS_REFUSED';
         return brokerRecord(start, refused ? 'fail' : 'retry', describe(e), where());
       } finally {
-        clearTimeout(timer);
         if (held) c?.window.release();
       }
     },

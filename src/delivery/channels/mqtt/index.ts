@@ -14,10 +14,19 @@ import tls from 'node:tls';
 import { type IClientOptions, type IClientPublishOptions, MqttClient } from 'mqtt';
 import { type AddressPolicy, resolveVetted } from '../../address.js';
 import type { MqttIntegration } from '../../integrations.js';
-import { brokerLimits, brokerMessages, brokerRecord, describe, fingerprint, prependMembers, topicOf, Window } from '../broker.js';
-import { type Channel, configOf, type OutMessage } from '../channel.js';
+import {
+  brokerLimits,
+  brokerMessages,
+  brokerRecord,
+  describe,
+  fingerprint,
+  prependMembers,
+  topicOf,
+  Window,
+  withTimeout,
+} from '../broker.js';
+import { type Channel, configOf, type OutMessage, SCHEMA_VERSION } from '../channel.js';
 
-export const SCHEMA_VERSION = '1';
 const BACKOFF_MIN_MS = 500;
 const BACKOFF_MAX_MS = 30_000;
 
@@ -208,13 +217,9 @@ export function mqttChannel(policy: AddressPolicy): Channel {
       const start = performance.now();
       const where = { topic, qos: m.qos };
       const c = connection(cfg);
-      let timer: NodeJS.Timeout | undefined;
       try {
         const client = await connected(cfg, c);
         const idMember = m.setEventId ? `${JSON.stringify(m.eventIdField)}:` : null;
-        const timeout = new Promise<never>((_, reject) => {
-          timer = setTimeout(() => reject(new Error(`no acknowledgement within ${m.timeoutMs} ms`)), m.timeoutMs);
-        });
         const payloads = msg.events.map((e) =>
           idMember ? prependMembers(e.payload, `${idMember}${JSON.stringify(e.eventId)}`) : e.payload,
         );
@@ -228,14 +233,12 @@ export function mqttChannel(policy: AddressPolicy): Channel {
             },
           };
         });
-        await Promise.race([publishAll(client, c, topic, payloads, opts), timeout]);
+        await withTimeout(publishAll(client, c, topic, payloads, opts), m.timeoutMs, 'acknowledgement');
         return brokerRecord(start, 'success', null, where);
       } catch (e) {
         // Every failure is worth another try on the schedule: a broker that is down, refuses these
         // credentials or this certificate, or lost the connection before acknowledging.
         return brokerRecord(start, 'retry', describe(e), where);
-      } finally {
-        clearTimeout(timer);
       }
     },
     async close() {

@@ -8,7 +8,7 @@ import { Agent, request as undiciRequest } from 'undici';
 import { resolveVetted, vettedLookup, AddressRefused, type AddressPolicy } from '../../address.js';
 import type { WebhookIntegration } from '../../integrations.js';
 import { setAtPath } from '../../../http/dotted-path.js';
-import type { AttemptRecord, Outcome } from '../channel.js';
+import { type AttemptRecord, type Outcome, SCHEMA_VERSION } from '../channel.js';
 
 export const USER_AGENT = 'asset-tracking-service/0.1 (+webhook)';
 export const MAX_STORED_BODY = 64 * 1024;
@@ -263,7 +263,7 @@ export async function sendWebhook(cfg: WebhookIntegration, msg: WebhookMessage, 
       'content-type': 'application/json',
       'user-agent': USER_AGENT,
       'webhook-object-type': msg.objectType,
-      'webhook-schema-version': '1',
+      'webhook-schema-version': SCHEMA_VERSION,
       'webhook-id': msg.id,
       'webhook-timestamp': String(timestamp),
       ...signatureHeader(cfg, msg, timestamp),
