@@ -3,9 +3,11 @@
 // so the 10-million-row table is built once; `tracking_bench_push` and `tracking_bench_gw` are made
 // afresh each run). BENCH_ONLY picks parts, comma-separated: ingest, push (= single, batch,
 // backlog, sustain), peer, latency, pglite, fairness, brokers (= kafka, mqtt: bench/brokers.ts, on
-// `tracking_bench_brokers`, the shared Kafka at 127.0.0.1:19092 and a private Mosquitto). Prints
-// tables, then one JSON line.
+// `tracking_bench_brokers`, the shared Kafka at 127.0.0.1:19092 and a private Mosquitto), alerts
+// (bench/alerts.ts: reefer ingest with and without alert evaluation, on `tracking_bench_alerts`).
+// Prints tables, then one JSON line.
 import os from 'node:os';
+import { type AlertBenchResult, runAlertsBench } from './alerts.js';
 import { runIngestBench } from './ingest.js';
 import { pct, Receiver, round } from './lib.js';
 import { GW_VERSION, runPeerBench } from './peer.js';
@@ -13,7 +15,20 @@ import { runPgliteBench } from './pglite.js';
 import { type PushPart, type PushResults, RAW_CONCURRENCY, runPushBench } from './push.js';
 import { BROKER_BACKLOG, type BrokerPart, type BrokerResults, runBrokersBench, tableRows } from './brokers.js';
 
-const PARTS = ['ingest', 'single', 'batch', 'backlog', 'sustain', 'peer', 'latency', 'pglite', 'fairness', 'kafka', 'mqtt'] as const;
+const PARTS = [
+  'ingest',
+  'single',
+  'batch',
+  'backlog',
+  'sustain',
+  'peer',
+  'latency',
+  'pglite',
+  'fairness',
+  'kafka',
+  'mqtt',
+  'alerts',
+] as const;
 type Part = (typeof PARTS)[number];
 const GROUPS: Record<string, Part[]> = { push: ['single', 'batch', 'backlog', 'sustain'], brokers: ['kafka', 'mqtt'] };
 
@@ -39,6 +54,14 @@ const ingest = sel.has('ingest') ? await runIngestBench() : null;
 if (ingest) {
   console.log('\n## Bulk ingest (locations, batches of 1000, 4 in flight), with 3 webhook integrations matching, and list latency');
   console.table(ingest);
+}
+
+const alerts: AlertBenchResult | null = sel.has('alerts') ? await runAlertsBench() : null;
+if (alerts) {
+  console.log(
+    '\n## Reefer data bulk ingest (1000 per post, 4 in flight) with alert evaluation, next to the same ingest without specifications',
+  );
+  console.table([alerts]);
 }
 
 const rx = new Receiver();
@@ -292,10 +315,20 @@ if (brokers) {
   if (BROKER_BACKLOG < 600_000) row('-', `broker backlog figures with BENCH_BROKER_BACKLOG=${BROKER_BACKLOG} (the issue asks 600000)`, '');
 }
 
+if (alerts) {
+  row(
+    'A1',
+    `reefer bulk ingest, a specification on each of 100 assets (target >= 70% of none): records/s; ${alerts.alertsRaised} alerts raised`,
+    alerts.withSpecsRecordsPerSecond,
+    `no specifications ${alerts.withoutSpecsRecordsPerSecond}/s`,
+    alerts.withVsWithout,
+  );
+}
+
 if (summary.length) {
   console.log('\n## Summary (each figure next to its baseline from this run; ratio = service / baseline)');
   console.table(summary);
 }
 if (push) delete push.sampleLocation;
-console.log(JSON.stringify({ ingest, push, peer: peerRes, pglite, brokers, summary }));
+console.log(JSON.stringify({ ingest, push, peer: peerRes, pglite, brokers, alerts, summary }));
 console.log(`\nbenchmark took ${round((Date.now() - started) / 1000)} s`);

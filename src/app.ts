@@ -23,6 +23,11 @@ import { assetRoutes } from './assets/assets.js';
 import { opsRoutes } from './ops/ops.js';
 import { recordRoutes } from './records/records.js';
 import { zoneRoutes } from './zones/zones.js';
+import { positionRoutes, zoneHook } from './zones/positions.js';
+import { RecordHooks } from './records/hooks.js';
+import { AlertEngine } from './alerts/engine.js';
+import { specificationRoutes } from './alerts/specifications.js';
+import { notificationRoutes } from './alerts/notifications.js';
 import { eventRoutes } from './events/events.js';
 import { commandRoutes } from './commands/commands.js';
 import { bookingRoutes } from './booking/booking.js';
@@ -49,6 +54,7 @@ export interface Services {
   limiter: Limiter;
   bootstrap: BootstrapResult | null;
   engine: DeliveryEngine | null;
+  alerts: AlertEngine;
 }
 
 export const MiB = 1024 * 1024;
@@ -104,7 +110,8 @@ export async function buildApp(cfg: Config, opts: { logger?: FastifyServerOption
       : new MemoryLimiter(settings);
     // Read at use: with PORT=0 the port is known only once listening (below).
     app.decorate('publicUrl', { getter: () => cfg.publicUrl });
-    app.decorate('services', { cfg, db, tokens, limiter, bootstrap: boot, engine: null });
+    const alerts = new AlertEngine(db, { sweepSeconds: cfg.ALERT_SWEEP_SECONDS, silenceSeconds: cfg.ALERT_SILENCE_SECONDS }, app.log);
+    app.decorate('services', { cfg, db, tokens, limiter, bootstrap: boot, engine: null, alerts });
   } catch (e) {
     await limiter?.close();
     if (!opts.db) await db.close();
@@ -152,8 +159,11 @@ export async function buildApp(cfg: Config, opts: { logger?: FastifyServerOption
     );
   }, 5 * 60_000);
   sweep.unref();
+  const { alerts } = app.services;
+  app.addHook('onReady', async () => alerts.start());
   app.addHook('onClose', async () => {
     clearInterval(sweep);
+    await alerts.stop();
     await app.services.engine?.stop();
     await app.services.limiter.close();
     if (!opts.db) await db.close();
@@ -194,6 +204,8 @@ export async function buildApp(cfg: Config, opts: { logger?: FastifyServerOption
       security: [{ bearer: [] }],
     },
   });
+  // After-store work plugs into the records module here; records knows neither zones nor alerts.
+  const hooks = new RecordHooks().register(zoneHook).register(alerts.hook('reeferdata')).register(alerts.hook('gensetdata'));
   installGuard(app, {
     db,
     tokens,
@@ -210,9 +222,12 @@ export async function buildApp(cfg: Config, opts: { logger?: FastifyServerOption
       await api.register(ownerRoutes, { db });
       await api.register(assetRoutes, { db });
       await api.register(credentialRoutes, { db });
-      await api.register(recordRoutes, { db, cfg });
+      await api.register(recordRoutes, { db, cfg, hooks });
+      await api.register(positionRoutes, { db });
       await api.register(zoneRoutes, { db });
       await api.register(eventRoutes, { db });
+      await api.register(specificationRoutes, { db, alerts });
+      await api.register(notificationRoutes, { db });
       await api.register(commandRoutes, { db, cfg });
       await api.register(bookingRoutes, { db, cfg });
       await api.register(integrationRoutes, { db, secretsKey, policy });

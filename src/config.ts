@@ -114,6 +114,10 @@ const spec = {
   DELIVERY_SUCCEEDED_RETENTION_DAYS: [int(1, 3650), '7'],
   DELIVERY_FAILED_RETENTION_DAYS: [int(1, 3650), '30'],
   PUSH_ALLOWED_NETWORKS: [cidrList, ''],
+  // The alert sweep (API.md 8): how often it looks for violations that fell due on silent assets,
+  // and how long an asset must have sent nothing before the sweep acts for it (0 = at once).
+  ALERT_SWEEP_SECONDS: [int(1, 3600), '30'],
+  ALERT_SILENCE_SECONDS: [int(0, 86400), '60'],
   BOOKING_DATA_TYPE: [
     (raw: string) => {
       if (!/^[A-Z][A-Z0-9]*_V1$/.test(raw)) throw new Error('must look like <CARRIER>_V1');

@@ -127,6 +127,10 @@ test("every /api/v1 route with a path parameter refuses a sibling owner's record
   const bOem = await post('/api/v1/oem-data', { assetId, payloadType: 7, data: { raw: 'x' } });
   const bCommand = await post('/api/v1/commands', { assetId, type: 'START_DEFROST' });
   const bBooking = await post('/api/v1/booking-data', { name: 'b-booking', type: 'MAERSK_V1', jsonData: { vessel: 'b' } });
+  const bSpec = await post('/api/v1/specifications', { assetId, type: 'REEFER', ranges: { cargo: { sensors: { co2: [null, 5] } } } });
+  await post('/api/v1/reefer-data', { assetId, data: { co2: 9 } }); // out of range at once: a notification
+  const bNotifications = (await ta.call('GET', `/api/v1/notifications?assetId=${assetId}`, { token: B.key })).body;
+  assert.equal(bNotifications.length, 1, `B has a notification: ${JSON.stringify(bNotifications)}`);
   const bEvents = (await ta.call('GET', `/api/v1/events?assetId=${assetId}`, { token: B.key })).body;
   const bDeliveries = (await ta.call('GET', `/api/v1/integrations/${bIntegration.id}/deliveries`, { token: admin })).body;
   assert.ok(Array.isArray(bDeliveries) && bDeliveries.length >= 1, `B's records have deliveries: ${JSON.stringify(bDeliveries)}`);
@@ -140,6 +144,7 @@ test("every /api/v1 route with a path parameter refuses a sibling owner's record
     'user of A',
   );
   const aJwt = (await passwordToken(ta.call, 'sweep-a-user', 'a-password-1')).access_token;
+  const aAsset = await created(ta.call('POST', '/api/v1/assets', { token: A.key, body: { name: 'a-asset' } }), 'asset of A');
 
   // How to name B's record for each path parameter of each route. A route whose path parameters are
   // not all known here makes this test fail: add the new resource (and a record of B) above.
@@ -158,6 +163,8 @@ test("every /api/v1 route with a path parameter refuses a sibling owner's record
     '/api/v1/events/{id}': { id: bEvents[0].id },
     '/api/v1/commands/{id}': { id: bCommand.id },
     '/api/v1/booking-data/{id}': { id: bBooking.id },
+    '/api/v1/specifications/{id}': { id: bSpec.id },
+    '/api/v1/notifications/{id}': { id: bNotifications[0].id },
     '/api/v1/integrations/{id}': { id: bIntegration.id },
     '/api/v1/integrations/{id}/deliveries': { id: bIntegration.id },
     '/api/v1/integrations/{id}/rotate-signing-secret': { id: bIntegration.id },
@@ -183,6 +190,9 @@ test("every /api/v1 route with a path parameter refuses a sibling owner's record
       destination: 'http://127.0.0.1:9/hook',
     }),
     'patch /api/v1/integrations/{id}': () => ({ name: `probe${++seq}` }),
+    // An asset A sees, so the only thing wrong is the specification's owner.
+    'put /api/v1/specifications/{id}': () => ({ assetId: aAsset.id, type: 'GENSET' }),
+    'patch /api/v1/specifications/{id}': () => ({ name: `probe${++seq}` }),
     // The sampler's first status (PENDING) is a well-formed but illegal move (409): use a legal one.
     'patch /api/v1/commands/{id}': () => ({ status: 'SENT' }),
     'post /api/v1/integrations/{id}/rotate-signing-secret': () => ({}),
@@ -225,6 +235,7 @@ test("every /api/v1 route with a path parameter refuses a sibling owner's record
     zone: (await ta.call('GET', `/api/v1/zones/${bZone.id}`, { token: admin })).body,
     command: (await ta.call('GET', `/api/v1/commands/${bCommand.id}`, { token: admin })).body,
     booking: (await ta.call('GET', `/api/v1/booking-data/${bBooking.id}`, { token: admin })).body,
+    spec: (await ta.call('GET', `/api/v1/specifications/${bSpec.id}`, { token: admin })).body,
   });
   const before = await snapshot();
   assert.equal(before.keys.length, 2);

@@ -703,6 +703,22 @@ test('a GET body can be PUT back unchanged: read-only and response-only fields a
   );
   const gotBooking = await putsBack(`/api/v1/booking-data/${bd.id}`, o.key);
   assert.equal(typeof gotBooking.whoCreated, 'string');
+  const spec = ok(
+    await ta.call('POST', '/api/v1/specifications', {
+      token: o.key,
+      body: {
+        assetId: asset.id,
+        type: 'REEFER',
+        name: 'pb-spec',
+        settings: { cargo: { settings: { temperatureSetpoint: -18 } } },
+        ranges: { cargo: { sensors: { co2: [null, 5, 10, 30] } }, hardware: { sensors: { condenserFanLevel: ['LOW'] } } },
+        notification: { controller: { power: { default: { duration: 5, frequency: 0 } } } },
+      },
+    }),
+    201,
+  );
+  const gotSpec = await putsBack(`/api/v1/specifications/${spec.id}`, o.key);
+  assert.equal(gotSpec.assetName, 'pb-asset');
   // Integrations: the webhook settings come back with signingSecretSet, which is ignored; secrets left out are kept.
   const int = ok(
     await ta.call('POST', '/api/v1/integrations', {

@@ -1,13 +1,14 @@
-// Events (spec 2.8, API.md sections 4-5): INFO events from zone enter/leave, and (from alert
-// specifications) ALERT events. Read-only over REST.
+// Events (spec 2.8, API.md sections 4-5): INFO events from zone enter/leave, and ALERT / INFO
+// events from alert specifications. Read-only over REST; other modules write them only through
+// insertEvents below.
 import type { FastifyInstance } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
-import type { Db } from '../db/db.js';
+import type { Db, Queryable } from '../db/db.js';
 import { notFound } from '../http/errors.js';
 import { listPage, PageQuery } from '../http/paging.js';
 import { DateTime, IdParam, iso, isInt8Id, Nullable, Uuid } from '../http/schemas.js';
 
-const Reading = Type.Object({ value: Type.String(), whenCreated: DateTime }, { additionalProperties: true });
+const ReadingSchema = Type.Object({ value: Type.String(), whenCreated: DateTime }, { additionalProperties: true });
 export const Event = Type.Object(
   {
     id: Type.String({ description: 'int64 as a decimal string' }),
@@ -15,8 +16,8 @@ export const Event = Type.Object(
     assetId: Uuid,
     ownerId: Uuid,
     severity: Type.Union([Type.Literal('INFO'), Type.Literal('ALERT')]),
-    currentData: Reading,
-    prevData: Nullable(Reading),
+    currentData: ReadingSchema,
+    prevData: Nullable(ReadingSchema),
     whenCreated: DateTime,
   },
   { title: 'Event' },
@@ -50,6 +51,46 @@ const toApi = (r: Row) => ({
   prevData: r.prev_data,
   whenCreated: iso(r.when_created)!,
 });
+
+/** A reading as events carry it (spec 2.8): the value as text and its record time. */
+export interface Reading {
+  value: string;
+  whenCreated: string;
+}
+
+export interface NewEvent {
+  ownerId: string;
+  assetId: string;
+  subject: string;
+  severity: 'INFO' | 'ALERT';
+  currentData: Reading;
+  prevData?: Reading | null;
+  /** The event's time (record time: the reading's, or when a silent violation fell due). */
+  whenCreated: string;
+}
+
+/** Stores events in one statement; returns their ids in input order. */
+export async function insertEvents(q: Queryable, events: NewEvent[]): Promise<string[]> {
+  if (events.length === 0) return [];
+  // Identity values follow unnest's row order, so ORDER BY id is input order.
+  const { rows } = await q.query<{ id: string }>(
+    `WITH i AS (
+       INSERT INTO events (owner_id, asset_id, subject, severity, current_data, prev_data, when_created)
+       SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::jsonb[], $6::jsonb[], $7::timestamptz[])
+       RETURNING id
+     ) SELECT id FROM i ORDER BY id`,
+    [
+      events.map((e) => e.ownerId),
+      events.map((e) => e.assetId),
+      events.map((e) => e.subject),
+      events.map((e) => e.severity),
+      events.map((e) => JSON.stringify(e.currentData)),
+      events.map((e) => (e.prevData ? JSON.stringify(e.prevData) : null)),
+      events.map((e) => e.whenCreated),
+    ],
+  );
+  return rows.map((r) => r.id);
+}
 
 export async function eventRoutes(app: FastifyInstance, { db }: { db: Db }): Promise<void> {
   const tags = ['events'];

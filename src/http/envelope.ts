@@ -266,7 +266,7 @@ export function installErrorEnvelope(app: FastifyInstance): void {
         field: undefined,
         message: 'A record with that unique value already exists.',
       };
-      return send(req, reply, 'NAME_TAKEN', 409, u.message, u.field);
+      return send(req, reply, ('code' in u && u.code) || 'NAME_TAKEN', 409, u.message, u.field);
     }
     if (pg.code === '23503') return send(req, reply, 'CONFLICT', 409, 'Other records still refer to this one.');
     // The client went away while its body was being read: not the database's doing.
@@ -314,7 +314,7 @@ export function installErrorEnvelope(app: FastifyInstance): void {
 }
 
 // Unique constraints (migrations/) and what a 409 says about each: the one place that maps them.
-const UNIQUE: Record<string, { field: string; message: string }> = {
+const UNIQUE: Record<string, { field: string; message: string; code?: ErrorCode }> = {
   owners_name_key: { field: '/name', message: 'An owner with this name already exists.' },
   assets_owner_name_key: { field: '/name', message: 'An asset with this name already exists for this owner.' },
   zones_owner_name_key: { field: '/name', message: 'A zone with this name already exists for this owner.' },
@@ -322,6 +322,11 @@ const UNIQUE: Record<string, { field: string; message: string }> = {
   users_username_key: { field: '/username', message: 'That username is already in use.' },
   clients_client_id_key: { field: '/clientId', message: 'That clientId is already in use.' },
   integrations_name_key: { field: '/name', message: 'An integration with this name already exists.' },
+  specifications_asset_type_key: {
+    field: '/type',
+    message: 'This asset already has a specification of this type (one per asset and type).',
+    code: 'CONFLICT',
+  },
 };
 
 /**

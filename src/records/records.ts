@@ -12,7 +12,7 @@ import { DateTime, IdParam, iso, isInt8Id, Nullable, Str, Uuid } from '../http/s
 import { appendCtes, ownerPaths } from '../delivery/queue.js';
 import { deliveryWakeups, sqlIso, type ObjectType } from '../outbox/outbox.js';
 import type { Tenancy } from '../tenancy/tenancy.js';
-import { locationHooks } from '../zones/positions.js';
+import type { PreparedItem, RecordHooks } from './hooks.js';
 
 export const MAX_BULK = 1000;
 export const MAX_DATA_BYTES = 64 * 1024;
@@ -385,7 +385,7 @@ async function prepare<I extends Common>(q: Queryable, t: Tenancy, cfg: Config, 
   });
 }
 
-export type Prepared<I> = { item: I; ownerId: string; whenCreated: string }[];
+export type Prepared<I> = PreparedItem<I>[];
 
 /** Stores prepared items and their outbox rows in one statement; returns rows in input order. */
 export async function insertRecords<I extends Common>(q: Queryable, def: RecordDef<I>, prepared: Prepared<I>): Promise<any[]> {
@@ -413,7 +413,7 @@ export async function insertRecords<I extends Common>(q: Queryable, def: RecordD
 
 // ---- routes ------------------------------------------------------------------------------------
 
-export async function recordRoutes(app: FastifyInstance, { db, cfg }: { db: Db; cfg: Config }): Promise<void> {
+export async function recordRoutes(app: FastifyInstance, { db, cfg, hooks }: { db: Db; cfg: Config; hooks: RecordHooks }): Promise<void> {
   for (const def of RECORD_DEFS) {
     const tags = [def.tag];
     const ListQuery = Type.Intersect([
@@ -434,8 +434,7 @@ export async function recordRoutes(app: FastifyInstance, { db, cfg }: { db: Db; 
         const items = (bulk ? req.body : [req.body]) as Common[];
         const rows = await db.tx(async (q) => {
           const prepared = await prepare(q, req.tenancy, cfg, def, items, bulk);
-          if (def.type === 'location') return locationHooks.store(q, prepared as Prepared<LocationIn>, (p) => insertRecords(q, def, p));
-          return insertRecords(q, def, prepared);
+          return hooks.store(q, def.type, prepared, (p) => insertRecords(q, def, p));
         });
         deliveryWakeups.emit('wake');
         const out = rows.map(def.toApi);
@@ -469,8 +468,6 @@ export async function recordRoutes(app: FastifyInstance, { db, cfg }: { db: Db; 
         return rows.map(def.toApi);
       },
     });
-
-    if (def.type === 'location') locationHooks.routes(app, db, def);
 
     app.get(`${def.path}/:id`, {
       schema: { tags, summary: `Get ${def.what}`, params: IdParam, response: { 200: def.output } },

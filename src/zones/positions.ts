@@ -3,12 +3,16 @@
 // asset's latest one that enters or leaves a zone creates an INFO event; late records never do.
 // While the owner has zones, the asset row is locked (FOR NO KEY UPDATE) from reading the position
 // to the commit, so concurrent stores for one asset see each other's positions in order.
+// Plugged into the records module as a hook (registered by the app); zone events are written
+// through the events module.
 import type { FastifyInstance } from 'fastify';
 import { Type } from '@sinclair/typebox';
 import type { Db, Queryable } from '../db/db.js';
+import { insertEvents, type NewEvent } from '../events/events.js';
 import { listPage, PageQuery } from '../http/paging.js';
-import { Uuid } from '../http/schemas.js';
-import { round, type Prepared, type RecordDef } from '../records/records.js';
+import { iso, Uuid } from '../http/schemas.js';
+import type { PreparedItem, RecordHook } from '../records/hooks.js';
+import { locations, round } from '../records/records.js';
 import { contains, type Circle, type Geometry } from './geo.js';
 
 interface ZoneRow {
@@ -46,30 +50,34 @@ function zonesContaining(zones: ZoneRow[], lat: number, lon: number): string[] {
 
 const byBigint = (a: string, b: string) => (BigInt(a) < BigInt(b) ? -1 : BigInt(a) > BigInt(b) ? 1 : 0);
 
-async function store<I extends LocationLike & { assetId: string }>(
-  q: Queryable,
-  prepared: Prepared<I>,
-  insert: (p: Prepared<I>) => Promise<any[]>,
-): Promise<any[]> {
-  const assetIds = [...new Set(prepared.map((p) => p.item.assetId))].sort();
-  const ownerIds = [...new Set(prepared.map((p) => p.ownerId))];
+interface ZoneContext {
+  zones: ZoneRow[];
+  zoneById: Map<string, ZoneRow>;
+  /** Per item, the ids of its owner's zones that contain it. */
+  inside: string[][];
+}
+
+/** Before the insert: which zones contain each location; fills zoneId where the client gave none. */
+async function before(q: Queryable, batch: PreparedItem<LocationLike>[]): Promise<ZoneContext> {
+  const ownerIds = [...new Set(batch.map((p) => p.ownerId))];
   const zones = await q.query<ZoneRow>(
     `SELECT id, owner_id, name, geometry, circle, min_lat, max_lat, min_lon, max_lon FROM zones WHERE owner_id = ANY($1::uuid[])`,
     [ownerIds],
   );
   const zonesByOwner = new Map<string, ZoneRow[]>();
   for (const z of zones.rows) zonesByOwner.set(z.owner_id, [...(zonesByOwner.get(z.owner_id) ?? []), z]);
-  const zoneById = new Map(zones.rows.map((z) => [z.id, z]));
-
-  const inside = prepared.map((p) =>
+  const inside = batch.map((p) =>
     zonesContaining(zonesByOwner.get(p.ownerId) ?? [], round(p.item.latitude, 6)!, round(p.item.longitude, 6)!),
   );
-  const withZones = prepared.map((p, n) =>
-    p.item.zoneId === undefined || p.item.zoneId === null ? { ...p, item: { ...p.item, zoneId: zoneIdText(inside[n]!) } } : p,
-  );
-  const rows = await insert(withZones);
+  for (const [n, p] of batch.entries()) {
+    if (p.item.zoneId === undefined || p.item.zoneId === null) p.item = { ...p.item, zoneId: zoneIdText(inside[n]!) };
+  }
+  return { zones: zones.rows, zoneById: new Map(zones.rows.map((z) => [z.id, z])), inside };
+}
 
-  if (zones.rows.length === 0) {
+/** After the insert: the newest position per asset, and zone enter/leave events. */
+async function after(q: Queryable, rows: any[], { zones, zoneById, inside }: ZoneContext): Promise<void> {
+  if (zones.length === 0) {
     // No zones, so no zone events: keep the newest position per asset with one conditional upsert,
     // which is atomic per row and needs no lock (later-but-older stores lose the WHERE).
     const newest = new Map<string, any>();
@@ -86,11 +94,12 @@ async function store<I extends LocationLike & { assetId: string }>(
        WHERE EXCLUDED.when_created > p.when_created`,
       [latest.map((r) => r.asset_id), latest.map((r) => r.id), latest.map((r) => (r.when_created as Date).toISOString())],
     );
-    return rows;
+    return;
   }
 
   // Zones exist: events depend on the previous position, so serialise per asset from here to the
   // commit (the records themselves were inserted above, outside the lock, to keep it short).
+  const assetIds = [...new Set(rows.map((r) => r.asset_id as string))].sort();
   await q.query('SELECT id FROM assets WHERE id = ANY($1::uuid[]) ORDER BY id FOR NO KEY UPDATE', [assetIds]);
   const positions = await q.query<{ asset_id: string; when_created: Date; zone_ids: string[] }>(
     'SELECT asset_id, when_created, zone_ids::text[] AS zone_ids FROM asset_positions WHERE asset_id = ANY($1::uuid[])',
@@ -104,7 +113,11 @@ async function store<I extends LocationLike & { assetId: string }>(
   const order = rows
     .map((r, n) => ({ r, zones: inside[n]! }))
     .sort((a, b) => a.r.when_created - b.r.when_created || byBigint(a.r.id, b.r.id));
-  const events: { owner: string; asset: string; subject: string; value: string; at: Date }[] = [];
+  const events: NewEvent[] = [];
+  const zoneEvent = (r: any, subject: string, id: string): NewEvent => {
+    const currentData = { value: id, whenCreated: iso(r.when_created)! };
+    return { ownerId: r.owner_id, assetId: r.asset_id, subject, severity: 'INFO', currentData, whenCreated: r.when_created.toISOString() };
+  };
   for (const { r, zones: now } of order) {
     const s = state.get(r.asset_id);
     const at = (r.when_created as Date).getTime();
@@ -114,22 +127,10 @@ async function store<I extends LocationLike & { assetId: string }>(
     const before = new Set((s?.zones ?? []).filter((z) => zoneById.get(z)?.owner_id === r.owner_id));
     const after = new Set(now);
     for (const id of now.filter((z) => !before.has(z)).sort(byBigint)) {
-      events.push({
-        owner: r.owner_id,
-        asset: r.asset_id,
-        subject: `Entered zone ${zoneById.get(id)?.name ?? id}`,
-        value: id,
-        at: r.when_created,
-      });
+      events.push(zoneEvent(r, `Entered zone ${zoneById.get(id)?.name ?? id}`, id));
     }
     for (const id of [...before].filter((z) => !after.has(z)).sort(byBigint)) {
-      events.push({
-        owner: r.owner_id,
-        asset: r.asset_id,
-        subject: `Left zone ${zoneById.get(id)?.name ?? id}`,
-        value: id,
-        at: r.when_created,
-      });
+      events.push(zoneEvent(r, `Left zone ${zoneById.get(id)?.name ?? id}`, id));
     }
     state.set(r.asset_id, { at, zones: now, locationId: r.id, changed: true });
   }
@@ -147,24 +148,15 @@ async function store<I extends LocationLike & { assetId: string }>(
       ],
     );
   }
-  if (events.length) {
-    await q.query(
-      `INSERT INTO events (owner_id, asset_id, subject, severity, current_data, when_created)
-       SELECT o, a, s, 'INFO', jsonb_build_object('value', v, 'whenCreated', to_char(w AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')), w
-         FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::timestamptz[]) AS u(o, a, s, v, w)`,
-      [
-        events.map((e) => e.owner),
-        events.map((e) => e.asset),
-        events.map((e) => e.subject),
-        events.map((e) => e.value),
-        events.map((e) => e.at.toISOString()),
-      ],
-    );
-  }
-  return rows;
+  await insertEvents(q, events);
 }
 
-function routes(app: FastifyInstance, db: Db, def: RecordDef): void {
+/** The zones hook on stored locations (registered by the app). */
+export const zoneHook: RecordHook<ZoneContext> = { name: 'zones', types: ['location'], before, after };
+
+/** GET /locations/latest: the newest location of each visible asset, kept by the hook above. */
+export async function positionRoutes(app: FastifyInstance, { db }: { db: Db }): Promise<void> {
+  const def = locations;
   const LatestQuery = Type.Intersect([PageQuery, Type.Object({ assetId: Type.Optional(Type.Array(Uuid)), ownerId: Type.Optional(Uuid) })]);
   app.get(`${def.path}/latest`, {
     schema: {
@@ -192,5 +184,3 @@ function routes(app: FastifyInstance, db: Db, def: RecordDef): void {
     },
   });
 }
-
-export const locationHooks = { store, routes };

@@ -1,0 +1,385 @@
+// Specifications (spec 2.10, API.md sections 4, 5, 8): per asset and type (REEFER evaluates reefer
+// data, GENSET genset data), the accepted sensor ranges and when to notify. One per asset and type;
+// the owner is the asset's (read through the join); assetName and whoCreated are filled here.
+// Writing one re-checks the asset's open alert state against it (alerts/engine.ts).
+import crypto from 'node:crypto';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { FormatRegistry, Type, type Static, type TSchema } from '@sinclair/typebox';
+import { Value } from '@sinclair/typebox/value';
+import type { Db, Queryable } from '../db/db.js';
+import { ApiError, badRequest, notFound } from '../http/errors.js';
+import { mergePatch } from '../http/merge-patch.js';
+import { listPage, PageQuery } from '../http/paging.js';
+import { DateTime, IdParam, iso, isUuid, Nullable, Str, Uuid } from '../http/schemas.js';
+import type { Tenancy } from '../tenancy/tenancy.js';
+import type { AlertEngine } from './engine.js';
+
+export const CARGO_SENSORS = [
+  'airExchange',
+  'co2',
+  'co',
+  'o2',
+  'ethylene',
+  'nitrogen',
+  'humidity',
+  'ambientTemperature',
+  'returnAirTemperature',
+  'returnAir2Temperature',
+  'supplyAirTemperature',
+  'supplyAir2Temperature',
+  'usda1Temperature',
+  'usda2Temperature',
+  'usda3Temperature',
+  'usda4Temperature',
+] as const;
+export const HARDWARE_SENSORS = [
+  'batteryVoltage',
+  'compressorTemperature',
+  'compressorFrequency',
+  'condenserPressure',
+  'condenserTemperature',
+  'condenserFanLevel',
+  'evaporatorTemperature',
+  'evaporatorFanLevel',
+  'currentA',
+  'currentB',
+  'currentC',
+  'currentTotal',
+  'defrostTemperature',
+  'dischargePressure',
+  'dischargeTemperature',
+  'engineCoolantTemperature',
+  'engineRpm',
+  'fuelLevel',
+  'heaterValveOpening',
+  'lineFrequency',
+  'lineVoltage',
+  'modemBatteryVoltage',
+  'suctionPressure',
+  'suctionTemperature',
+  'hotGasValveOpening',
+  'economizerValveOpening',
+  'expansionValveOpening',
+] as const;
+/** The two sensors that report a level (a string) rather than a number. */
+export const LEVEL_SENSORS: readonly string[] = ['condenserFanLevel', 'evaporatorFanLevel'];
+export const SPEC_TYPES = ['REEFER', 'GENSET'] as const;
+export type SpecType = (typeof SPEC_TYPES)[number];
+
+// checkSpecification below validates with TypeBox itself (a merged patch never met the route's schema).
+if (!FormatRegistry.Has('uuid')) FormatRegistry.Set('uuid', isUuid);
+
+/** A year, in minutes: the longest duration or frequency accepted. */
+const MAX_MINUTES = 525_600;
+
+const NumericRange = Type.Array(Nullable(Type.Number()), {
+  minItems: 2,
+  maxItems: 4,
+  description: '[min, max, durationMinutes, frequencyMinutes]: null min or max = unbounded; the last two default to 0',
+});
+const LevelRange = Type.Array(Str(32, { minLength: 1 }), { minItems: 1, maxItems: 16, description: 'The accepted levels' });
+const sensorGroup = (keys: readonly string[]) =>
+  Type.Object(Object.fromEntries(keys.map((k) => [k, Type.Optional(LEVEL_SENSORS.includes(k) ? LevelRange : NumericRange)])), {
+    additionalProperties: false,
+  });
+const closed = <T extends Record<string, TSchema>>(props: T, description?: string) =>
+  Type.Object(props, { additionalProperties: false, ...(description ? { description } : {}) });
+
+export const Ranges = closed(
+  {
+    cargo: Type.Optional(closed({ sensors: Type.Optional(sensorGroup(CARGO_SENSORS)) })),
+    hardware: Type.Optional(closed({ sensors: Type.Optional(sensorGroup(HARDWARE_SENSORS)) })),
+  },
+  'Accepted sensor values and when to notify (API.md 8)',
+);
+const Timing = closed({
+  duration: Type.Number({
+    minimum: 0,
+    maximum: MAX_MINUTES,
+    description: 'Minutes a violation must last before it notifies (0 = at once)',
+  }),
+  frequency: Type.Number({ minimum: 0, maximum: MAX_MINUTES, description: 'Minutes between repeats while it lasts (0 = once)' }),
+});
+const Topic = closed({ default: Timing });
+export const NotificationSettings = closed(
+  {
+    controller: Type.Optional(closed({ alarm: Type.Optional(Topic), power: Type.Optional(Topic), ca: Type.Optional(Topic) })),
+    controlModule: Type.Optional(closed({ scheduler: Type.Optional(Topic) })),
+  },
+  'When and how often to notify on alarms (data.alarms), power loss (data.powerOn false), CA alarms (data.caAlarms) and scheduler alarms (data.schedulerAlarms)',
+);
+const Setpoint = Type.Optional(Nullable(Type.Number()));
+const Settings = closed(
+  {
+    cargo: Type.Optional(
+      closed({
+        settings: Type.Optional(
+          closed({ co2Setpoint: Setpoint, humiditySetpoint: Setpoint, o2Setpoint: Setpoint, temperatureSetpoint: Setpoint }),
+        ),
+      }),
+    ),
+  },
+  'Set points',
+);
+
+export type RangesValue = Static<typeof Ranges>;
+export type NotificationValue = Static<typeof NotificationSettings>;
+
+const SpecTypeSchema = Type.Union(SPEC_TYPES.map((t) => Type.Literal(t)));
+const SpecWrite = Type.Object({
+  name: Type.Optional(Nullable(Str(50))),
+  assetId: Type.String({ format: 'uuid' }),
+  type: SpecTypeSchema,
+  settings: Type.Optional(Nullable(Settings)),
+  ranges: Type.Optional(Nullable(Ranges)),
+  notification: Type.Optional(Nullable(NotificationSettings)),
+});
+type SpecWrite = Static<typeof SpecWrite>;
+const SpecTop = Type.Object({
+  ...SpecWrite.properties,
+  settings: Type.Optional(Type.Unknown()),
+  ranges: Type.Optional(Type.Unknown()),
+  notification: Type.Optional(Type.Unknown()),
+});
+// A merge patch merges into the nested objects (null removes a member), so its nested members are
+// free here; the merged result is then checked whole against SpecWrite.
+const AnyObject = Type.Object({}, { additionalProperties: true });
+const SpecPatch = Type.Partial(
+  Type.Object({
+    ...SpecWrite.properties,
+    settings: Nullable(AnyObject),
+    ranges: Nullable(AnyObject),
+    notification: Nullable(AnyObject),
+  }),
+);
+
+export const Specification = Type.Object(
+  {
+    id: Uuid,
+    name: Nullable(Type.String()),
+    assetId: Uuid,
+    assetName: Type.String(),
+    ownerId: Uuid,
+    type: SpecTypeSchema,
+    settings: Nullable(Settings),
+    ranges: Nullable(Ranges),
+    notification: Nullable(NotificationSettings),
+    whoCreated: Type.String(),
+    whenCreated: DateTime,
+    whenUpdated: DateTime,
+  },
+  { title: 'Specification' },
+);
+const SpecList = Type.Intersect([
+  PageQuery,
+  Type.Object({
+    assetId: Type.Optional(Type.Array(Uuid)),
+    ownerId: Type.Optional(Uuid),
+    type: Type.Optional(SpecTypeSchema),
+    name: Type.Optional(Str(50)),
+  }),
+]);
+
+interface Row {
+  id: string;
+  name: string | null;
+  asset_id: string;
+  asset_name: string;
+  owner_id: string;
+  type: SpecType;
+  settings: unknown;
+  ranges: RangesValue | null;
+  notification: NotificationValue | null;
+  who_created: string;
+  when_created: Date;
+  when_updated: Date;
+}
+const SELECT = `s.id, s.name, s.asset_id, a.name AS asset_name, a.owner_id, s.type, s.settings, s.ranges, s.notification,
+  s.who_created, s.when_created, s.when_updated`;
+const FROM = 'specifications s JOIN assets a ON a.id = s.asset_id';
+const toApi = (r: Row) => ({
+  id: r.id,
+  name: r.name,
+  assetId: r.asset_id,
+  assetName: r.asset_name,
+  ownerId: r.owner_id,
+  type: r.type,
+  settings: (r.settings ?? null) as Static<typeof Settings> | null,
+  ranges: r.ranges,
+  notification: r.notification,
+  whoCreated: r.who_created,
+  whenCreated: iso(r.when_created)!,
+  whenUpdated: iso(r.when_updated)!,
+});
+
+/**
+ * The checks beyond the schema: the whole body against SpecWrite (a merged patch has not been
+ * through the route's schema), then every numeric range's order and timing. 400 naming the path.
+ */
+export function checkSpecification(body: unknown): SpecWrite {
+  // The nested objects are checked on their own, so an error names the member inside them (a
+  // check through the nullable union would only name the union).
+  const parts: [TSchema, unknown, string][] = [[SpecTop, body, '']];
+  for (const [key, schema] of [
+    ['settings', Settings],
+    ['ranges', Ranges],
+    ['notification', NotificationSettings],
+  ] as const) {
+    const v = (body as Record<string, unknown> | null)?.[key];
+    if (v !== undefined && v !== null) parts.push([schema, v, `/${key}`]);
+  }
+  for (const [schema, value, prefix] of parts) {
+    const first = Value.Errors(schema, value).First();
+    if (first) {
+      const path = `${prefix}${first.path}`;
+      const unknownMember = first.message.startsWith('Unexpected property');
+      throw badRequest(`${path || '/'}: ${unknownMember ? 'unknown member' : first.message}`, path);
+    }
+  }
+  const spec = body as SpecWrite;
+  for (const group of ['cargo', 'hardware'] as const) {
+    for (const [key, range] of Object.entries(spec.ranges?.[group]?.sensors ?? {})) {
+      if (LEVEL_SENSORS.includes(key)) continue;
+      const at = `/ranges/${group}/sensors/${key}`;
+      const [min, max, duration, frequency] = range as (number | null)[];
+      if (min != null && max != null && min > max) throw badRequest(`${at}: the minimum (${min}) is greater than the maximum (${max})`, at);
+      for (const [n, minutes] of [duration, frequency].entries()) {
+        if (minutes === undefined) continue;
+        if (minutes === null || minutes < 0 || minutes > MAX_MINUTES) {
+          throw badRequest(
+            `${at}/${n + 2}: the ${n ? 'frequency' : 'duration'} is a number of minutes from 0 to ${MAX_MINUTES}`,
+            `${at}/${n + 2}`,
+          );
+        }
+      }
+    }
+  }
+  return spec;
+}
+
+const json = (v: unknown) => (v === undefined || v === null ? null : JSON.stringify(v));
+
+async function getSpec(q: Queryable, t: Tenancy, id: string, forUpdate = false): Promise<Row> {
+  if (!isUuid(id)) throw notFound('specification');
+  const params: unknown[] = [id];
+  const cond = await t.where('a.owner_id', params, q);
+  const { rows } = await q.query<Row>(
+    `SELECT ${SELECT} FROM ${FROM} WHERE s.id = $1 AND ${cond}${forUpdate ? ' FOR UPDATE OF s' : ''}`,
+    params,
+  );
+  if (!rows[0]) throw notFound('specification');
+  return rows[0];
+}
+
+/** The asset a specification names, if the caller sees it (404 naming /assetId otherwise). */
+async function visibleAsset(q: Queryable, t: Tenancy, assetId: string): Promise<void> {
+  const params: unknown[] = [assetId];
+  const cond = await t.where('owner_id', params, q);
+  const { rows } = await q.query(`SELECT 1 FROM assets WHERE id = $1 AND ${cond}`, params);
+  if (!rows[0]) throw new ApiError('NOT_FOUND', `asset ${assetId} not found`, { field: '/assetId' });
+}
+
+export async function specificationRoutes(app: FastifyInstance, { db, alerts }: { db: Db; alerts: AlertEngine }): Promise<void> {
+  const tags = ['specifications'];
+
+  app.get('/specifications', {
+    schema: { tags, summary: 'List visible specifications', querystring: SpecList, response: { 200: Type.Array(Specification) } },
+    handler: async (req, reply) => {
+      const query = req.query as Static<typeof SpecList>;
+      const rows = await listPage<Row>(db, req, reply, {
+        select: SELECT,
+        from: FROM,
+        ownerColumn: 'a.owner_id',
+        defaultOrder: 'asc',
+        idType: 'uuid',
+        timeColumn: 's.when_created',
+        idColumn: 's.id',
+        filters: (params, where) => {
+          if (query.assetId?.length) where.push(`s.asset_id = ANY($${params.push(query.assetId)}::uuid[])`);
+          if (query.ownerId !== undefined) where.push(`a.owner_id = $${params.push(query.ownerId)}::uuid`);
+          if (query.type !== undefined) where.push(`s.type = $${params.push(query.type)}`);
+          if (query.name !== undefined) where.push(`s.name = $${params.push(query.name)}`);
+        },
+      });
+      return rows.map(toApi);
+    },
+  });
+
+  app.post('/specifications', {
+    schema: { tags, summary: 'Create a specification (one per asset and type)', body: SpecWrite, response: { 201: Specification } },
+    handler: async (req, reply) => {
+      const b = checkSpecification(req.body);
+      const row = await db.tx(async (q) => {
+        await visibleAsset(q, req.tenancy, b.assetId);
+        const id = crypto.randomUUID();
+        await q.query(
+          `INSERT INTO specifications (id, asset_id, type, name, settings, ranges, notification, who_created)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+          [id, b.assetId, b.type, b.name ?? null, json(b.settings), json(b.ranges), json(b.notification), req.tenancy.principal.actor],
+        );
+        return getSpec(q, req.tenancy, id);
+      });
+      reply.code(201).header('Location', `${req.server.publicUrl}/api/v1/specifications/${row.id}`);
+      return toApi(row);
+    },
+  });
+
+  app.get('/specifications/:id', {
+    schema: { tags, summary: 'Get a specification', params: IdParam, response: { 200: Specification } },
+    handler: async (req) => toApi(await getSpec(db, req.tenancy, (req.params as { id: string }).id)),
+  });
+
+  const update = (mode: 'put' | 'patch') => async (req: FastifyRequest) => {
+    const id = (req.params as { id: string }).id;
+    return db.tx(async (q) => {
+      const cur = await getSpec(q, req.tenancy, id, true);
+      const current = {
+        name: cur.name,
+        assetId: cur.asset_id,
+        type: cur.type,
+        settings: cur.settings,
+        ranges: cur.ranges,
+        notification: cur.notification,
+      };
+      const merged = mode === 'patch' ? mergePatch(current, req.body) : req.body;
+      const b = checkSpecification(merged);
+      if (b.assetId !== cur.asset_id) await visibleAsset(q, req.tenancy, b.assetId);
+      const moved = b.assetId !== cur.asset_id || b.type !== cur.type;
+      await q.query(
+        `UPDATE specifications SET asset_id = $2, type = $3, name = $4, settings = $5, ranges = $6, notification = $7, when_updated = now()
+           ${moved ? `, alert_state = '{}', evaluated_at = NULL, evaluated_id = NULL, received_at = NULL, next_due = NULL` : ''}
+         WHERE id = $1`,
+        [id, b.assetId, b.type, b.name ?? null, json(b.settings), json(b.ranges), json(b.notification)],
+      );
+      // Same asset and type: the open alert state is re-checked against the new ranges and timing.
+      if (!moved) await alerts.respecify(q, id);
+      return toApi(await getSpec(q, req.tenancy, id));
+    });
+  };
+  app.put('/specifications/:id', {
+    schema: { tags, summary: 'Replace a specification', params: IdParam, body: SpecWrite, response: { 200: Specification } },
+    handler: update('put'),
+  });
+  app.patch('/specifications/:id', {
+    schema: {
+      tags,
+      summary: 'Update a specification (JSON merge patch; the result is checked whole)',
+      params: IdParam,
+      body: SpecPatch,
+      response: { 200: Specification },
+    },
+    handler: update('patch'),
+  });
+
+  app.delete('/specifications/:id', {
+    schema: { tags, summary: 'Delete a specification (its alert state goes with it)', params: IdParam },
+    handler: async (req, reply) => {
+      const id = (req.params as { id: string }).id;
+      await db.tx(async (q) => {
+        await getSpec(q, req.tenancy, id, true);
+        await q.query('DELETE FROM specifications WHERE id = $1', [id]);
+      });
+      return reply.code(204).send();
+    },
+  });
+}
