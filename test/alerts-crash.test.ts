@@ -14,8 +14,7 @@ const MINUTES = 60;
 const KILL_AFTER = new Set([12, 31, 47]); // posts (minutes) after which the service is killed
 
 const DOWN_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'UND_ERR_SOCKET', 'UND_ERR_CLOSED']);
-const connectionError = (e: unknown) =>
-  e instanceof TypeError && DOWN_CODES.has((e as { cause?: { code?: string } }).cause?.code ?? '');
+const connectionError = (e: unknown) => e instanceof TypeError && DOWN_CODES.has((e as { cause?: { code?: string } }).cause?.code ?? '');
 
 if (TEST_DB === 'postgres') {
   test('SIGKILL in the middle of violations: after restarts and resent posts, exactly the alerts due, none twice', {
@@ -75,7 +74,9 @@ if (TEST_DB === 'postgres') {
 
     for (const assetId of assets) {
       const events = await api('GET', `/events?assetId=${assetId}&order=asc`);
-      const times = events.map((e: { severity: string; whenCreated: string }) => `${e.severity}@${(Date.parse(e.whenCreated) - base) / 60_000}`);
+      const times = events.map(
+        (e: { severity: string; whenCreated: string }) => `${e.severity}@${(Date.parse(e.whenCreated) - base) / 60_000}`,
+      );
       assert.deepEqual(times, ['ALERT@10', 'ALERT@30', 'ALERT@50'], `asset ${assetId}`);
       const notes = await api('GET', `/notifications?assetId=${assetId}&order=asc`);
       assert.equal(notes.length, 3);

@@ -306,7 +306,8 @@ export class Evaluation {
       return;
     }
     if (c.since !== undefined) {
-      if ((c.n ?? 0) > 0) this.fired.push({ severity: 'INFO', subject: subjectOf(rule, v), current: reading(v.value, r.at), prev: prevOf(), at: r.at });
+      if ((c.n ?? 0) > 0)
+        this.fired.push({ severity: 'INFO', subject: subjectOf(rule, v), current: reading(v.value, r.at), prev: prevOf(), at: r.at });
       delete c.since;
       delete c.n;
       delete c.due;
