@@ -21,6 +21,14 @@ const files = process.env.TEST_FILES
       .map((f) => path.join('test', f));
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tracking-tests-'));
 
+// The services the tests talk to (PostgreSQL, Redis, Mosquitto, Keycloak, Kafka) are started here
+// when down, as .ci/run does, so `npm test` alone passes on a fresh machine (scripts/services.sh;
+// about a second when all run). TEST_SERVICES=off leaves them to you.
+if (process.env.TEST_SERVICES !== 'off') {
+  const s = spawnSync('bash', ['scripts/services.sh'], { stdio: 'inherit' });
+  if (s.status !== 0) console.error('scripts/services.sh failed: tests that need a missing service will say how to start it');
+}
+
 const results = [];
 for (const name of names) {
   const stage = STAGES[name];

@@ -243,11 +243,17 @@ test('the retry schedule ends in FAILED after maxAttempts, and redeliver sends i
   assert.equal(one.status, 202);
   const afterOne = await until(f.integrationId, (x) => x.find((d) => d.id === d0.id)?.status === 'SUCCEEDED');
   const again = afterOne.find((d) => d.id === d0.id);
-  assert.equal(again.attempts, 1, 'a fresh attempt budget');
+  // A fresh budget (it had used all 3), and the numbering goes on: attempt 4 follows attempt 3.
+  assert.equal(again.attempts, 4, 'attempts counts every attempt, before and after the redelivery');
   assert.deepEqual(
-    again.attemptsLog.map((a: any) => a.success).sort(),
-    [false, false, false, true],
-    'the earlier attempts stay in the log',
+    again.attemptsLog.map((a: any) => [a.attempt, a.success]),
+    [
+      [1, false],
+      [2, false],
+      [3, false],
+      [4, true],
+    ],
+    'the earlier attempts stay in the log, numbered in order',
   );
   assert.deepEqual(await statuses(), ['SUCCEEDED', 'FAILED', 'FAILED', 'FAILED']);
 

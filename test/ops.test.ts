@@ -30,3 +30,21 @@ test('healthz, readyz, metrics and the docs page answer without credentials', as
     assert.ok((await r.arrayBuffer()).byteLength > 0, asset);
   }
 });
+
+test('probes and scrapes are not logged at info; API requests are', async () => {
+  const { buildApp } = await import('../src/app.js');
+  const { testConfig } = await import('./helpers.js');
+  const lines: { url?: string; req?: { url?: string }; msg?: string }[] = [];
+  const stream = { write: (line: string) => void lines.push(JSON.parse(line)) };
+  const app = await buildApp(testConfig({ DELIVERY_ENABLED: 'false' }), { logger: { level: 'info', stream } });
+  try {
+    await app.ready();
+    for (const url of ['/healthz', '/readyz', '/metrics']) assert.equal((await app.inject({ url })).statusCode, 200, url);
+    const logged = (url: string) => lines.filter((l) => l.req?.url === url || l.url === url).length;
+    for (const url of ['/healthz', '/readyz', '/metrics']) assert.equal(logged(url), 0, `${url} logged`);
+    await app.inject({ url: '/api/v1/owners' }); // a 401, logged as any API request is
+    assert.ok(logged('/api/v1/owners') > 0, 'an API request is logged at info');
+  } finally {
+    await app.close();
+  }
+});

@@ -7,7 +7,7 @@ import { test } from 'node:test';
 import { Type } from '@sinclair/typebox';
 import { Ajv } from 'ajv';
 import { lenientSchema, Nullable, requestBodySchema, stripIgnored } from '../src/http/schemas.js';
-import { atEnd, basic, OPERATOR, ok, ownerWithKey, startApp, type Res } from './helpers.js';
+import { atEnd, bad, basic, OPERATOR, ok, ownerWithKey, startApp, type Res } from './helpers.js';
 import { Receiver } from './receiver.js';
 
 // One service for the whole file (PGlite takes seconds to start); every test makes its own owners.
@@ -912,4 +912,20 @@ test('unit: the body schema refuses unknown members, ignores and removes respons
   assert.ok(validate({ name: 'n', auth: { type: 'b', username: 'u', hint: 'h' } }));
   // Literal unions become enums (their error lists the values).
   assert.deepEqual(lenientSchema(Type.Union([Type.Literal('x'), Type.Literal('y')])), { enum: ['x', 'y'] });
+});
+
+test('a body missing several required members names them all in one answer (redeliver without a range)', async () => {
+  const int = ok(
+    await ta.call('POST', '/api/v1/integrations', { token: admin, body: integrationBody(ta.app.services.bootstrap!.ownerId) }),
+    201,
+  );
+  const r = await ta.call('POST', `/api/v1/integrations/${int.id}/deliveries/redeliver`, { token: admin, body: {} });
+  bad(r, 400, '/from');
+  assert.match(r.body.message, /\/from, \/to are required/);
+  const one = await ta.call('POST', `/api/v1/integrations/${int.id}/deliveries/redeliver`, {
+    token: admin,
+    body: { to: new Date().toISOString() },
+  });
+  bad(one, 400, '/from');
+  assert.match(one.body.message, /\/from is required/);
 });

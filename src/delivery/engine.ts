@@ -61,7 +61,7 @@ interface Job {
   /** The log claim it belongs to (a first attempt), or null for the retry queue. */
   claim: LocalClaim | null;
   /** The retry queue's state of each event (first attempts: none). */
-  prior: Map<string, { attempts: number; firstAttemptAt: Date | null }>;
+  prior: Map<string, { attempts: number; attemptBase: number; firstAttemptAt: Date | null }>;
 }
 
 /**
@@ -88,6 +88,8 @@ export function outcomeFor(job: Job, r: AttemptRecord, at: Date, random = Math.r
     const prior = job.prior.get(event.pos);
     const made = (prior?.attempts ?? 0) + (pause ? 0 : 1);
     attemptNo = Math.max(attemptNo, made + (pause ? 1 : 0));
+    // The budget and the schedule count from the last redelivery; the numbering does not.
+    const madeSince = made - (prior?.attemptBase ?? 0);
     const firstAttemptAt = prior?.firstAttemptAt ?? at;
     let status: 'PENDING' | 'SUCCEEDED' | 'FAILED' = 'PENDING';
     let nextAttemptAt: Date | null = null;
@@ -96,8 +98,8 @@ export function outcomeFor(job: Job, r: AttemptRecord, at: Date, random = Math.r
     else if (pause) nextAttemptAt = new Date(at.getTime() + (r.retryAfterSeconds ?? 60) * 1000);
     else {
       const deadline = firstAttemptAt.getTime() + cfg.retry.deadlineHours * 3600_000;
-      nextAttemptAt = new Date(at.getTime() + retryDelaySeconds(cfg.retry.scheduleSeconds, made, () => jitter) * 1000);
-      if (made >= cfg.retry.maxAttempts || nextAttemptAt.getTime() > deadline) {
+      nextAttemptAt = new Date(at.getTime() + retryDelaySeconds(cfg.retry.scheduleSeconds, madeSince, () => jitter) * 1000);
+      if (madeSince >= cfg.retry.maxAttempts || nextAttemptAt.getTime() > deadline) {
         status = 'FAILED';
         nextAttemptAt = null;
       }
@@ -628,7 +630,7 @@ function requestCounter(batchSize: number, requests: number, maxEvents: number):
 }
 
 function priorOf(ds: queue.RetryDelivery[]): Job['prior'] {
-  return new Map(ds.map((d) => [d.pos, { attempts: d.attempts, firstAttemptAt: d.firstAttemptAt }]));
+  return new Map(ds.map((d) => [d.pos, { attempts: d.attempts, attemptBase: d.attemptBase, firstAttemptAt: d.firstAttemptAt }]));
 }
 
 function shuffle<T>(a: T[]): T[] {

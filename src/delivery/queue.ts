@@ -458,6 +458,8 @@ export async function pausesOf(q: Queryable, integrationIds: string[]): Promise<
 /** A delivery of the retry queue, leased for one request. */
 export interface RetryDelivery extends LogEvent {
   attempts: number;
+  /** Attempts made before the last redelivery: numbering goes on, the budget counts from here. */
+  attemptBase: number;
   firstAttemptAt: Date | null;
 }
 interface RetryRow {
@@ -468,11 +470,13 @@ interface RetryRow {
   when_created: Date;
   payload: string;
   attempts: number;
+  attempt_base: number;
   first_attempt_at: Date | null;
 }
 const toRetry = (r: RetryRow): RetryDelivery => ({
   ...toEvent({ ...r, id: r.outbox_id }),
   attempts: r.attempts,
+  attemptBase: r.attempt_base,
   firstAttemptAt: r.first_attempt_at,
 });
 
@@ -490,7 +494,7 @@ function leaseRetriesSql(extra: string, limit: string, due: boolean): string {
                 WHERE integration_id = $1 AND status = 'PENDING' ${due ? 'AND next_attempt_at <= now()' : ''}
                   AND (lease_until IS NULL OR lease_until <= now()) ${extra}
                 ORDER BY next_attempt_at, outbox_id LIMIT ${limit} FOR UPDATE SKIP LOCKED))
-      RETURNING d.outbox_id, d.event_id, d.object_type, d.object_id, d.when_created, d.attempts, d.first_attempt_at)
+      RETURNING d.outbox_id, d.event_id, d.object_type, d.object_id, d.when_created, d.attempts, d.attempt_base, d.first_attempt_at)
     SELECT c.*, o.payload::text AS payload FROM c JOIN outbox o ON o.id = c.outbox_id ORDER BY c.outbox_id`;
 }
 
@@ -922,7 +926,7 @@ export async function attemptsOf(q: Queryable, integrationId: string, outboxIds:
   return rows;
 }
 
-const REDELIVER_SET = `status = 'PENDING', next_attempt_at = now(), lease_until = NULL, attempts = 0, first_attempt_at = NULL,
+const REDELIVER_SET = `status = 'PENDING', next_attempt_at = now(), lease_until = NULL, attempt_base = attempts, first_attempt_at = NULL,
   completed_at = NULL, batch_id = NULL, last_error = NULL`;
 
 /**
@@ -945,8 +949,8 @@ export async function redeliverOne(q: Queryable, integrationId: string, outboxId
   }
   // A first attempt that succeeded: it gets a row of its own, due now.
   const { rowCount } = await q.query(
-    `INSERT INTO deliveries (integration_id, outbox_id, event_id, object_type, object_id, status, when_created)
-     SELECT $1, o.id, o.event_id, o.object_type, o.object_id, 'PENDING', o.when_created FROM outbox o
+    `INSERT INTO deliveries (integration_id, outbox_id, event_id, object_type, object_id, status, attempts, attempt_base, when_created)
+     SELECT $1, o.id, o.event_id, o.object_type, o.object_id, 'PENDING', 1, 1, o.when_created FROM outbox o
       WHERE o.id = $2 AND EXISTS (SELECT 1 FROM delivery_attempts a WHERE a.integration_id = $1 AND a.outbox_ids && ARRAY[$2::int8])
      ON CONFLICT DO NOTHING`,
     [integrationId, outboxId],
@@ -975,8 +979,8 @@ export async function redeliverRange(
   if (status === 'SUCCEEDED') {
     // First attempts that succeeded get rows of their own first.
     const { rowCount } = await q.query(
-      `INSERT INTO deliveries (integration_id, outbox_id, event_id, object_type, object_id, status, when_created)
-       SELECT DISTINCT $1::uuid, o.id, o.event_id, o.object_type, o.object_id, 'PENDING', o.when_created
+      `INSERT INTO deliveries (integration_id, outbox_id, event_id, object_type, object_id, status, attempts, attempt_base, when_created)
+       SELECT DISTINCT $1::uuid, o.id, o.event_id, o.object_type, o.object_id, 'PENDING', 1, 1, o.when_created
          FROM delivery_attempts a, unnest(a.outbox_ids) AS x, outbox o
         WHERE a.integration_id = $1 AND a.claim_id IS NOT NULL AND a.success AND o.id = x
           AND o.when_created >= $2 AND o.when_created < $3

@@ -209,8 +209,14 @@ function unknownFieldMessage(e: ErrorObject, where: string): string {
 function validationMessage(e: ErrorObject, part: string, field: string): string {
   const where = field ? `${part} field ${field}` : part;
   switch (e.keyword) {
-    case 'required':
-      return `${where} is required.`;
+    case 'required': {
+      // Every member missing at that place, in one answer (a client fixes them all at once).
+      const required = ((e.parentSchema ?? {}) as { required?: string[] }).required ?? [];
+      const data = e.data as Record<string, unknown> | undefined;
+      const missing = data && typeof data === 'object' ? required.filter((k) => !Object.hasOwn(data, k)) : [];
+      if (missing.length < 2) return `${where} is required.`;
+      return `${part} fields ${missing.map((k) => e.instancePath + pointer(k)).join(', ')} are required.`;
+    }
     case 'maxLength':
       return `${where} must be at most ${(e.params as { limit: number }).limit} characters.`;
     case 'format':

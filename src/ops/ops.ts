@@ -77,8 +77,10 @@ export const opsRoutes = fp(async function opsRoutes(app: FastifyInstance, { db 
 
   const pub = { config: { public: true } };
   const hide = { hide: true };
-  app.get('/healthz', { ...pub, schema: { ...hide } }, async () => ({ status: 'ok' }));
-  app.get('/readyz', { ...pub, schema: { ...hide } }, async (_req, reply) => {
+  // Probes and scrapes arrive every few seconds: their requests are logged only when something is wrong.
+  const quiet = { ...pub, logLevel: 'warn' as const };
+  app.get('/healthz', { ...quiet, schema: { ...hide } }, async () => ({ status: 'ok' }));
+  app.get('/readyz', { ...quiet, schema: { ...hide } }, async (_req, reply) => {
     try {
       await db.query('SELECT 1');
       return { status: 'ready', database: db.kind };
@@ -86,7 +88,7 @@ export const opsRoutes = fp(async function opsRoutes(app: FastifyInstance, { db 
       return reply.code(503).send({ error: 'Service Unavailable', message: 'The database does not answer.', code: 'DATABASE_UNAVAILABLE' });
     }
   });
-  app.get('/metrics', { ...pub, schema: { ...hide } }, async (_req, reply) => {
+  app.get('/metrics', { ...quiet, schema: { ...hide } }, async (_req, reply) => {
     reply.type(registry.contentType);
     return registry.metrics();
   });
