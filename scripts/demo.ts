@@ -1,0 +1,197 @@
+// `npm run demo`: the whole service on the embedded database, with something to look at. It starts
+// the service (its own data folder, ./data-demo, made afresh each run; never ./data), a small
+// webhook receiver on 127.0.0.1, an owner with a user, an API key and a webhook integration to that
+// receiver, then the fleet simulator with a specification on every reefer, and prints where to
+// look. The loopback allowance the receiver needs (PUSH_ALLOW_HTTP, PUSH_ALLOWED_NETWORKS) exists
+// only in this process's configuration. Ctrl-C stops everything and closes the database cleanly.
+//
+// DEMO_PORT (8080; 0 = any free port), DEMO_DATA_DIR (./data-demo), DEMO_ASSETS (30), DEMO_RATE
+// (100 records/s).
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { buildApp } from '../src/app.js';
+import { loadConfig } from '../src/config.js';
+import { type FleetAsset, type Progress, simulate } from '../sim/simulator.js';
+
+const started = performance.now();
+const seconds = () => ((performance.now() - started) / 1000).toFixed(1);
+const env = process.env;
+const port = Number(env.DEMO_PORT ?? 8080);
+const dataDir = path.resolve(env.DEMO_DATA_DIR ?? 'data-demo');
+const assets = Number(env.DEMO_ASSETS ?? 30);
+const rate = Number(env.DEMO_RATE ?? 100);
+if (path.resolve('data') === dataDir) throw new Error('DEMO_DATA_DIR must not be ./data: the demo never writes into your data');
+
+// A fresh folder each run: the demo's operator and fleet are made anew and its passwords are known.
+fs.rmSync(dataDir, { recursive: true, force: true });
+const OPERATOR = { clientId: 'tracking-cli', clientSecret: 'demo-client-secret', username: 'operator', password: 'demo-operator-password' };
+const cfg = loadConfig({
+  DATA_DIR: dataDir,
+  PORT: String(port),
+  HOST: '127.0.0.1',
+  LOG_LEVEL: 'warn',
+  BOOTSTRAP_CLIENT_ID: OPERATOR.clientId,
+  BOOTSTRAP_CLIENT_SECRET: OPERATOR.clientSecret,
+  BOOTSTRAP_USERNAME: OPERATOR.username,
+  BOOTSTRAP_PASSWORD: OPERATOR.password,
+  // Only here: the local receiver is plain http on loopback.
+  PUSH_ALLOW_HTTP: 'true',
+  PUSH_ALLOWED_NETWORKS: '127.0.0.1/32',
+  // The simulator posts several bulks a second for as long as the demo runs.
+  RATE_LIMIT_MAX: '10000000',
+  RATE_LIMIT_CONCURRENT: '100',
+  TOKEN_LIFE_SECONDS: '86400',
+  DELIVERY_POLL_MS: '250',
+});
+
+// The webhook receiver: answers 200 with a receipt, counts what arrives.
+let delivered = 0;
+let requests = 0;
+let firstDeliveryAt: string | undefined;
+const receiver = http.createServer((req, res) => {
+  const chunks: Buffer[] = [];
+  req.on('data', (c: Buffer) => chunks.push(c));
+  req.on('end', () => {
+    requests++;
+    try {
+      const body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+      delivered += Array.isArray(body) ? body.length : 1;
+    } catch {
+      /* counted as a request all the same */
+    }
+    if (!firstDeliveryAt) {
+      firstDeliveryAt = seconds();
+      console.log(`\nFirst webhook delivery received ${firstDeliveryAt} s after the demo started.`);
+    }
+    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ success: true, id: `rcpt_${requests}` }));
+  });
+});
+await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
+const hookUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`;
+
+console.log(`Starting the service on the embedded database in ${dataDir} ...`);
+const app = await buildApp(cfg, { logger: { level: 'warn' } });
+await app.listen({ port, host: '127.0.0.1' });
+const base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+cfg.publicUrl = base;
+
+const tokenRes = await fetch(`${base}/auth/realms/${cfg.AUTH_REALM}/protocol/openid-connect/token`, {
+  method: 'POST',
+  headers: {
+    authorization: `Basic ${Buffer.from(`${OPERATOR.clientId}:${OPERATOR.clientSecret}`).toString('base64')}`,
+    'content-type': 'application/x-www-form-urlencoded',
+  },
+  body: `grant_type=password&username=${OPERATOR.username}&password=${OPERATOR.password}`,
+});
+const adminToken = ((await tokenRes.json()) as { access_token: string }).access_token;
+const api = async (method: string, p: string, body?: unknown, token = adminToken) => {
+  const r = await fetch(`${base}/api/v1${p}`, {
+    method,
+    headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  const text = await r.text();
+  if (!r.ok) throw new Error(`${method} ${p}: ${r.status} ${text}`);
+  return text ? JSON.parse(text) : undefined;
+};
+
+const owner = await api('POST', '/owners', { name: 'Demo Shipping', note: 'Made by npm run demo' });
+const user = { username: 'demo', password: `demo-${crypto.randomBytes(4).toString('hex')}` };
+await api('POST', '/users', { ...user, ownerId: owner.id, scopes: ['read', 'write'] });
+const key = await api('POST', '/api-keys', { name: 'demo-simulator', ownerId: owner.id, scopes: ['read', 'write'] });
+const integration = await api('POST', '/integrations', {
+  name: 'Demo receiver',
+  channel: 'webhook',
+  ownerIds: [owner.id],
+  destination: hookUrl,
+  webhook: { mode: 'batch', batchSize: 200, injectEventId: true },
+});
+
+// Every reefer gets a specification around its set point: excursions of the simulated units alert.
+const specify = async (fleet: FleetAsset[]) => {
+  for (const a of fleet.filter((x) => x.kind === 'reefer')) {
+    await api(
+      'POST',
+      '/specifications',
+      {
+        assetId: a.id,
+        type: 'REEFER',
+        name: a.setpoint < 0 ? 'Frozen cargo' : 'Chilled cargo',
+        settings: { cargo: { settings: { temperatureSetpoint: a.setpoint } } },
+        ranges: { cargo: { sensors: { supplyAirTemperature: [a.setpoint - 3, a.setpoint + 3, 0, 5] } } },
+        notification: {
+          controller: { alarm: { default: { duration: 0, frequency: 10 } }, power: { default: { duration: 1, frequency: 10 } } },
+        },
+      },
+      key.key,
+    );
+  }
+};
+
+const controller = new AbortController();
+let stopping = false;
+const stop = () => {
+  if (stopping) return;
+  stopping = true;
+  console.log('\nStopping: the simulator posts what it has, then the service closes its database.');
+  controller.abort();
+};
+process.on('SIGINT', stop);
+process.on('SIGTERM', stop);
+
+let lastLine = 0;
+const onProgress = (p: Progress) => {
+  if (p.seconds - lastLine < 10) return;
+  lastLine = p.seconds;
+  console.log(
+    `  ${seconds()} s: ${p.sent.toLocaleString('en-US')} records stored (${p.perSecond}/s), ${delivered.toLocaleString('en-US')} delivered to the receiver${p.errors ? `, ${p.errors} errors (${p.lastError})` : ''}`,
+  );
+};
+
+const run = simulate({
+  url: base,
+  auth: { apiKey: key.key },
+  assets,
+  rate,
+  prefix: 'DEMO',
+  signal: controller.signal,
+  onProgress,
+  onFleet: async (fleet) => {
+    await specify(fleet);
+    const q = (s: string) => `'${s}'`;
+    console.log(`
+Ready after ${seconds()} s: ${fleet.length} simulated assets of "Demo Shipping", ${rate} records/s, pushed to a local webhook.
+
+  API docs:      ${base}/docs
+  Operator:      ${OPERATOR.username} / ${OPERATOR.password} (client ${OPERATOR.clientId}, secret ${OPERATOR.clientSecret})
+  Demo user:     ${user.username} / ${user.password} (owner Demo Shipping, read and write)
+  API key:       ${key.key}
+
+Try:
+  curl -s -H ${q(`Authorization: Bearer ${key.key}`)} ${q(`${base}/api/v1/locations/latest?limit=5`)}
+  curl -s -H ${q(`Authorization: Bearer ${key.key}`)} ${q(`${base}/api/v1/notifications?limit=5`)}
+  curl -s -u ${q(`${OPERATOR.clientId}:${OPERATOR.clientSecret}`)} -d ${q(`grant_type=password&username=${OPERATOR.username}&password=${OPERATOR.password}`)} ${q(`${base}/auth/realms/${cfg.AUTH_REALM}/protocol/openid-connect/token`)}
+                 (an operator token: with it, GET /api/v1/integrations/${integration.id} shows the receiver's delivery stats)
+
+Ctrl-C stops the demo.
+`);
+  },
+});
+
+const summary = await run.catch((e: Error) => {
+  console.error(`simulator: ${e.message}`);
+  return undefined;
+});
+const notifications = ((await api('GET', '/notifications?limit=1000', undefined, key.key).catch(() => [])) as unknown[]).length;
+await app.close();
+await new Promise((r) => receiver.close(r));
+if (summary) {
+  console.log(
+    `Demo over after ${seconds()} s: ${summary.sent.toLocaleString('en-US')} records stored, ${delivered.toLocaleString('en-US')} delivered in ${requests} webhook requests (first after ${firstDeliveryAt ?? '-'} s), ${notifications} notifications. Data kept in ${dataDir} until the next demo.`,
+  );
+}
+process.exit(summary ? 0 : 1);

@@ -1,0 +1,59 @@
+// Issue 11's demo (`npm run demo`, scripts/demo.ts): on the embedded database, in its own data
+// folder, it starts the service, a receiver and the simulator, prints where to look, delivers, and
+// stops cleanly on Ctrl-C (SIGINT): the database closed, the process gone with status 0.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { test } from 'node:test';
+import { TEST_DB } from './helpers.js';
+
+// PGlite whatever TEST_DB says: run it in one stage only.
+if (TEST_DB === 'postgres') {
+  test('npm run demo: ready with its links and credentials, delivers to its receiver, and Ctrl-C stops it cleanly', {
+    timeout: 240_000,
+  }, async () => {
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'demo-'));
+    const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/demo.ts'], {
+      env: { ...process.env, DEMO_PORT: '0', DEMO_DATA_DIR: dataDir, DEMO_ASSETS: '9', DEMO_RATE: '60' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (out += d));
+    const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+    const waitFor = async (re: RegExp, what: string) => {
+      const deadline = Date.now() + 180_000;
+      while (!re.test(out)) {
+        if (child.exitCode !== null) assert.fail(`the demo exited before ${what}:\n${out}`);
+        if (Date.now() > deadline) assert.fail(`no ${what} in 180 s:\n${out}`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    };
+    try {
+      await waitFor(/Ready after [\d.]+ s: 9 simulated assets/, 'ready message');
+      await waitFor(/First webhook delivery received [\d.]+ s/, 'first delivery');
+      assert.match(out, /API docs: +http:\/\/127\.0\.0\.1:\d+\/docs/);
+      assert.match(out, /API key: +atk_/);
+      const curls = out.split('\n').filter((l) => l.trim().startsWith('curl '));
+      assert.equal(curls.length, 3, out);
+      // The first two lines work as printed (the API key and the service's address).
+      for (const line of curls.slice(0, 2)) {
+        const [, auth, url] = /-H '([^']+)' '([^']+)'/.exec(line)!;
+        const r = await fetch(url!, { headers: { authorization: auth!.replace(/^Authorization: /, '') } });
+        assert.equal(r.status, 200, line);
+        assert.ok(Array.isArray(await r.json()));
+      }
+      // Records arrive: the simulator's records reach the service, and the service's deliveries the receiver.
+      await waitFor(/records stored \(\d+\/s\), [1-9][\d,]* delivered/, 'progress line with deliveries');
+      child.kill('SIGINT');
+      assert.equal(await exited, 0, out);
+      assert.match(out, /Demo over after [\d.]+ s: [\d,]+ records stored, [\d,]+ delivered/);
+      assert.ok(fs.existsSync(path.join(dataDir, 'secrets.key')), 'the demo kept its own data folder');
+    } finally {
+      if (child.exitCode === null) child.kill('SIGKILL');
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+}
