@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Starts what the test suite talks to, when it is not running already: PostgreSQL (5432),
 # Redis (6379), Mosquitto (1883), Keycloak (scripts/keycloak.sh) and an Apache Kafka broker
-# (scripts/kafka.sh), both from Maven Central; installs kcat and the mosquitto clients when absent.
+# (scripts/kafka.sh), both from Maven Central; installs kcat, the mosquitto clients and Chromium when absent.
 # Safe to run again and again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,6 +36,8 @@ missing=()
 command -v kcat >/dev/null || missing+=(kcat)
 command -v mosquitto_sub >/dev/null || missing+=(mosquitto-clients)
 command -v mosquitto >/dev/null || [ -x /usr/sbin/mosquitto ] || missing+=(mosquitto)
+# The browser the dashboard tests drive (playwright-core with Debian's Chromium).
+command -v chromium >/dev/null || missing+=(chromium)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "Installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive

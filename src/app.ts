@@ -21,6 +21,7 @@ import { completeOperation } from './http/openapi.js';
 import { ownerRoutes } from './owners/owners.js';
 import { assetRoutes } from './assets/assets.js';
 import { opsRoutes } from './ops/ops.js';
+import { dashboardRoutes } from './dashboard/dashboard.js';
 import { recordRoutes } from './records/records.js';
 import { zoneRoutes } from './zones/zones.js';
 import { positionRoutes, zoneHook } from './zones/positions.js';
@@ -217,6 +218,7 @@ export async function buildApp(cfg: Config, opts: { logger?: FastifyServerOption
 
   await app.register(authRoutes, { db, cfg, tokens });
   await app.register(opsRoutes, { db });
+  await app.register(dashboardRoutes);
   await app.register(
     async (api) => {
       await api.register(ownerRoutes, { db });

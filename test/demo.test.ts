@@ -35,6 +35,9 @@ if (TEST_DB === 'postgres') {
       await waitFor(/Ready after [\d.]+ s: 9 simulated assets/, 'ready message');
       await waitFor(/First webhook delivery received [\d.]+ s/, 'first delivery');
       assert.match(out, /API docs: +http:\/\/127\.0\.0\.1:\d+\/docs/);
+      const dashboard = /Dashboard: +(http:\/\/127\.0\.0\.1:\d+\/dashboard)/.exec(out);
+      assert.ok(dashboard, out);
+      assert.equal((await fetch(dashboard[1]!)).status, 200, 'the dashboard answers (after its redirect)');
       assert.match(out, /API key: +atk_/);
       const curls = out.split('\n').filter((l) => l.trim().startsWith('curl '));
       assert.equal(curls.length, 3, out);

@@ -223,3 +223,38 @@ if (TEST_DB === 'postgres') {
     assert.equal((await get(two, '/api/v1/assets', b.key)).status, 200);
   });
 }
+
+test('a following result stream leaves the in-flight count once open; at most 5 per credential', async (t) => {
+  const ta = await startApp(t, { RATE_LIMIT_CONCURRENT: '2', RATE_LIMIT_MAX: '1000' });
+  const o = await ownerWithKey(ta, 'streams');
+  const streams: AbortController[] = [];
+  const open = async () => {
+    const c = new AbortController();
+    const r = await fetch(`${ta.url}/api/v1/deliveries/stream`, {
+      headers: { authorization: `Bearer ${o.key}`, accept: 'text/event-stream' },
+      signal: c.signal,
+    });
+    if (r.status === 200) streams.push(c);
+    return r;
+  };
+  t.after(() => {
+    for (const c of streams) c.abort();
+  });
+  // Five streams with a concurrency of 2: each leaves its slot once its headers are out.
+  for (let i = 0; i < 5; i++) assert.equal((await open()).status, 200, `stream ${i + 1}`);
+  const other = await ta.call('GET', '/api/v1/assets', { token: o.key });
+  assert.equal(other.status, 200, 'the credential still has its in-flight slots');
+  const sixth = await open();
+  assert.equal(sixth.status, 429);
+  assert.equal(((await sixth.json()) as { code: string }).code, 'TOO_MANY_CONCURRENT');
+  // Closing one makes room; the server sees the close when the connection ends.
+  streams.shift()!.abort();
+  const deadline = Date.now() + 30_000;
+  let again = await open();
+  while (again.status === 429 && Date.now() < deadline) {
+    await again.text();
+    await new Promise((r) => setTimeout(r, 50));
+    again = await open();
+  }
+  assert.equal(again.status, 200);
+});

@@ -14,6 +14,10 @@ import { AddressRefused, checkUrlShape, type AddressPolicy } from './address.js'
 import { loadIntegration, type WebhookIntegration } from './integrations.js';
 import { sendWebhook, USER_AGENT } from './channels/webhook/webhook.js';
 
+/** Following result streams open per credential in this instance (API.md 7). */
+const MAX_STREAMS = 5;
+const openStreams = new Map<string, number>();
+
 const Status = Type.Union(['PENDING', 'SUCCEEDED', 'FAILED', 'CANCELLED'].map((s) => Type.Literal(s)));
 const Attempt = Type.Object({
   deliveryId: Type.String(),
@@ -217,6 +221,24 @@ export async function historyRoutes(app: FastifyInstance, opts: { db: Db; secret
         objectType: a.object_type,
       });
       const sse = /text\/event-stream/.test(req.headers.accept ?? '');
+      // A following stream (API.md 7): at most MAX_STREAMS open per credential in this instance;
+      // once its headers are out it no longer counts as in flight, so a dashboard that follows
+      // attempts leaves the credential's other requests their slots.
+      const credential = req.tenancy.principal.credential;
+      if (sse) {
+        const open = openStreams.get(credential) ?? 0;
+        if (open >= MAX_STREAMS) {
+          throw new ApiError('TOO_MANY_CONCURRENT', `At most ${MAX_STREAMS} result streams may be open per credential; close one first.`, {
+            headers: { 'Retry-After': '5' },
+          });
+        }
+        openStreams.set(credential, open + 1);
+        req.raw.once('close', () => {
+          const n = (openStreams.get(credential) ?? 1) - 1;
+          if (n > 0) openStreams.set(credential, n);
+          else openStreams.delete(credential);
+        });
+      }
       reply.hijack();
       const res = reply.raw;
       res.writeHead(200, {
@@ -224,6 +246,7 @@ export async function historyRoutes(app: FastifyInstance, opts: { db: Db; secret
         'cache-control': 'no-store',
         ...(sse ? { connection: 'keep-alive' } : {}),
       });
+      if (sse) req.leaveInFlight();
       let open = true;
       req.raw.on('close', () => (open = false));
       // Followed by position in the attempt log (transaction, then id) below the horizon, so an

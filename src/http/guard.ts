@@ -15,6 +15,8 @@ export const API_KEY_PREFIX = 'atk_';
 declare module 'fastify' {
   interface FastifyRequest {
     tenancy: Tenancy;
+    /** Ends this request's in-flight count early (a long-lived stream, once its headers are out). */
+    leaveInFlight: () => void;
     idempotency?: { credential: string; path: string; key: string };
   }
   interface FastifyContextConfig {
@@ -56,6 +58,7 @@ export function installGuard(
 ): void {
   const { db, tokens, limiter } = deps;
   app.decorateRequest('tenancy', null as unknown as Tenancy);
+  app.decorateRequest('leaveInFlight', null as unknown as () => void);
 
   app.addHook('onRequest', async (req, reply) => {
     const cfg = req.routeOptions.config;
@@ -79,8 +82,15 @@ export function installGuard(
         { headers: { 'Retry-After': String(admission.retryAfterSeconds) } },
       );
     }
-    // In flight from received to response finished (or the connection closed).
-    reply.raw.once('close', admission.release);
+    // In flight from received to response finished (or the connection closed), or until a stream
+    // leaves early (API.md 7): released once either way.
+    let released = false;
+    req.leaveInFlight = () => {
+      if (released) return;
+      released = true;
+      admission.release();
+    };
+    reply.raw.once('close', req.leaveInFlight);
     // Resolve the visible owners now, outside any transaction: PGlite has a single connection, so a
     // tenancy query issued from inside a transaction on the main handle would wait for ever.
     await req.tenancy.visibleOwners();
