@@ -1,5 +1,7 @@
-// The dashboard (spec 6.7, API.md 9): a page over the public API. Signed in with an API key pasted
-// for the session; the credential lives in memory only (a reload signs out). An operator sees every
+// The dashboard (spec 6.7, API.md 9): a page over the public API. Signed in through the built-in
+// issuer (authorization code with PKCE for the public `dashboard` client, on the issuer's own
+// sign-in page) or with an API key pasted for the session; tokens live in memory only (a reload
+// signs out), renewed with the refresh token before they expire. An operator sees every
 // integration with its stats; anyone sees its fleet, events, notifications and, read-only, the
 // attempts of the integrations covering only its owners (from the result stream).
 //
@@ -150,30 +152,113 @@ function ErrorLine({ error }: { error: string }) {
 
 // ---- sign-in ------------------------------------------------------------------------------------
 
-function SignIn({ onSignedIn }: { onSignedIn: (admin: boolean) => void }) {
+interface AuthConfig {
+  clientId: string;
+  authorizationEndpoint: string;
+  tokenEndpoint: string;
+}
+const authConfig = (): Promise<AuthConfig> => fetch('/dashboard/config.json').then((r) => r.json() as Promise<AuthConfig>);
+const redirectUri = () => `${location.origin}/dashboard/`;
+const b64url = (bytes: Uint8Array) =>
+  btoa(String.fromCharCode(...bytes))
+    .replace(/\+/g, '-')
+    .replace(/\//g, '_')
+    .replace(/=+$/, '');
+
+/** Authorization code with PKCE (S256): the verifier waits in sessionStorage across the redirect, never a token. */
+async function startAccountSignIn(): Promise<void> {
+  if (!crypto.subtle) throw new Error('Signing in with an account needs https (or localhost); paste an API key instead.');
+  const cfg = await authConfig();
+  const verifier = b64url(crypto.getRandomValues(new Uint8Array(32)));
+  const state = b64url(crypto.getRandomValues(new Uint8Array(16)));
+  const challenge = b64url(new Uint8Array(await crypto.subtle.digest('SHA-256', new TextEncoder().encode(verifier))));
+  sessionStorage.setItem('pkce', JSON.stringify({ verifier, state, hash: location.hash }));
+  const q = new URLSearchParams({
+    response_type: 'code',
+    client_id: cfg.clientId,
+    redirect_uri: redirectUri(),
+    code_challenge: challenge,
+    code_challenge_method: 'S256',
+    state,
+    scope: 'openid',
+  });
+  location.assign(`${cfg.authorizationEndpoint}?${q}`);
+}
+
+let refreshTimer = 0;
+/** Tokens from the token endpoint: the access token becomes the credential, renewed before it expires. */
+async function tokenRequest(cfg: AuthConfig, form: Record<string, string>): Promise<void> {
+  const r = await fetch(cfg.tokenEndpoint, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams({ client_id: cfg.clientId, ...form }).toString(),
+  });
+  const body = (await r.json()) as { access_token?: string; refresh_token?: string; expires_in?: number; error_description?: string };
+  if (!r.ok || !body.access_token) throw new Error(body.error_description ?? `sign-in failed (${r.status})`);
+  credential = body.access_token;
+  clearTimeout(refreshTimer);
+  if (body.refresh_token && body.expires_in) {
+    const refresh = body.refresh_token;
+    refreshTimer = window.setTimeout(
+      () => void tokenRequest(cfg, { grant_type: 'refresh_token', refresh_token: refresh }).catch(() => undefined),
+      Math.max(10, body.expires_in - 60) * 1000,
+    );
+  }
+}
+
+/** Back from the issuer's sign-in page: exchange the code (once) and clean the address bar. */
+async function finishAccountSignIn(): Promise<boolean> {
+  const params = new URLSearchParams(location.search);
+  const saved = sessionStorage.getItem('pkce');
+  if (!params.has('code') && !params.has('error')) return false;
+  sessionStorage.removeItem('pkce');
+  const pending = saved ? (JSON.parse(saved) as { verifier: string; state: string; hash: string }) : null;
+  history.replaceState(null, '', `/dashboard/${pending?.hash ?? ''}`);
+  if (params.has('error')) throw new Error(params.get('error_description') ?? params.get('error')!);
+  if (!pending || params.get('state') !== pending.state) throw new Error('This sign-in was not started here; start again.');
+  await tokenRequest(await authConfig(), {
+    grant_type: 'authorization_code',
+    code: params.get('code')!,
+    redirect_uri: redirectUri(),
+    code_verifier: pending.verifier,
+  });
+  return true;
+}
+
+/** Operator or not: an operator may list integrations. */
+async function isAdmin(): Promise<boolean> {
+  await api('GET', '/owners?limit=1');
+  try {
+    await api('GET', '/integrations?limit=1');
+    return true;
+  } catch (x) {
+    if (x instanceof ApiError && x.status === 403) return false;
+    throw x;
+  }
+}
+
+function SignIn({ onSignedIn, error: initialError }: { onSignedIn: (admin: boolean) => void; error: string }) {
   const [key, setKey] = useState('');
-  const [error, setError] = useState('');
+  const [error, setError] = useState(initialError);
+  useEffect(() => setError(initialError), [initialError]);
   const submit = async (e: Event) => {
     e.preventDefault();
     credential = key.trim();
     try {
-      await api('GET', '/owners?limit=1');
-      let admin = true;
-      try {
-        await api('GET', '/integrations?limit=1');
-      } catch (x) {
-        if (x instanceof ApiError && x.status === 403) admin = false;
-        else throw x;
-      }
-      onSignedIn(admin);
+      onSignedIn(await isAdmin());
     } catch (x) {
       credential = '';
       setError(x instanceof ApiError && x.status === 401 ? 'That key was not accepted.' : `Sign-in failed: ${(x as Error).message}`);
     }
   };
+  const account = () => startAccountSignIn().catch((x: Error) => setError(x.message));
   return (
     <main class="signin">
       <h1>Asset tracking</h1>
+      <button type="button" class="primary" onClick={account}>
+        Sign in with your account
+      </button>
+      <p class="hint">or</p>
       <form onSubmit={submit}>
         <label for="key">API key or access token</label>
         <input
@@ -185,11 +270,11 @@ function SignIn({ onSignedIn }: { onSignedIn: (admin: boolean) => void }) {
           placeholder="atk_..."
         />
         <button type="submit" disabled={!key.trim()}>
-          Sign in
+          Sign in with the key
         </button>
         <p class="hint">Kept in this tab's memory only: a reload signs you out.</p>
-        <ErrorLine error={error} />
       </form>
+      <ErrorLine error={error} />
     </main>
   );
 }
@@ -705,13 +790,25 @@ function useHash() {
 
 function App() {
   const [session, setSession] = useState<{ admin: boolean } | null>(null);
+  const [signInError, setSignInError] = useState('');
   const hash = useHash();
+  useEffect(() => {
+    finishAccountSignIn()
+      .then(async (done) => {
+        if (done) setSession({ admin: await isAdmin() });
+      })
+      .catch((x: Error) => {
+        credential = '';
+        setSignInError(x.message);
+      });
+  }, []);
   const since = useMemo(() => new Date(Date.now() - 3600_000).toISOString(), [session]);
   const { attempts, state } = useAttemptStream(session !== null, since);
-  if (!session) return <SignIn onSignedIn={(admin) => setSession({ admin })} />;
+  if (!session) return <SignIn onSignedIn={(admin) => setSession({ admin })} error={signInError} />;
   const integration = /^#\/integrations\/([\w-]+)$/.exec(hash)?.[1];
   const signOut = () => {
     credential = '';
+    clearTimeout(refreshTimer);
     setSession(null);
   };
   return (

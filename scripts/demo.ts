@@ -166,7 +166,7 @@ const run = simulate({
     console.log(`
 Ready after ${seconds()} s: ${fleet.length} simulated assets of "Demo Shipping", ${rate} records/s, pushed to a local webhook.
 
-  Dashboard:     ${base}/dashboard  (paste the API key below, or an operator token)
+  Dashboard:     ${base}/dashboard  (sign in as the demo user or the operator, or paste the API key)
   API docs:      ${base}/docs
   Operator:      ${OPERATOR.username} / ${OPERATOR.password} (client ${OPERATOR.clientId}, secret ${OPERATOR.clientSecret})
   Demo user:     ${user.username} / ${user.password} (owner Demo Shipping, read and write)

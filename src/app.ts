@@ -218,7 +218,7 @@ export async function buildApp(cfg: Config, opts: { logger?: FastifyServerOption
 
   await app.register(authRoutes, { db, cfg, tokens });
   await app.register(opsRoutes, { db });
-  await app.register(dashboardRoutes);
+  await app.register(dashboardRoutes, { realm: cfg.AUTH_REALM });
   await app.register(
     async (api) => {
       await api.register(ownerRoutes, { db });

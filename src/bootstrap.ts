@@ -2,7 +2,8 @@
 // client and user from configuration, or generate the secrets and hand them back to print once.
 // Several instances starting together: a transaction-level advisory lock lets one of them do it.
 import type { Config } from './config.js';
-import type { Db } from './db/db.js';
+import crypto from 'node:crypto';
+import type { Db, Queryable } from './db/db.js';
 import { randomSecret } from './auth/crypto.js';
 import { createClient, createUser } from './auth/credentials.js';
 import { createOwner } from './owners/owners.js';
@@ -17,11 +18,17 @@ export interface BootstrapResult {
   password?: string; // only when generated
 }
 
+/** The dashboard's public client (authorization code with PKCE; API.md 9). */
+export const DASHBOARD_CLIENT_ID = 'dashboard';
+
 export async function bootstrap(db: Db, cfg: Config): Promise<BootstrapResult | null> {
   return db.tx(async (q) => {
     await q.query('SELECT pg_advisory_xact_lock($1)', [BOOTSTRAP_LOCK_KEY]);
-    const done = await q.query("SELECT 1 FROM service_state WHERE name = 'bootstrap'");
-    if (done.rows.length) return null;
+    const done = await q.query<{ value: { ownerId: string } }>("SELECT value FROM service_state WHERE name = 'bootstrap'");
+    if (done.rows.length) {
+      await ensureDashboardClient(q, done.rows[0]!.value.ownerId);
+      return null;
+    }
     const clientSecret = cfg.BOOTSTRAP_CLIENT_SECRET ?? randomSecret('', 24);
     const password = cfg.BOOTSTRAP_PASSWORD ?? randomSecret('', 18);
     const result: BootstrapResult = {
@@ -38,6 +45,7 @@ export async function bootstrap(db: Db, cfg: Config): Promise<BootstrapResult | 
       scopes: ['read', 'write', 'admin'],
     });
     await createUser(q, { username: result.username, password, ownerId: result.ownerId, scopes: ['read', 'write', 'admin'] });
+    await ensureDashboardClient(q, result.ownerId);
     await q.query("INSERT INTO service_state (name, value) VALUES ('bootstrap', $1)", [
       JSON.stringify({ ownerId: result.ownerId, at: new Date().toISOString() }),
     ]);
@@ -45,4 +53,20 @@ export async function bootstrap(db: Db, cfg: Config): Promise<BootstrapResult | 
     if (!cfg.BOOTSTRAP_PASSWORD) result.password = password;
     return result;
   });
+}
+
+/**
+ * The dashboard signs users in with the authorization code flow and PKCE as this public client:
+ * no secret, redirects only to /dashboard/ of the service itself, the user's own scopes. Made on
+ * every start when missing (an operator may have deleted it).
+ */
+async function ensureDashboardClient(q: Queryable, ownerId: string): Promise<void> {
+  await q.query(
+    `INSERT INTO clients (id, client_id, name, secret_digest, grants, owner_id, scopes, public, redirect_paths)
+     SELECT $1, $2, 'Dashboard (public, PKCE)', '', ARRAY['authorization_code', 'refresh_token'], $3, ARRAY['read', 'write', 'admin'], true,
+            ARRAY['/dashboard/']
+      WHERE EXISTS (SELECT 1 FROM owners WHERE id = $3)
+     ON CONFLICT (client_id) DO NOTHING`,
+    [crypto.randomUUID(), DASHBOARD_CLIENT_ID, ownerId],
+  );
 }

@@ -1,5 +1,5 @@
 // Issue 11's browser tests: the dashboard in a real Chromium (playwright-core with Debian's
-// chromium). An operator signs in, sees an integration's attempts arrive live, redelivers a failed
+// chromium). An operator signs in on the issuer's page (authorization code with PKCE), sees an integration's attempts arrive live, redelivers a failed
 // one and sees it succeed, sees an asset on the map; a customer's API key sees its own fleet and,
 // read-only, its integration's attempts. A hostile response body is shown as text. A screenshot of
 // each page goes to test-artifacts/ (outside git).
@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import { DASHBOARD_CSP } from '../src/dashboard/dashboard.js';
-import { atEnd, ok, ownerWithKey, requireService, startApp, TEST_DB } from './helpers.js';
+import { atEnd, OPERATOR, ok, ownerWithKey, requireService, startApp, TEST_DB } from './helpers.js';
 import { Receiver } from './receiver.js';
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
@@ -97,8 +97,23 @@ if (TEST_DB === 'postgres') {
       return page;
     };
 
-    // Operator: the integration with its stats, then its attempts live.
-    const op = await signIn(ta.adminToken);
+    // Operator, through the issuer's sign-in page (authorization code with PKCE): the integration
+    // with its stats, then its attempts live.
+    const op = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+    op.on('pageerror', (e) => pageErrors.push(e.message));
+    await op.goto(`${ta.url}/dashboard/`);
+    await op.click('text=Sign in with your account');
+    await op.waitForSelector('input[name=username]');
+    await op.fill('input[name=username]', OPERATOR.username);
+    await op.fill('input[name=password]', 'wrong password');
+    await op.click('button[type=submit]');
+    await op.waitForSelector('text=Invalid username or password.');
+    await op.screenshot({ path: path.join(ARTIFACTS, 'dashboard-signin.png') });
+    await op.fill('input[name=password]', OPERATOR.password);
+    await op.click('button[type=submit]');
+    await op.waitForSelector('header nav');
+    assert.equal(new URL(op.url()).search, '', 'the code is gone from the address bar');
+    await op.waitForSelector('header >> text=operator');
     await op.waitForSelector('text=dash-hook');
     await op.screenshot({ path: path.join(ARTIFACTS, 'dashboard-integrations.png'), fullPage: true });
     await op.click('text=dash-hook');

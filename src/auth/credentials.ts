@@ -14,6 +14,8 @@ import type { Scope } from './tokens.js';
 
 const Scopes = Type.Array(ScopeSchema, { minItems: 1, maxItems: 3, uniqueItems: true });
 const Grant = Type.Union([Type.Literal('password'), Type.Literal('refresh_token'), Type.Literal('client_credentials')]);
+// What a stored client may show: also the dashboard's public client (authorization code with PKCE).
+const GrantShown = Type.Union([...Grant.anyOf, Type.Literal('authorization_code')]);
 
 // ---- shared list helper for the three credential tables -------------------------------------
 
@@ -92,7 +94,7 @@ const Client = Type.Object(
     id: Uuid,
     clientId: Str(255),
     name: Nullable(Str(255)),
-    grants: Type.Array(Grant),
+    grants: Type.Array(GrantShown),
     ownerId: Uuid,
     scopes: Scopes,
     disabled: Type.Boolean(),
@@ -129,7 +131,7 @@ const clientApi = (r: ClientRow) => ({
   id: r.id,
   clientId: r.client_id,
   name: r.name,
-  grants: r.grants as Static<typeof Grant>[],
+  grants: r.grants as Static<typeof GrantShown>[],
   ownerId: r.owner_id,
   scopes: r.scopes,
   disabled: r.disabled,

@@ -1,5 +1,6 @@
 // The built-in OpenID Connect issuer on Keycloak-compatible paths (spec 4.2, API.md section 2):
-// token endpoint (password, refresh_token, client_credentials), discovery document and JWKS.
+// token endpoint (password, refresh_token, client_credentials, and authorization_code with PKCE
+// for public clients: authorize.ts), discovery document and JWKS.
 // Served under /auth/realms/{realm} and, as newer Keycloak does, /realms/{realm}.
 import crypto from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
@@ -9,6 +10,7 @@ import type { Config } from '../config.js';
 import type { Db } from '../db/db.js';
 import { digest, hashPassword, safeEqual, verifyPassword } from './crypto.js';
 import { FailureThrottle } from './throttle.js';
+import { authorizeRoutes, verifierMatches } from './authorize.js';
 import { isScope, type TokenService, type TokenSubject, type VerifiedToken } from './tokens.js';
 
 const TokenBody = Type.Object({
@@ -19,6 +21,9 @@ const TokenBody = Type.Object({
   scope: Type.Optional(Type.String({ maxLength: 1024 })),
   client_id: Type.Optional(Type.String({ maxLength: 255 })),
   client_secret: Type.Optional(Type.String({ maxLength: 1024 })),
+  code: Type.Optional(Type.String({ maxLength: 256 })),
+  redirect_uri: Type.Optional(Type.String({ maxLength: 2048 })),
+  code_verifier: Type.Optional(Type.String({ maxLength: 256 })),
 });
 type TokenBody = Static<typeof TokenBody>;
 
@@ -52,6 +57,7 @@ interface ClientRow {
   owner_id: string;
   scopes: string[];
   disabled: boolean;
+  public: boolean;
 }
 
 interface UserRow {
@@ -79,8 +85,11 @@ const UNKNOWN_CLIENT_DIGEST = digest(crypto.randomBytes(32).toString('hex'));
 let unknownHash: Promise<string> | undefined;
 const unknownUserHash = () => (unknownHash ??= hashPassword(crypto.randomBytes(32).toString('hex')));
 
-/** Client credentials from HTTP Basic (the spec's user:password in the URL) or the form body. */
-function clientCredentials(req: FastifyRequest<{ Body: TokenBody }>): { id: string; secret: string } {
+/**
+ * Client credentials from HTTP Basic (the spec's user:password in the URL) or the form body; a
+ * public client (the dashboard) names itself with client_id alone (secret null).
+ */
+function clientCredentials(req: FastifyRequest<{ Body: TokenBody }>): { id: string; secret: string | null } {
   const auth = req.headers.authorization;
   if (auth && /^Basic\s+/i.test(auth)) {
     const raw = Buffer.from(auth.replace(/^Basic\s+/i, ''), 'base64').toString('utf8');
@@ -96,6 +105,7 @@ function clientCredentials(req: FastifyRequest<{ Body: TokenBody }>): { id: stri
     return { id: dec(raw.slice(0, i)), secret: dec(raw.slice(i + 1)) };
   }
   if (req.body.client_id && req.body.client_secret !== undefined) return { id: req.body.client_id, secret: req.body.client_secret };
+  if (req.body.client_id) return { id: req.body.client_id, secret: null };
   throw new OAuthError(401, 'invalid_client', 'Client authentication is required (HTTP Basic or client_id/client_secret).');
 }
 
@@ -130,17 +140,21 @@ export async function authRoutes(app: FastifyInstance, opts: { db: Db; cfg: Conf
       const clientWait = await throttle.attempt('client', cred.id, address);
       if (clientWait) throw refused(clientWait, 'client');
       const { rows } = await db.query<ClientRow>(
-        'SELECT id, client_id, secret_digest, grants, owner_id, scopes, disabled FROM clients WHERE client_id = $1',
+        'SELECT id, client_id, secret_digest, grants, owner_id, scopes, disabled, public FROM clients WHERE client_id = $1',
         [cred.id],
       );
       const client = rows[0];
-      // Compare against a digest even for an unknown client, so both take the same time.
-      const secretOk = safeEqual(client?.secret_digest ?? UNKNOWN_CLIENT_DIGEST, digest(cred.secret));
+      // Compare against a digest even for an unknown client, so both take the same time. A public
+      // client has no secret: it proves itself with the PKCE verifier (and may present no secret).
+      const secretOk =
+        cred.secret === null
+          ? client?.public === true
+          : !client?.public && safeEqual(client?.secret_digest ?? UNKNOWN_CLIENT_DIGEST, digest(cred.secret));
       if (!client || !secretOk) throw new OAuthError(401, 'invalid_client', 'Unknown client or wrong client secret.');
       await throttle.succeeded('client', cred.id, address);
       if (client.disabled) throw new OAuthError(401, 'invalid_client', 'This client is disabled.');
       const grant = req.body.grant_type;
-      if (!['password', 'refresh_token', 'client_credentials'].includes(grant)) {
+      if (!['password', 'refresh_token', 'client_credentials', 'authorization_code'].includes(grant)) {
         throw new OAuthError(400, 'unsupported_grant_type', `Grant type "${grant}" is not supported.`);
       }
       if (!client.grants.includes(grant)) throw new OAuthError(400, 'unauthorized_client', `This client may not use the ${grant} grant.`);
@@ -164,6 +178,29 @@ export async function authRoutes(app: FastifyInstance, opts: { db: Db; cfg: Conf
         const passwordOk = await verifyPassword(password, user?.password_hash ?? (await unknownUserHash()));
         if (!user || !passwordOk || user.disabled) throw new OAuthError(400, 'invalid_grant', 'Invalid user credentials.');
         await throttle.succeeded('user', username, address);
+        subject = userSubject(user, client);
+        refreshJti = crypto.randomUUID();
+        sid = await tokens.sessions.open({ clientRowId: client.id, userId: user.id, refreshJti, lifeSeconds: refreshLife });
+      } else if (grant === 'authorization_code') {
+        const { code, redirect_uri: redirectUri, code_verifier: verifier } = req.body;
+        if (!code || !redirectUri || !verifier) {
+          throw new OAuthError(400, 'invalid_request', 'The authorization_code grant needs code, redirect_uri and code_verifier.');
+        }
+        // Single use: the first exchange marks it, whatever follows.
+        const { rows: codes } = await db.query<{ client_id: string; user_id: string; redirect_uri: string; code_challenge: string }>(
+          `UPDATE auth_codes SET used_at = now() WHERE code_digest = $1 AND used_at IS NULL AND expires_at > now()
+           RETURNING client_id, user_id, redirect_uri, code_challenge`,
+          [digest(code)],
+        );
+        const granted = codes[0];
+        if (!granted || granted.client_id !== client.id)
+          throw new OAuthError(400, 'invalid_grant', 'The code is unknown, used or expired.');
+        if (granted.redirect_uri !== redirectUri)
+          throw new OAuthError(400, 'invalid_grant', 'redirect_uri differs from the one the code was issued for.');
+        if (!verifierMatches(verifier, granted.code_challenge))
+          throw new OAuthError(400, 'invalid_grant', 'The code_verifier does not match the code_challenge.');
+        const user = await findUser(db, 'id = $1::uuid', granted.user_id);
+        if (!user || user.disabled) throw new OAuthError(400, 'invalid_grant', 'The user no longer exists or is disabled.');
         subject = userSubject(user, client);
         refreshJti = crypto.randomUUID();
         sid = await tokens.sessions.open({ clientRowId: client.id, userId: user.id, refreshJti, lifeSeconds: refreshLife });
@@ -221,16 +258,20 @@ export async function authRoutes(app: FastifyInstance, opts: { db: Db; cfg: Conf
     return {
       issuer: base,
       token_endpoint: `${base}/protocol/openid-connect/token`,
+      authorization_endpoint: `${base}/protocol/openid-connect/auth`,
+      code_challenge_methods_supported: ['S256'],
       jwks_uri: `${base}/protocol/openid-connect/certs`,
-      grant_types_supported: ['password', 'refresh_token', 'client_credentials'],
-      token_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post'],
+      grant_types_supported: ['password', 'refresh_token', 'client_credentials', 'authorization_code'],
+      token_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post', 'none'],
       id_token_signing_alg_values_supported: ['ES256'],
-      response_types_supported: ['token'],
+      response_types_supported: ['code', 'token'],
       subject_types_supported: ['public'],
       scopes_supported: ['openid', 'profile', 'read', 'write', 'admin'],
       claims_supported: ['iss', 'sub', 'aud', 'exp', 'iat', 'jti', 'scope', 'owner_id', 'roles', 'sid'],
     };
   };
+
+  await authorizeRoutes(app, { db, realm: () => cfg.AUTH_REALM, throttle, prefixes: ['/auth/realms/:realm', '/realms/:realm'] });
 
   for (const prefix of ['/auth/realms/:realm', '/realms/:realm']) {
     const hide = prefix.startsWith('/realms');
@@ -238,7 +279,7 @@ export async function authRoutes(app: FastifyInstance, opts: { db: Db; cfg: Conf
       config: { public: true },
       schema: {
         tags: ['auth'],
-        summary: 'Token endpoint (spec 4.2): password, refresh_token and client_credentials grants',
+        summary: 'Token endpoint (spec 4.2): password, refresh_token, client_credentials and authorization_code (PKCE) grants',
         hide,
         security: [],
         params: Realm,

@@ -8,6 +8,7 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { FastifyInstance, FastifyReply } from 'fastify';
+import { DASHBOARD_CLIENT_ID } from '../bootstrap.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../dashboard');
 const require = createRequire(import.meta.url);
@@ -41,7 +42,7 @@ function buildBundle(): Promise<string> {
   return bundle;
 }
 
-export async function dashboardRoutes(app: FastifyInstance): Promise<void> {
+export async function dashboardRoutes(app: FastifyInstance, { realm }: { realm: string }): Promise<void> {
   const opts = { config: { public: true }, schema: { hide: true } };
   const secure = (reply: FastifyReply) =>
     reply
@@ -68,6 +69,13 @@ export async function dashboardRoutes(app: FastifyInstance): Promise<void> {
       .header('Cache-Control', 'no-cache')
       .send(await buildBundle()),
   );
+  // Where the page signs users in: the issuer's endpoints on the origin the page was loaded from.
+  app.get('/dashboard/config.json', opts, async (_req, reply) => {
+    const base = `/auth/realms/${realm}/protocol/openid-connect`;
+    return secure(reply)
+      .header('Cache-Control', 'no-cache')
+      .send({ clientId: DASHBOARD_CLIENT_ID, authorizationEndpoint: `${base}/auth`, tokenEndpoint: `${base}/token` });
+  });
   app.get('/dashboard/land-110m.json', opts, async (_req, reply) =>
     secure(reply).type('application/json').header('Cache-Control', 'public, max-age=86400').send(fs.createReadStream(landFile)),
   );

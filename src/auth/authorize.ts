@@ -1,0 +1,186 @@
+// The authorization endpoint of the built-in issuer (authorization code with PKCE, RFC 6749 4.1
+// and RFC 7636), for public clients such as the dashboard: GET shows the issuer's own sign-in page,
+// POST checks the user and redirects back with a one-time code, which the token endpoint exchanges
+// for tokens against the PKCE verifier. Only S256; a redirect goes only to a path the client lists,
+// on the origin the request came to (the page that started the sign-in is served there).
+import crypto from 'node:crypto';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { Type, type Static } from '@sinclair/typebox';
+import type { Db } from '../db/db.js';
+import { digest, hashPassword, verifyPassword } from './crypto.js';
+import type { FailureThrottle } from './throttle.js';
+
+/** A code is exchanged within this many seconds, once. */
+export const CODE_LIFE_SECONDS = 60;
+
+const AuthorizeQuery = Type.Object({
+  response_type: Type.Optional(Type.String({ maxLength: 32 })),
+  client_id: Type.Optional(Type.String({ maxLength: 255 })),
+  redirect_uri: Type.Optional(Type.String({ maxLength: 2048 })),
+  state: Type.Optional(Type.String({ maxLength: 1024 })),
+  scope: Type.Optional(Type.String({ maxLength: 1024 })),
+  code_challenge: Type.Optional(Type.String({ maxLength: 128 })),
+  code_challenge_method: Type.Optional(Type.String({ maxLength: 16 })),
+});
+type AuthorizeQuery = Static<typeof AuthorizeQuery>;
+const LoginBody = Type.Object({
+  ...AuthorizeQuery.properties,
+  username: Type.Optional(Type.String({ maxLength: 255 })),
+  password: Type.Optional(Type.String({ maxLength: 1024 })),
+});
+type LoginBody = Static<typeof LoginBody>;
+
+const LOGIN_CSP = "default-src 'none'; style-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+const esc = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+
+interface Client {
+  id: string;
+  client_id: string;
+  public: boolean;
+  grants: string[];
+  redirect_paths: string[];
+}
+
+export async function authorizeRoutes(
+  app: FastifyInstance,
+  deps: { db: Db; realm: () => string; throttle: FailureThrottle; prefixes: string[] },
+): Promise<void> {
+  const { db, throttle } = deps;
+  let unknownHash: Promise<string> | undefined;
+
+  /** The checks before anything may be redirected: a known public client and one of its own redirects. */
+  const checkRequest = async (req: FastifyRequest, p: AuthorizeQuery): Promise<{ client: Client; redirect: URL } | string> => {
+    if (!p.client_id) return 'client_id is missing.';
+    const { rows } = await db.query<Client>('SELECT id, client_id, public, grants, redirect_paths FROM clients WHERE client_id = $1', [
+      p.client_id,
+    ]);
+    const client = rows[0];
+    if (!client?.grants.includes('authorization_code')) return `Client "${p.client_id}" may not sign users in here.`;
+    let redirect: URL;
+    try {
+      redirect = new URL(p.redirect_uri ?? '');
+    } catch {
+      return 'redirect_uri is missing or not a URL.';
+    }
+    const origin = `${req.protocol}://${req.host}`;
+    if (redirect.origin !== origin || !client.redirect_paths.includes(redirect.pathname) || redirect.hash) {
+      return 'redirect_uri is not one this client may use.';
+    }
+    return { client, redirect };
+  };
+
+  /** Errors after the redirect is known go back to the client (RFC 6749 4.1.2.1). */
+  const redirectError = (reply: FastifyReply, redirect: URL, error: string, description: string, state?: string) => {
+    const to = new URL(redirect);
+    to.searchParams.set('error', error);
+    to.searchParams.set('error_description', description);
+    if (state !== undefined) to.searchParams.set('state', state);
+    return reply.redirect(to.toString(), 303);
+  };
+
+  const page = (reply: FastifyReply, status: number, body: string) =>
+    reply
+      .code(status)
+      .header('Content-Security-Policy', LOGIN_CSP)
+      .header('Cache-Control', 'no-store')
+      .header('X-Frame-Options', 'DENY')
+      .header('Referrer-Policy', 'no-referrer')
+      .type('text/html; charset=utf-8')
+      .send(
+        `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">` +
+          `<title>Sign in · Asset tracking</title><link rel="icon" href="data:,"><link rel="stylesheet" href="/dashboard/app.css"></head>` +
+          `<body><main class="signin"><h1>Asset tracking</h1>${body}</main></body></html>`,
+      );
+
+  const loginForm = (p: AuthorizeQuery, action: string, message = '', username = '') => {
+    const hidden = (['response_type', 'client_id', 'redirect_uri', 'state', 'scope', 'code_challenge', 'code_challenge_method'] as const)
+      .filter((k) => p[k] !== undefined)
+      .map((k) => `<input type="hidden" name="${k}" value="${esc(p[k]!)}">`)
+      .join('');
+    return (
+      `<form method="post" action="${esc(action)}">${hidden}` +
+      `<label for="username">Username</label><input id="username" name="username" autocomplete="username" required value="${esc(username)}">` +
+      `<label for="password">Password</label><input id="password" name="password" type="password" autocomplete="current-password" required>` +
+      `<button type="submit">Sign in</button>${message ? `<p class="error" role="alert">${esc(message)}</p>` : ''}</form>`
+    );
+  };
+
+  /** The PKCE and response type checks, after the redirect is trusted. */
+  const pkceProblem = (p: AuthorizeQuery): [string, string] | undefined => {
+    if (p.response_type !== 'code') return ['unsupported_response_type', 'Only response_type=code is supported.'];
+    if (p.code_challenge_method !== 'S256') return ['invalid_request', 'PKCE is required, with code_challenge_method=S256.'];
+    if (!p.code_challenge || !/^[A-Za-z0-9_-]{43}$/.test(p.code_challenge)) {
+      return ['invalid_request', 'code_challenge must be the base64url SHA-256 of the code verifier (43 characters).'];
+    }
+    return undefined;
+  };
+
+  for (const prefix of deps.prefixes) {
+    const path = `${prefix}/protocol/openid-connect/auth`;
+    const realmOk = (req: FastifyRequest, reply: FastifyReply) => {
+      if ((req.params as { realm: string }).realm === deps.realm()) return true;
+      void page(reply, 404, '<p class="error">No such realm.</p>');
+      return false;
+    };
+    const common = { config: { public: true }, schema: { hide: true, params: Type.Object({ realm: Type.String({ maxLength: 64 }) }) } };
+
+    app.get(path, { ...common, schema: { ...common.schema, querystring: AuthorizeQuery } }, async (req, reply) => {
+      if (!realmOk(req, reply)) return reply;
+      const p = req.query as AuthorizeQuery;
+      const checked = await checkRequest(req, p);
+      if (typeof checked === 'string') return page(reply, 400, `<p class="error" role="alert">${esc(checked)}</p>`);
+      const problem = pkceProblem(p);
+      if (problem) return redirectError(reply, checked.redirect, problem[0], problem[1], p.state);
+      return page(reply, 200, loginForm(p, req.url.split('?')[0]!));
+    });
+
+    app.post(path, { ...common, schema: { ...common.schema, body: LoginBody } }, async (req, reply) => {
+      if (!realmOk(req, reply)) return reply;
+      const p = req.body as LoginBody;
+      const checked = await checkRequest(req, p);
+      if (typeof checked === 'string') return page(reply, 400, `<p class="error" role="alert">${esc(checked)}</p>`);
+      const problem = pkceProblem(p);
+      if (problem) return redirectError(reply, checked.redirect, problem[0], problem[1], p.state);
+      const action = req.url.split('?')[0]!;
+      const username = p.username ?? '';
+      const wait = await throttle.attempt('user', username, req.ip);
+      if (wait)
+        return page(
+          reply.header('Retry-After', String(wait)),
+          429,
+          loginForm(p, action, `Too many failed attempts; retry in ${wait} s.`, username),
+        );
+      const { rows } = await db.query<{ id: string; password_hash: string; disabled: boolean }>(
+        'SELECT id, password_hash, disabled FROM users WHERE username = $1',
+        [username],
+      );
+      const user = rows[0];
+      // scrypt runs for an unknown user too: every refusal costs the same (no enumeration by timing).
+      unknownHash ??= hashPassword(crypto.randomBytes(32).toString('hex'));
+      const ok = await verifyPassword(p.password ?? '', user?.password_hash ?? (await unknownHash));
+      if (!user || !ok || user.disabled) return page(reply, 401, loginForm(p, action, 'Invalid username or password.', username));
+      await throttle.succeeded('user', username, req.ip);
+      const code = crypto.randomBytes(32).toString('base64url');
+      await db.query(
+        `INSERT INTO auth_codes (code_digest, client_id, user_id, redirect_uri, code_challenge, expires_at)
+         VALUES ($1, $2, $3, $4, $5, now() + make_interval(secs => $6))`,
+        [digest(code), checked.client.id, user.id, p.redirect_uri, p.code_challenge, CODE_LIFE_SECONDS],
+      );
+      // Old codes go in the same breath (a handful at most: each lives a minute).
+      await db.query("DELETE FROM auth_codes WHERE expires_at < now() - interval '1 hour'");
+      const to = new URL(checked.redirect);
+      to.searchParams.set('code', code);
+      if (p.state !== undefined) to.searchParams.set('state', p.state);
+      return reply.redirect(to.toString(), 303);
+    });
+  }
+}
+
+/** RFC 7636 S256: base64url(SHA-256(verifier)), compared in constant time. */
+export function verifierMatches(verifier: string, challenge: string): boolean {
+  if (!/^[A-Za-z0-9._~-]{43,128}$/.test(verifier)) return false;
+  const computed = Buffer.from(crypto.createHash('sha256').update(verifier).digest('base64url'));
+  const expected = Buffer.from(challenge);
+  return computed.length === expected.length && crypto.timingSafeEqual(computed, expected);
+}

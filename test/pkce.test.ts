@@ -1,0 +1,138 @@
+// API.md 2 and 9: the built-in issuer's authorization code flow with PKCE for the dashboard's
+// public client: the sign-in page, the redirect with a one-time code, the exchange against the
+// verifier, and every way it must refuse (wrong password, foreign redirect, missing or plain PKCE,
+// wrong verifier, a code used twice or for another redirect), then refresh without a secret.
+import assert from 'node:assert/strict';
+import crypto from 'node:crypto';
+import { test } from 'node:test';
+import { OPERATOR, startApp } from './helpers.js';
+
+const ta = await startApp(undefined, { AUTH_THROTTLE_FAILURES: '100' });
+const base = `/auth/realms/tracking/protocol/openid-connect`;
+const redirect = `${ta.url}/dashboard/`;
+const pkce = () => {
+  const verifier = crypto.randomBytes(32).toString('base64url');
+  return { verifier, challenge: crypto.createHash('sha256').update(verifier).digest('base64url') };
+};
+const authorizeQuery = (challenge: string, extra: Record<string, string> = {}) =>
+  new URLSearchParams({
+    response_type: 'code',
+    client_id: 'dashboard',
+    redirect_uri: redirect,
+    code_challenge: challenge,
+    code_challenge_method: 'S256',
+    state: 'st-1',
+    ...extra,
+  }).toString();
+const form = (body: Record<string, string>) => ({
+  method: 'POST',
+  headers: { 'content-type': 'application/x-www-form-urlencoded' },
+  body: new URLSearchParams(body).toString(),
+  redirect: 'manual' as const,
+});
+const login = (challenge: string, password = OPERATOR.password, extra: Record<string, string> = {}) =>
+  fetch(
+    `${ta.url}${base}/auth`,
+    form({ ...Object.fromEntries(new URLSearchParams(authorizeQuery(challenge, extra))), username: OPERATOR.username, password }),
+  );
+const exchange = (body: Record<string, string>) =>
+  fetch(`${ta.url}${base}/token`, form({ grant_type: 'authorization_code', client_id: 'dashboard', redirect_uri: redirect, ...body }));
+
+test('discovery names the authorization endpoint and S256', async () => {
+  const d = (await (await fetch(`${ta.url}/auth/realms/tracking/.well-known/openid-configuration`)).json()) as Record<string, unknown>;
+  assert.equal(d.authorization_endpoint, `${ta.cfg.publicUrl}${base}/auth`);
+  assert.deepEqual(d.code_challenge_methods_supported, ['S256']);
+  assert.ok((d.grant_types_supported as string[]).includes('authorization_code'));
+});
+
+test('sign-in page, code, exchange with the verifier, refresh without a secret; the code works once', async () => {
+  const { verifier, challenge } = pkce();
+  const page = await fetch(`${ta.url}${base}/auth?${authorizeQuery(challenge)}`);
+  assert.equal(page.status, 200);
+  assert.match(page.headers.get('content-security-policy') ?? '', /form-action 'self'/);
+  const html = await page.text();
+  assert.match(html, /<form method="post"/);
+  assert.match(html, new RegExp(`name="code_challenge" value="${challenge}"`));
+
+  const wrong = await login(challenge, 'not-the-password');
+  assert.equal(wrong.status, 401);
+  assert.match(await wrong.text(), /Invalid username or password/);
+
+  const ok = await login(challenge);
+  assert.equal(ok.status, 303);
+  const to = new URL(ok.headers.get('location')!);
+  assert.equal(`${to.origin}${to.pathname}`, redirect);
+  assert.equal(to.searchParams.get('state'), 'st-1');
+  const code = to.searchParams.get('code')!;
+  assert.ok(code.length >= 40);
+
+  const bad = await exchange({ code, code_verifier: pkce().verifier });
+  assert.equal(bad.status, 400);
+  assert.equal(((await bad.json()) as { error: string }).error, 'invalid_grant');
+  // The failed try used the code up: a code is exchanged once, whatever the outcome.
+  const late = await exchange({ code, code_verifier: verifier });
+  assert.equal(late.status, 400);
+
+  const second = await login(challenge);
+  const code2 = new URL(second.headers.get('location')!).searchParams.get('code')!;
+  const tokens = await exchange({ code: code2, code_verifier: verifier });
+  assert.equal(tokens.status, 200);
+  const t = (await tokens.json()) as { access_token: string; refresh_token: string };
+  const me = await ta.call('GET', '/api/v1/integrations', { token: t.access_token });
+  assert.equal(me.status, 200, 'the operator signed in with their own scopes (admin)');
+  const again = await exchange({ code: code2, code_verifier: verifier });
+  assert.equal(again.status, 400, 'a code used once is refused');
+
+  const refreshed = await fetch(
+    `${ta.url}${base}/token`,
+    form({ grant_type: 'refresh_token', client_id: 'dashboard', refresh_token: t.refresh_token }),
+  );
+  assert.equal(refreshed.status, 200);
+  // A public client cannot use the password grant, and a confidential one must give its secret.
+  const pw = await fetch(
+    `${ta.url}${base}/token`,
+    form({ grant_type: 'password', client_id: 'dashboard', username: OPERATOR.username, password: OPERATOR.password }),
+  );
+  assert.equal(pw.status, 400);
+  assert.equal(((await pw.json()) as { error: string }).error, 'unauthorized_client');
+  const noSecret = await fetch(
+    `${ta.url}${base}/token`,
+    form({ grant_type: 'password', client_id: OPERATOR.clientId, username: OPERATOR.username, password: OPERATOR.password }),
+  );
+  assert.equal(noSecret.status, 401);
+});
+
+test('refusals: a foreign redirect or client is an error page; missing or plain PKCE goes back as an error; redirect_uri must match', async () => {
+  const { verifier, challenge } = pkce();
+  for (const [extra, what] of [
+    [{ redirect_uri: 'https://evil.example/dashboard/' }, 'foreign origin'],
+    [{ redirect_uri: `${ta.url}/other/` }, 'unlisted path'],
+    [{ client_id: OPERATOR.clientId }, 'a client without the code grant'],
+    [{ client_id: 'nobody' }, 'unknown client'],
+  ] as const) {
+    const r = await fetch(`${ta.url}${base}/auth?${authorizeQuery(challenge, extra)}`, { redirect: 'manual' });
+    assert.equal(r.status, 400, what);
+    assert.equal(r.headers.get('location'), null, `${what}: never redirected`);
+  }
+  for (const [extra, error] of [
+    [{ code_challenge_method: 'plain' }, 'invalid_request'],
+    [{ code_challenge: 'short' }, 'invalid_request'],
+    [{ response_type: 'token' }, 'unsupported_response_type'],
+  ] as const) {
+    const r = await fetch(`${ta.url}${base}/auth?${authorizeQuery(challenge, extra)}`, { redirect: 'manual' });
+    assert.equal(r.status, 303);
+    const to = new URL(r.headers.get('location')!);
+    assert.equal(to.searchParams.get('error'), error);
+    assert.equal(to.searchParams.get('state'), 'st-1');
+  }
+  // A code asked for one redirect cannot be exchanged naming another.
+  const ok = await login(challenge);
+  const code = new URL(ok.headers.get('location')!).searchParams.get('code')!;
+  const r = await exchange({ code, code_verifier: verifier, redirect_uri: `${ta.url}/dashboard/?x=1` });
+  assert.equal(r.status, 400);
+  // The page escapes what it echoes.
+  const page = await fetch(`${ta.url}${base}/auth?${authorizeQuery(challenge, { state: '"><script>alert(1)</script>' })}`);
+  const html = await page.text();
+  assert.ok(!html.includes('<script>alert(1)</script>'));
+  assert.match(html, /&#34;&#62;&#60;script&#62;/);
+});
