@@ -45,6 +45,15 @@ export interface Leg {
 }
 
 const P = PLACES;
+/** Down the English Channel and across the North Atlantic: the last stretch of two lanes. */
+const CHANNEL_TO_NEW_YORK: LatLon[] = [
+  [51.2, 1.9],
+  [50.1, -1],
+  [49.3, -6],
+  [46, -25],
+  [42, -50],
+  [40.3, -70],
+];
 /** Sea lanes: waypoints between two ports, through the straits and canals ships use. */
 const SEA: [Place, Place, LatLon[]][] = [
   [
@@ -104,19 +113,7 @@ const SEA: [Place, Place, LatLon[]][] = [
       [34.5, 235],
     ],
   ],
-  [
-    'rotterdam',
-    'newYork',
-    [
-      [51.9, 3.5],
-      [51.2, 1.9],
-      [50.1, -1],
-      [49.3, -6],
-      [46, -25],
-      [42, -50],
-      [40.3, -70],
-    ],
-  ],
+  ['rotterdam', 'newYork', [[51.9, 3.5], ...CHANNEL_TO_NEW_YORK]],
   [
     'santos',
     'algeciras',
@@ -152,21 +149,7 @@ const SEA: [Place, Place, LatLon[]][] = [
       [7.5, 77],
     ],
   ],
-  [
-    'hamburg',
-    'newYork',
-    [
-      [54, 8.5],
-      [53.8, 6],
-      [51.9, 3],
-      [51.2, 1.9],
-      [50.1, -1],
-      [49.3, -6],
-      [46, -25],
-      [42, -50],
-      [40.3, -70],
-    ],
-  ],
+  ['hamburg', 'newYork', [[54, 8.5], [53.8, 6], [51.9, 3], ...CHANNEL_TO_NEW_YORK]],
 ];
 
 /** Road legs between a port and an inland depot (a few waypoints along the highway). */

@@ -125,23 +125,32 @@ export async function authorizeRoutes(
     };
     const common = { config: { public: true }, schema: { hide: true, params: Type.Object({ realm: Type.String({ maxLength: 64 }) }) } };
 
-    app.get(path, { ...common, schema: { ...common.schema, querystring: AuthorizeQuery } }, async (req, reply) => {
-      if (!realmOk(req, reply)) return reply;
-      const p = req.query as AuthorizeQuery;
+    /** Realm, client, redirect and PKCE, for the page and its form alike: the client and redirect, or null once answered. */
+    const accepted = async (req: FastifyRequest, reply: FastifyReply, p: AuthorizeQuery) => {
+      if (!realmOk(req, reply)) return null;
       const checked = await checkRequest(req, p);
-      if (typeof checked === 'string') return page(reply, 400, `<p class="error" role="alert">${esc(checked)}</p>`);
+      if (typeof checked === 'string') {
+        await page(reply, 400, `<p class="error" role="alert">${esc(checked)}</p>`);
+        return null;
+      }
       const problem = pkceProblem(p);
-      if (problem) return redirectError(reply, checked.redirect, problem[0], problem[1], p.state);
+      if (problem) {
+        await redirectError(reply, checked.redirect, problem[0], problem[1], p.state);
+        return null;
+      }
+      return checked;
+    };
+
+    app.get(path, { ...common, schema: { ...common.schema, querystring: AuthorizeQuery } }, async (req, reply) => {
+      const p = req.query as AuthorizeQuery;
+      if (!(await accepted(req, reply, p))) return reply;
       return page(reply, 200, loginForm(p, req.url.split('?')[0]!));
     });
 
     app.post(path, { ...common, schema: { ...common.schema, body: LoginBody } }, async (req, reply) => {
-      if (!realmOk(req, reply)) return reply;
       const p = req.body as LoginBody;
-      const checked = await checkRequest(req, p);
-      if (typeof checked === 'string') return page(reply, 400, `<p class="error" role="alert">${esc(checked)}</p>`);
-      const problem = pkceProblem(p);
-      if (problem) return redirectError(reply, checked.redirect, problem[0], problem[1], p.state);
+      const checked = await accepted(req, reply, p);
+      if (!checked) return reply;
       const action = req.url.split('?')[0]!;
       const username = p.username ?? '';
       const wait = await throttle.attempt('user', username, req.ip);
