@@ -532,6 +532,38 @@ test('the result stream gives one line per attempt for the channel, as NDJSON an
     ac.abort();
   }
   assert.match(text, want, `no SSE event for the new attempt within 30 s; the stream sent: ${text.slice(0, 500)}`);
+  // Reconnecting with Last-Event-ID resumes after that event: the window is not sent again.
+  const ids = [...text.matchAll(/^id: (\d+\.\d+)$/gm)].map((m) => m[1]!);
+  assert.ok(ids.length >= 1);
+  const until_ = async (headers: Record<string, string>) => {
+    const c = new AbortController();
+    const r = await fetch(`${ta.url}/api/v1/deliveries/stream?channel=webhook`, {
+      headers: { authorization: `Bearer ${ta.adminToken}`, accept: 'text/event-stream', ...headers },
+      signal: c.signal,
+    });
+    const rd = r.body!.getReader();
+    let got = '';
+    const t = setTimeout(() => c.abort(), 30_000);
+    try {
+      // Everything up to the first keep-alive: the backlog after the position.
+      while (!got.includes(': keep-alive')) {
+        const { value, done } = await rd.read();
+        if (done) break;
+        got += decoder.decode(value, { stream: true });
+      }
+    } catch (e) {
+      if (!c.signal.aborted) throw e;
+    } finally {
+      clearTimeout(t);
+      c.abort();
+    }
+    return [...got.matchAll(/^id: (\d+\.\d+)$/gm)].map((m) => m[1]!);
+  };
+  const fromStart = await until_({});
+  assert.ok(fromStart.includes(ids[0]!), 'without Last-Event-ID the window is sent');
+  const resumed = await until_({ 'last-event-id': ids[0]! });
+  assert.ok(!resumed.includes(ids[0]!), 'the named event is not sent again');
+  assert.deepEqual(resumed, fromStart.slice(fromStart.indexOf(ids[0]!) + 1), 'exactly what followed it');
   // A non-admin sees the results of integrations scoped to its own owners only.
   const own = await fetch(`${ta.url}/api/v1/deliveries/stream?channel=webhook`, {
     headers: { authorization: `Bearer ${f.key}` },

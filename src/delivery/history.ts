@@ -251,7 +251,10 @@ export async function historyRoutes(app: FastifyInstance, opts: { db: Db; secret
       req.raw.on('close', () => (open = false));
       // Followed by position in the attempt log (transaction, then id) below the horizon, so an
       // attempt committed late behind a newer one is still ahead of the follower, never behind.
-      let after: queue.Position = { tx: '0', id: '0' };
+      // A follower that reconnects names the last event it got (Last-Event-ID, as EventSource does):
+      // it resumes right after it instead of reading the window again.
+      const resume = sse ? /^(\d{1,19})\.(\d{1,19})$/.exec(String(req.headers['last-event-id'] ?? '')) : null;
+      let after: queue.Position = resume ? { tx: resume[1]!, id: resume[2]! } : { tx: '0', id: '0' };
       const PAGE = 500;
       while (open) {
         const page = await queue.streamAfter(db, {
