@@ -7,7 +7,7 @@
 //
 // Everything a customer endpoint answered (response bodies, errors) is shown as text: Preact sets
 // text content, and this file never sets HTML. Live attempts arrive over fetch (the credential in a
-// header), are batched per animation frame and capped, so hundreds a second stay smooth.
+// header), are rendered in batches (a few a second) and capped, so hundreds a second stay smooth.
 import { render } from 'preact';
 import { useCallback, useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { feature } from 'topojson-client';
@@ -69,8 +69,11 @@ export interface Attempt {
 }
 
 const MAX_ATTEMPTS = 2000;
+/** The table shows the newest this many of the attempts kept (filters apply to all kept). */
+const SHOWN_ROWS = 100;
+const FLUSH_MS = 400;
 
-/** Follows the SSE result stream over fetch; calls `onBatch` at most once per frame. */
+/** Follows the SSE result stream over fetch; renders what arrived a few times a second. */
 function useAttemptStream(enabled: boolean, since: string) {
   const [attempts, setAttempts] = useState<Attempt[]>([]);
   const [state, setState] = useState<'connecting' | 'live' | 'retrying'>('connecting');
@@ -79,8 +82,12 @@ function useAttemptStream(enabled: boolean, since: string) {
     const abort = new AbortController();
     let pending: Attempt[] = [];
     let frame = 0;
+    let lastFlush = 0;
+    // At most a few renders a second, on an animation frame: hundreds of attempts a second arrive
+    // as a handful of batches, not hundreds of renders.
     const flush = () => {
       frame = 0;
+      lastFlush = performance.now();
       const batch = pending;
       pending = [];
       setAttempts((cur) => [...batch.reverse(), ...cur].slice(0, MAX_ATTEMPTS));
@@ -115,7 +122,10 @@ function useAttemptStream(enabled: boolean, since: string) {
               if (data) pending.push(JSON.parse(data) as Attempt);
               end = buf.indexOf('\n\n');
             }
-            if (pending.length && !frame) frame = requestAnimationFrame(flush);
+            if (pending.length && !frame) {
+              const wait = Math.max(0, FLUSH_MS - (performance.now() - lastFlush));
+              frame = window.setTimeout(() => requestAnimationFrame(flush), wait);
+            }
           }
         } catch {
           if (abort.signal.aborted) return;
@@ -127,7 +137,7 @@ function useAttemptStream(enabled: boolean, since: string) {
     void run();
     return () => {
       abort.abort();
-      if (frame) cancelAnimationFrame(frame);
+      clearTimeout(frame);
     };
   }, [enabled, since]);
   return { attempts, state };
@@ -526,7 +536,7 @@ function IntegrationPage({ id, admin, attempts }: { id: string; admin: boolean; 
           </tr>
         </thead>
         <tbody>
-          {shown.slice(0, 300).map((a) => (
+          {shown.slice(0, SHOWN_ROWS).map((a) => (
             <tr key={`${a.requestId ?? ''}${a.deliveryId}.${a.attempt}.${a.whenAttempted}`} class={a.success ? '' : 'failed'}>
               <td>{time(a.whenAttempted)}</td>
               <td>
@@ -538,7 +548,9 @@ function IntegrationPage({ id, admin, attempts }: { id: string; admin: boolean; 
               </td>
               <td>{ms(a.responseTimeMs)}</td>
               <td class="text">{a.receiptId ?? '–'}</td>
-              <td class="text excerpt">{[a.error, a.responseBody?.slice(0, 300)].filter(Boolean).join(' · ') || '–'}</td>
+              <td class="text excerpt" title={[a.error, a.responseBody?.slice(0, 2000)].filter(Boolean).join('\n')}>
+                {[a.error, a.responseBody?.slice(0, 300)].filter(Boolean).join(' · ') || '–'}
+              </td>
               <td>
                 {admin ? (
                   <button type="button" onClick={() => redeliver(a)}>
