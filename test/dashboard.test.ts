@@ -116,6 +116,14 @@ if (TEST_DB === 'postgres') {
     await op.waitForSelector('header >> text=operator');
     await op.waitForSelector('text=dash-hook');
     await op.screenshot({ path: path.join(ARTIFACTS, 'dashboard-integrations.png'), fullPage: true });
+    // Pause and resume it from the table: the API agrees each time.
+    const row = op.locator('tr', { hasText: 'dash-hook' });
+    await row.locator('button', { hasText: 'Disable' }).click();
+    await row.locator('text=disabled').waitFor();
+    assert.equal(ok(await call('GET', `/integrations/${integration.id}`), 200).enabled, false);
+    await row.locator('button', { hasText: 'Enable' }).click();
+    await row.locator('text=enabled').waitFor();
+    assert.equal(ok(await call('GET', `/integrations/${integration.id}`), 200).enabled, true);
     await op.click('text=dash-hook');
     await op.waitForSelector('table.attempts tbody tr.failed');
     assert.equal(await op.locator('table.attempts tbody tr.failed').count(), 2);
@@ -130,11 +138,25 @@ if (TEST_DB === 'postgres') {
     await op.waitForSelector('text=queued again');
     await op.waitForSelector('table.attempts tbody tr:not(.failed) >> text=OK 200');
     await op.screenshot({ path: path.join(ARTIFACTS, 'dashboard-attempts.png'), fullPage: true });
+    // A test event to the integration's own destination, with its signature.
+    const before = rx.for('/hook').length;
+    await op.click('text=Send test event');
+    await op.waitForSelector('text=/Test event delivered: 200/');
+    assert.ok(
+      rx
+        .for('/hook')
+        .slice(before)
+        .some((r) => String(r.headers['webhook-id']).startsWith('test_')),
+    );
 
     // The fleet: the asset on the map, its zone drawn, its track on a click.
     await op.click('text=Fleet');
     await op.waitForSelector('canvas.map[data-assets="1"]');
     await op.waitForSelector('text=1 of 1 assets on the map');
+    // A click on the asset shows its track: both of its positions.
+    const box = (await op.locator('canvas.map').boundingBox())!;
+    await op.mouse.click(box.x + ((4.1 + 180) / 360) * box.width, box.y + ((90 - 51.9) / 180) * box.height);
+    await op.waitForSelector('text=DASH0001: 2 positions in the last 24 h');
     await op.screenshot({ path: path.join(ARTIFACTS, 'dashboard-fleet.png'), fullPage: true });
 
     // A customer's key: its fleet; its integration's attempts, read-only (no redeliver, no stats).
