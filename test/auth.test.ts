@@ -71,9 +71,13 @@ test('wrong client secret, unknown user, wrong password and unsupported grants a
   assert.equal(r.body.error, 'invalid_grant');
   r = await post(good, { grant_type: 'password', username: 'nobody', password: 'x' });
   assert.equal(r.status, 400);
-  r = await post(good, { grant_type: 'authorization_code' });
+  r = await post(good, { grant_type: 'device_code' });
   assert.equal(r.status, 400);
   assert.equal(r.body.error, 'unsupported_grant_type');
+  // A grant the service knows but this client may not use (the code flow is the dashboard's).
+  r = await post(good, { grant_type: 'authorization_code' });
+  assert.equal(r.status, 400);
+  assert.equal(r.body.error, 'unauthorized_client');
   r = await ta.call('POST', '/auth/realms/other/protocol/openid-connect/token', {
     headers: { authorization: good, 'content-type': 'application/x-www-form-urlencoded' },
     body: 'grant_type=client_credentials',
