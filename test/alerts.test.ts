@@ -211,6 +211,10 @@ test('a spike shorter than duration raises nothing; a long excursion alerts once
   assert.deepEqual(events[0].currentData, { value: '-10', whenCreated: at(30) });
   assert.deepEqual(events[0].prevData, { value: '-10', whenCreated: at(29) });
   assert.deepEqual(ok(await a.call('GET', `/notifications/${first.id}`), 200), first);
+  // Another owner sees none of them, in the list or one by one.
+  const stranger = await tenant('stranger');
+  assert.equal(ok(await stranger.call('GET', `/notifications?assetId=${assetId}`), 200).length, 0);
+  bad(await stranger.call('GET', `/notifications/${first.id}`), 404, undefined);
   const info = ok(await a.call('GET', `/events?assetId=${assetId}&severity=INFO`), 200);
   assert.deepEqual(info[0].prevData, { value: '-10', whenCreated: at(95) });
   // from/to filter on whenCreated.

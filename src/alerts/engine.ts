@@ -430,7 +430,11 @@ export class AlertEngine {
     const specs = await this.lock(q, type, 's.asset_id = ANY($1::uuid[])', [assetIds]);
     if (specs.length === 0) return;
     const byAsset = new Map<string, any[]>();
-    for (const r of rows) byAsset.set(r.asset_id, [...(byAsset.get(r.asset_id) ?? []), r]);
+    for (const r of rows) {
+      const list = byAsset.get(r.asset_id);
+      if (list) list.push(r);
+      else byAsset.set(r.asset_id, [r]);
+    }
     const results = specs.map((s) => {
       const e = evaluationOf(s);
       const recs = byAsset
@@ -444,9 +448,7 @@ export class AlertEngine {
   }
 
   /** A specification's ranges or timing changed: re-judge its open state (same transaction, row locked). */
-  async respecify(q: Queryable, specId: string): Promise<void> {
-    const { rows } = await q.query<{ type: SpecType }>('SELECT type FROM specifications WHERE id = $1', [specId]);
-    const type = rows[0]!.type;
+  async respecify(q: Queryable, specId: string, type: SpecType): Promise<void> {
     const specs = await this.lock(q, type, 's.id = $1', [specId]);
     const results = specs.map((s) => {
       const e = evaluationOf(s);

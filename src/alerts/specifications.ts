@@ -352,7 +352,7 @@ export async function specificationRoutes(app: FastifyInstance, { db, alerts }: 
         [id, b.assetId, b.type, b.name ?? null, json(b.settings), json(b.ranges), json(b.notification)],
       );
       // Same asset and type: the open alert state is re-checked against the new ranges and timing.
-      if (!moved) await alerts.respecify(q, id);
+      if (!moved) await alerts.respecify(q, id, b.type);
       return toApi(await getSpec(q, req.tenancy, id));
     });
   };
