@@ -48,6 +48,40 @@ async function all<T = any>(path: string, max = 5000): Promise<T[]> {
   return out;
 }
 
+/**
+ * Calls `load` now and every `intervalMs` while the page is visible; a hidden tab asks for nothing
+ * and catches up once when shown again. Each request counts in the credential's hourly limit (1000
+ * by default), so a few open tabs must not use it up: the integrations view asks 4 times a minute,
+ * the fleet 2 to 4 times.
+ */
+export function usePolling(load: () => Promise<void>, intervalMs: number) {
+  useEffect(() => {
+    let timer = 0;
+    let last = 0;
+    let stopped = false;
+    const run = () => {
+      window.clearTimeout(timer);
+      if (stopped || document.visibilityState === 'hidden') return;
+      last = Date.now();
+      void load().finally(() => {
+        if (!stopped && document.visibilityState !== 'hidden') timer = window.setTimeout(run, intervalMs);
+      });
+    };
+    const onVisibility = () => {
+      if (document.visibilityState === 'hidden') window.clearTimeout(timer);
+      else if (Date.now() - last >= intervalMs) run();
+      else timer = window.setTimeout(run, intervalMs - (Date.now() - last));
+    };
+    run();
+    document.addEventListener('visibilitychange', onVisibility);
+    return () => {
+      stopped = true;
+      window.clearTimeout(timer);
+      document.removeEventListener('visibilitychange', onVisibility);
+    };
+  }, [load, intervalMs]);
+}
+
 // ---- the result stream ----------------------------------------------------------------------------
 
 export interface Attempt {
@@ -216,6 +250,20 @@ async function tokenRequest(cfg: AuthConfig, form: Record<string, string>): Prom
   }
 }
 
+/**
+ * What an error code in the address bar means (RFC 6749 4.1.2.1). The text next to it
+ * (error_description) is never shown: anyone can put a link with words of theirs on this origin.
+ */
+const SIGN_IN_ERRORS: Record<string, string> = {
+  access_denied: 'Sign-in was cancelled or refused.',
+  invalid_request: 'The sign-in request was refused as malformed; start again.',
+  unauthorized_client: 'This dashboard may not sign users in here; ask the operator.',
+  unsupported_response_type: 'The sign-in request was refused; start again.',
+  invalid_scope: 'The sign-in request asked for access the service does not grant.',
+  server_error: 'The sign-in service failed; try again shortly.',
+  temporarily_unavailable: 'The sign-in service is busy; try again shortly.',
+};
+
 /** Back from the issuer's sign-in page: exchange the code (once) and clean the address bar. */
 async function finishAccountSignIn(): Promise<boolean> {
   const params = new URLSearchParams(location.search);
@@ -224,7 +272,7 @@ async function finishAccountSignIn(): Promise<boolean> {
   sessionStorage.removeItem('pkce');
   const pending = saved ? (JSON.parse(saved) as { verifier: string; state: string; hash: string }) : null;
   history.replaceState(null, '', `/dashboard/${pending?.hash ?? ''}`);
-  if (params.has('error')) throw new Error(params.get('error_description') ?? params.get('error')!);
+  if (params.has('error')) throw new Error(SIGN_IN_ERRORS[params.get('error')!] ?? 'Sign-in failed; start again.');
   if (!pending || params.get('state') !== pending.state) throw new Error('This sign-in was not started here; start again.');
   await tokenRequest(await authConfig(), {
     grant_type: 'authorization_code',
@@ -316,17 +364,13 @@ function Integrations({ admin, attempts }: { admin: boolean; attempts: Attempt[]
   const load = useCallback(async () => {
     if (!admin) return;
     try {
-      const ids = (await all<Integration>('/integrations')).map((i) => i.id);
-      setList(await Promise.all(ids.map((id) => api<Integration>('GET', `/integrations/${id}`))));
+      // One request for the list and every integration's stats.
+      setList(await all<Integration>('/integrations?stats=true'));
     } catch (x) {
       setError((x as Error).message);
     }
   }, [admin]);
-  useEffect(() => {
-    void load();
-    const t = setInterval(load, 5000);
-    return () => clearInterval(t);
-  }, [load]);
+  usePolling(load, 15_000);
   const toggle = async (i: Integration) => {
     await api('PATCH', `/integrations/${i.id}`, { enabled: !i.enabled }).catch((x: Error) => setError(x.message));
     void load();
@@ -706,29 +750,28 @@ function Fleet() {
   const [selected, setSelected] = useState<string | null>(null);
   const [track, setTrack] = useState<Loc[]>([]);
   const [error, setError] = useState('');
+  // Positions, events and notifications every 30 s; assets and zones, which change rarely, every 5 minutes.
+  const round = useRef(0);
   const load = useCallback(async () => {
     try {
-      const [a, l, z, e, n] = await Promise.all([
-        all<Asset>('/assets'),
+      const full = round.current++ % 10 === 0;
+      const [l, e, n, a, z] = await Promise.all([
         all<Loc>('/locations/latest'),
-        all<Zone>('/zones'),
         api<any[]>('GET', '/events?limit=20'),
         api<any[]>('GET', '/notifications?limit=20'),
+        full ? all<Asset>('/assets') : undefined,
+        full ? all<Zone>('/zones') : undefined,
       ]);
-      setAssets(a);
       setLatest(l);
-      setZones(z);
       setEvents(e);
       setNotifications(n);
+      if (a) setAssets(a);
+      if (z) setZones(z);
     } catch (x) {
       setError((x as Error).message);
     }
   }, []);
-  useEffect(() => {
-    void load();
-    const t = setInterval(load, 5000);
-    return () => clearInterval(t);
-  }, [load]);
+  usePolling(load, 30_000);
   useEffect(() => {
     if (!selected) return;
     const since = new Date(Date.now() - 86400_000).toISOString();

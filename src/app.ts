@@ -13,7 +13,7 @@ import { TokenService } from './auth/tokens.js';
 import { authRoutes } from './auth/routes.js';
 import { credentialRoutes } from './auth/credentials.js';
 import { bootstrap, type BootstrapResult } from './bootstrap.js';
-import { clientError, installErrorEnvelope, installValidation } from './http/envelope.js';
+import { clientError, installErrorEnvelope, installJsonParsers, installValidation } from './http/envelope.js';
 import { installGuard } from './http/guard.js';
 import { MemoryLimiter, RedisLimiter, type Limiter } from './http/limits.js';
 import { ErrorSchema } from './http/schemas.js';
@@ -40,6 +40,7 @@ import { webhookChannel } from './delivery/channels/webhook/index.js';
 import { DeliveryEngine } from './delivery/engine.js';
 import { integrationRoutes } from './delivery/integrations.js';
 import { historyRoutes } from './delivery/history.js';
+import { ResultStreams, streamRoutes } from './delivery/stream.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -56,6 +57,7 @@ export interface Services {
   bootstrap: BootstrapResult | null;
   engine: DeliveryEngine | null;
   alerts: AlertEngine;
+  streams: ResultStreams;
 }
 
 export const MiB = 1024 * 1024;
@@ -111,8 +113,22 @@ export async function buildApp(cfg: Config, opts: { logger?: FastifyServerOption
       : new MemoryLimiter(settings);
     // Read at use: with PORT=0 the port is known only once listening (below).
     app.decorate('publicUrl', { getter: () => cfg.publicUrl });
-    const alerts = new AlertEngine(db, { sweepSeconds: cfg.ALERT_SWEEP_SECONDS, silenceSeconds: cfg.ALERT_SILENCE_SECONDS }, app.log);
-    app.decorate('services', { cfg, db, tokens, limiter, bootstrap: boot, engine: null, alerts });
+    const alerts = new AlertEngine(
+      db,
+      {
+        sweepSeconds: cfg.ALERT_SWEEP_SECONDS,
+        silenceSeconds: cfg.ALERT_SILENCE_SECONDS,
+        maxCodesPerList: cfg.ALERT_MAX_CODES_PER_LIST,
+        maxEventsPerHour: cfg.ALERT_MAX_EVENTS_PER_HOUR,
+      },
+      app.log,
+    );
+    const streams = new ResultStreams({
+      maxOpenPerOwner: cfg.STREAM_MAX_OPEN_PER_OWNER,
+      maxWindowHours: cfg.STREAM_MAX_WINDOW_HOURS,
+      maxAnswerBytes: cfg.STREAM_MAX_ANSWER_BYTES,
+    });
+    app.decorate('services', { cfg, db, tokens, limiter, bootstrap: boot, engine: null, alerts, streams });
   } catch (e) {
     await limiter?.close();
     if (!opts.db) await db.close();
@@ -172,8 +188,8 @@ export async function buildApp(cfg: Config, opts: { logger?: FastifyServerOption
 
   // Only JSON bodies (415 otherwise); the token endpoint adds form bodies in its own scope.
   app.removeContentTypeParser('text/plain');
-  // PATCH bodies are JSON merge patches (RFC 7396): accept their own media type too.
-  app.addContentTypeParser('application/merge-patch+json', { parseAs: 'string' }, app.getDefaultJsonParser('error', 'error'));
+  // JSON must be UTF-8; PATCH bodies are JSON merge patches (RFC 7396): their own media type too.
+  installJsonParsers(app);
   installValidation(app);
   installErrorEnvelope(app);
   // Every documented route answers errors in the one envelope: say so in the OpenAPI document.
@@ -234,6 +250,7 @@ export async function buildApp(cfg: Config, opts: { logger?: FastifyServerOption
       await api.register(bookingRoutes, { db, cfg });
       await api.register(integrationRoutes, { db, secretsKey, policy });
       await api.register(historyRoutes, { db, secretsKey, policy });
+      await api.register(streamRoutes, { db, streams: app.services.streams });
     },
     { prefix: '/api/v1' },
   );

@@ -114,10 +114,19 @@ const spec = {
   DELIVERY_SUCCEEDED_RETENTION_DAYS: [int(1, 3650), '7'],
   DELIVERY_FAILED_RETENTION_DAYS: [int(1, 3650), '30'],
   PUSH_ALLOWED_NETWORKS: [cidrList, ''],
+  // The result stream (API guide 9): streams open at once per owner, how far back `since` reaches,
+  // and the bytes after which an NDJSON answer ends with a line naming where to go on.
+  STREAM_MAX_OPEN_PER_OWNER: [int(1, 1000), '5'],
+  STREAM_MAX_WINDOW_HOURS: [int(1, 24 * 3650), '168'],
+  STREAM_MAX_ANSWER_BYTES: [int(1024, 1024 * 1024 * 1024), String(64 * 1024 * 1024)],
   // The alert sweep (API.md 8): how often it looks for violations that fell due on silent assets,
   // and how long an asset must have sent nothing before the sweep acts for it (0 = at once).
   ALERT_SWEEP_SECONDS: [int(1, 3600), '30'],
   ALERT_SILENCE_SECONDS: [int(0, 86400), '60'],
+  // What one record and one asset can raise (API guide 8): codes per list in a record (more is a
+  // 400), and events per asset and hour of record time (past it, one summary event and a count).
+  ALERT_MAX_CODES_PER_LIST: [int(1, 10_000), '32'],
+  ALERT_MAX_EVENTS_PER_HOUR: [int(1, 1_000_000), '100'],
   BOOKING_DATA_TYPE: [
     (raw: string) => {
       if (!/^[A-Z][A-Z0-9]*_V1$/.test(raw)) throw new Error('must look like <CARRIER>_V1');

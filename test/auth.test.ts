@@ -229,6 +229,49 @@ test('failed client secrets are throttled per client and address the same way, w
   assert.equal((await tokenFrom(ta, '127.0.0.1', cc)).status, 200, 'after the window');
 });
 
+test('made-up client ids and usernames store nothing: their failures are counted in bounded memory and refused alike', async (t) => {
+  const ta = await startApp(t, { AUTH_THROTTLE_FAILURES: '3' });
+  const rows = async () =>
+    Number((await ta.app.services.db.query<{ n: number }>('SELECT count(*)::int AS n FROM auth_throttle')).rows[0]!.n);
+  const before = await rows();
+  const cc = { grant_type: 'client_credentials' };
+  for (let i = 0; i < 200; i++) {
+    const r = await tokenFrom(ta, '127.0.0.1', cc, { clientId: `nobody-${i}`, clientSecret: 'x' });
+    assert.equal(r.status, 401);
+  }
+  assert.equal(await rows(), before, 'no row per made-up client id (the old code stored each for a day)');
+  // One made-up name from one address is throttled exactly as a real one: nothing tells them apart.
+  for (const clientId of ['ghost', OPERATOR.clientId]) {
+    for (let i = 0; i < 3; i++) assert.equal((await tokenFrom(ta, '127.0.0.2', cc, { clientId, clientSecret: 'x' })).status, 401);
+    const r = await tokenFrom(ta, '127.0.0.2', cc, { clientId, clientSecret: 'x' });
+    assert.equal(r.status, 429, clientId);
+    assert.ok(Number(r.retryAfter) >= 1);
+  }
+  // Made-up usernames with a real client, and on the sign-in page, store nothing either.
+  const pw = { grant_type: 'password', scope: 'openid' };
+  for (let i = 0; i < 20; i++) {
+    assert.equal((await tokenFrom(ta, '127.0.0.3', { ...pw, username: `nobody-${i}`, password: 'x' })).status, 400);
+  }
+  const challenge = 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM';
+  for (let i = 0; i < 20; i++) {
+    const r = await fetch(`${ta.url}/auth/realms/tracking/protocol/openid-connect/auth`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', origin: ta.url },
+      body: new URLSearchParams({
+        response_type: 'code',
+        client_id: 'dashboard',
+        redirect_uri: `${ta.url}/dashboard/`,
+        code_challenge: challenge,
+        code_challenge_method: 'S256',
+        username: `nobody-${i}`,
+        password: 'x',
+      }).toString(),
+    });
+    assert.equal(r.status, 401);
+  }
+  assert.equal(await rows(), before + 1, 'only the real client, which failed, has a row');
+});
+
 test('a burst of attempts sent at once is throttled as exactly as attempts sent one by one', async (t) => {
   const ta = await startApp(t, { AUTH_THROTTLE_FAILURES: '10' });
   const wrong = { grant_type: 'password', scope: 'openid', username: OPERATOR.username, password: 'guess' };

@@ -271,6 +271,11 @@ export async function createTopic(broker: string, topic: string, partitions: num
   });
 }
 
+/** Whether the topic exists on the broker at "host:port" (asked without creating it). */
+export async function topicExists(broker: string, topic: string): Promise<boolean> {
+  return withAdmin(broker, async (admin) => (await admin.listTopics()).includes(topic));
+}
+
 /** partition -> high watermark (the offset the next record gets) of every partition of the topic. */
 export async function endOffsets(broker: string, topic: string): Promise<Map<number, number>> {
   return withAdmin(broker, async (admin) => {

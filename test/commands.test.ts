@@ -325,3 +325,32 @@ test("tenancy and scopes: another owner's command is 404; a read-only key reads 
     "the parent's ownerId on a child asset",
   );
 });
+
+test('set points take the ranges a reefer controller takes: 1e308 degrees is a 400 naming the value, and nothing is stored', async () => {
+  const a = await tenant('setpoints');
+  const assetId = await a.asset('SP1');
+  for (const [type, value] of [
+    ['SET_TEMPERATURE', 1e308],
+    ['SET_TEMPERATURE', -40.5],
+    ['SET_TEMPERATURE', 40.1],
+    ['SET_HUMIDITY', 101],
+    ['SET_HUMIDITY', -1],
+    ['SET_CO2', 31],
+    ['SET_O2', 22],
+  ] as const) {
+    const r = await a.call('POST', '/api/v1/commands', { assetId, type, parameters: { value } });
+    bad(r, 400, '/parameters/value', `${type} ${value}`);
+    assert.match(r.body.message, /takes parameters.value from/);
+  }
+  assert.equal((await a.list(`assetId=${assetId}`)).length, 0, 'nothing stored');
+  for (const [type, value] of [
+    ['SET_TEMPERATURE', -40],
+    ['SET_TEMPERATURE', 40],
+    ['SET_TEMPERATURE', -18.5],
+    ['SET_HUMIDITY', 85],
+    ['SET_CO2', 5],
+    ['SET_O2', 2.5],
+  ] as const) {
+    await a.command({ assetId, type, parameters: { value } });
+  }
+});

@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import { DASHBOARD_CSP } from '../src/dashboard/dashboard.js';
-import { atEnd, OPERATOR, ok, ownerWithKey, requireService, startApp, TEST_DB } from './helpers.js';
+import { atEnd, OPERATOR, ok, ownerWithKey, requireService, startApp, TEST_DB, waitFor } from './helpers.js';
 import { Receiver } from './receiver.js';
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
@@ -176,5 +176,92 @@ if (TEST_DB === 'postgres') {
     await bad.click('button[type=submit]');
     await bad.waitForSelector('text=That key was not accepted.');
     assert.deepEqual(pageErrors, []);
+  });
+
+  test('the dashboard asks a few times a minute and nothing while hidden; a sign-in error shows fixed words; /docs works under its policy', {
+    timeout: 180_000,
+  }, async (t) => {
+    if (!requireService(t, fs.existsSync(CHROMIUM), 'Chromium', 'apt-get install -y chromium (or bash scripts/services.sh)')) return;
+    const { chromium } = await import('playwright-core');
+    const ta = await startApp(t, { PUSH_ALLOW_HTTP: 'true', PUSH_ALLOWED_NETWORKS: '127.0.0.0/8', RATE_LIMIT_MAX: '100000' });
+    const o = await ownerWithKey(ta, 'poll');
+    for (const k of [1, 2, 3]) {
+      ok(
+        await ta.call('POST', '/api/v1/integrations', {
+          token: ta.adminToken,
+          body: { name: `poll-${k}`, channel: 'webhook', enabled: false, ownerIds: [o.ownerId], destination: 'http://127.0.0.1:9/x' },
+        }),
+        201,
+      );
+    }
+    const browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      args: [
+        '--headless',
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+      ],
+    });
+    atEnd(() => browser.close());
+
+    // The page's clock is the test's: 15 s of it pass when the test says so.
+    const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+    await page.clock.install();
+    const calls: string[] = [];
+    page.on('request', (r) => {
+      const u = new URL(r.url());
+      if (u.pathname.startsWith('/api/v1/integrations')) calls.push(`${u.pathname}${u.search}`);
+    });
+    await page.goto(`${ta.url}/dashboard/`);
+    await page.fill('#key', ta.adminToken);
+    await page.click('button[type=submit]');
+    await page.waitForSelector('text=poll-3');
+    const settled = async (n: number) =>
+      waitFor(
+        () => `${n} requests (got ${calls.length}: ${calls.slice(-5).join(', ')})`,
+        async () => calls.length === n,
+      );
+    const n0 = calls.length;
+    await page.clock.runFor(14_000);
+    assert.equal(calls.length, n0, 'nothing before 15 s (the old page asked every 5 s, once per integration too)');
+    await page.clock.runFor(1_000);
+    await settled(n0 + 1);
+    assert.match(calls.at(-1)!, /^\/api\/v1\/integrations\?stats=true&limit=1000$/, 'one request for the list and its stats');
+    // A hidden tab asks for nothing, for as long as it stays hidden; shown again, it catches up once.
+    // As text: tsx would wrap a function in a helper the page does not have.
+    const visibility = (state: 'hidden' | 'visible') =>
+      page.evaluate(
+        `Object.defineProperty(document, 'visibilityState', { configurable: true, get: () => '${state}' });` +
+          `document.dispatchEvent(new Event('visibilitychange'));`,
+      );
+    await visibility('hidden');
+    for (let i = 0; i < 20; i++) await page.clock.runFor(15_000);
+    assert.equal(calls.length, n0 + 1, 'five minutes hidden: no request');
+    await visibility('visible');
+    await settled(n0 + 2);
+
+    // An error in the address bar is shown as the page's own words for its code, never as given.
+    const err = await browser.newPage();
+    await err.goto(
+      `${ta.url}/dashboard/?error=access_denied&error_description=${encodeURIComponent('Your account is locked. Call +1-800-EVIL')}&state=x`,
+    );
+    await err.waitForSelector('text=Sign-in was cancelled or refused.');
+    assert.ok(!(await err.content()).includes('1-800-EVIL'));
+
+    // The API docs: the same kind of policy as every page, and Swagger UI still renders under it.
+    const head = await fetch(`${ta.url}/docs`);
+    assert.match(head.headers.get('content-security-policy') ?? '', /script-src 'self';.*frame-ancestors 'none'/);
+    assert.equal(head.headers.get('x-content-type-options'), 'nosniff');
+    const docs = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+    const violations: string[] = [];
+    docs.on('console', (m) => /Content Security Policy/i.test(m.text()) && violations.push(m.text()));
+    await docs.goto(`${ta.url}/docs`);
+    await docs.waitForSelector('.swagger-ui .info .title');
+    await docs.screenshot({ path: path.join(ARTIFACTS, 'docs.png') });
+    await docs.waitForSelector('.opblock-summary-path[data-path="/api/v1/deliveries/stream"]');
+    assert.deepEqual(violations, []);
   });
 }

@@ -346,6 +346,76 @@ test('batch mode: JSON arrays of one type, at most batchSize, retried with the s
   assert.ok(done.every((d) => d.batchId));
 });
 
+test('naming injectEventIdPath alone turns injection on; a path named while it is off is a 400; a patch turning it off drops the path', async () => {
+  const f = await fleet({ webhook: { injectEventIdPath: 'meta.eventId' } });
+  assert.deepEqual([f.integration.webhook.injectEventId, f.integration.webhook.injectEventIdPath], [true, 'meta.eventId']);
+  await store(f.key, f.assetId, 1);
+  const [d] = await until(f.integrationId, (x) => x.length === 1 && x[0].status === 'SUCCEEDED');
+  assert.equal(JSON.parse(rx.for(f.path)[0]!.body).meta.eventId, d.eventId);
+  const o = await ownerWithKey(ta, `inject-${++n}`);
+  const r = await ta.call('POST', '/api/v1/integrations', {
+    token: ta.adminToken,
+    body: {
+      name: `inject-${n}`,
+      channel: 'webhook',
+      ownerIds: [o.ownerId],
+      destination: `${rx.url}/x`,
+      webhook: { injectEventId: false, injectEventIdPath: 'meta.eventId' },
+    },
+  });
+  assert.equal(r.status, 400, r.raw);
+  assert.equal(r.body.field, '/webhook/injectEventIdPath');
+  const path = `/api/v1/integrations/${f.integrationId}`;
+  const off = await ta.call('PATCH', path, { token: ta.adminToken, body: { webhook: { injectEventId: false } } });
+  assert.deepEqual([off.body.webhook.injectEventId, off.body.webhook.injectEventIdPath], [false, null]);
+  const top = await ta.call('PATCH', path, { token: ta.adminToken, body: { webhook: { injectEventId: true } } });
+  assert.deepEqual([top.body.webhook.injectEventId, top.body.webhook.injectEventIdPath], [true, null]);
+});
+
+test('an address refused when dialled is a configuration error on every channel: FAILED at the first attempt with the reason, redeliverable', async () => {
+  // Saved with an allowed address, then pointed (straight in the database, as an old row or a DNS
+  // change would) at a private one: the engine vets it before any connection is made.
+  const cases: [string, Record<string, unknown>, string][] = [
+    ['webhook', { destination: `${rx.url}/refused` }, `destination = 'http://10.255.255.1/x'`],
+    [
+      'mqtt',
+      { destination: 'refused', mqtt: { url: 'mqtt://127.0.0.1:1883' } },
+      `settings = jsonb_set(settings, '{url}', '"mqtt://10.255.255.1:1883"')`,
+    ],
+    [
+      'kafka',
+      { destination: 'refused', kafka: { brokers: ['127.0.0.1:19092'] } },
+      `settings = jsonb_set(settings, '{brokers}', '["10.255.255.1:9092"]')`,
+    ],
+  ];
+  for (const [channel, settings, change] of cases) {
+    const o = await ownerWithKey(ta, `refused-${channel}-${++n}`);
+    const asset = await ta.call('POST', '/api/v1/assets', { token: o.key, body: { name: 'R1' } });
+    const i = await ta.call('POST', '/api/v1/integrations', {
+      token: ta.adminToken,
+      body: {
+        name: `refused-${channel}-${n}`,
+        channel,
+        enabled: false,
+        ownerIds: [o.ownerId],
+        objectTypes: ['location'],
+        retry: { scheduleSeconds: [0.2], maxAttempts: 5 },
+        ...settings,
+      },
+    });
+    assert.equal(i.status, 201, i.raw);
+    await ta.app.services.db.query(`UPDATE integrations SET ${change}, enabled = true, when_updated = clock_timestamp() WHERE id = $1`, [
+      i.body.id,
+    ]);
+    await store(o.key, asset.body.id, 1);
+    const [d] = await until(i.body.id, (x) => x.length === 1 && x[0].status === 'FAILED');
+    assert.equal(d.attempts, 1, `${channel}: not retried (the old MQTT channel tried again and again)`);
+    assert.match(d.attemptsLog[0].error, /10\.255\.255\.1.*not a public address/, channel);
+    const again = await ta.call('POST', `/api/v1/integrations/${i.body.id}/deliveries/${d.id}/redeliver`, { token: ta.adminToken });
+    assert.equal(again.status, 202, `${channel}: redeliverable`);
+  }
+});
+
 test('auth methods: OAuth 2.0 static and client credentials (token fetched once and cached), custom header, basic', async () => {
   let tokenCalls = 0;
   rx.on('/oauth/token', (r) => {
@@ -443,6 +513,12 @@ test('addresses: http and private hosts refused at save time unless allowed; map
   await bad('http://10.0.0.1/hook');
   await bad('ftp://example.com/hook');
   await bad('http://user:pw@127.0.0.1/hook');
+  // Allowed networks hold 127.0.0.0/8 here, yet the IPv4-compatible ::127.0.0.1 (deprecated; on a
+  // real host it routes to the default gateway) and site-local fec0::/10 are refused all the same.
+  assert.equal(isAllowedAddress('::127.0.0.1', addressPolicy(false, ['127.0.0.0/8'])), false);
+  await bad(`http://[::127.0.0.1]:${new URL(rx.url).port}/hook`);
+  await bad('http://[::7f00:1]/hook');
+  await bad('http://[fec0::1]/hook');
   // The test endpoint applies the same rules at connect time.
   const t = await ta.call('POST', '/api/v1/webhooks/test', { token: o.key, body: { url: 'http://192.168.0.10/hook' } });
   assert.equal(t.status, 200);

@@ -133,9 +133,10 @@ export async function startApp(
   const call: TestApp['call'] = async (method, path, o = {}) => {
     const headers: Record<string, string> = { ...(o.headers ?? {}) };
     if (o.token) headers.authorization = `Bearer ${o.token}`;
-    let payload: string | undefined;
+    let payload: string | Buffer | undefined;
     if (o.body !== undefined) {
-      payload = typeof o.body === 'string' ? o.body : JSON.stringify(o.body);
+      // Text and bytes go as they are (a test of what the service does with invalid UTF-8), anything else as JSON.
+      payload = typeof o.body === 'string' || Buffer.isBuffer(o.body) ? o.body : JSON.stringify(o.body);
       headers['content-type'] ??= 'application/json';
     }
     const r = await app.inject({ method: method as any, url: path, headers, ...(payload === undefined ? {} : { payload }) });

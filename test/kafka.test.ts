@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { after, before, test } from 'node:test';
-import { createTopic, endOffsets, type KafkaBroker, kafkaBroker, kcatConsume } from './brokers.js';
+import { createTopic, endOffsets, type KafkaBroker, kafkaBroker, kcatConsume, topicExists } from './brokers.js';
 import { bad, deliveryHistory, ok, ownerWithKey, startApp, streamLines, type TestApp, waitFor } from './helpers.js';
 
 let ta: TestApp;
@@ -259,10 +259,18 @@ test('bad Kafka settings: 400 naming the field, nothing saved; SASL only over TL
   bad(await post({ kafka: { brokers, metadata: { constructor: 'x' } } }), 400, '/kafka/metadata/constructor', 'a prototype name');
   bad(await post({ kafka: { brokers, metadata: { nested: { a: 1 } } } }), 400, undefined, 'nested metadata');
   bad(await post({ destination: 'bad topic', kafka: { brokers } }), 400, '/destination', 'a topic with a space');
+  bad(await post({ destination: '.', kafka: { brokers } }), 400, '/destination', 'the prefix "."');
+  bad(await post({ destination: '..', kafka: { brokers } }), 400, '/destination', 'the prefix ".."');
+  bad(await post({ destinations: { location: '..' }, kafka: { brokers } }), 400, '/destinations/location', 'the topic ".."');
+  bad(await post({ kafka: { brokers: [`[::127.0.0.1]:${kb.portBase}`] } }), 400, '/kafka/brokers/0', 'IPv4-compatible IPv6');
   bad(await post({ kafka: { brokers }, mqtt: { url: 'mqtt://x:1' } }), 400, '/mqtt', "another channel's settings");
   const none = ok(await ta.call('GET', `/api/v1/integrations?name=bad`, { token: ta.adminToken }), 200);
   assert.equal(none.filter((i: any) => i.channel === 'kafka').length, 0, 'nothing saved');
+});
 
+test('every broker the metadata advertises passes the address rules before any request that could create a topic', async () => {
+  const base = { name: 'bad', channel: 'kafka', destination: 'acme' };
+  const brokers = [kb.plaintext];
   // The broker, and every broker its metadata advertises (127.0.0.1 here), pass the address rules.
   // Only 127.0.0.2 is allowed, where a TCP relay to the broker listens: the bootstrap dial goes
   // through, and the broker the metadata advertises, 127.0.0.1, is refused.
@@ -289,7 +297,14 @@ test('bad Kafka settings: 400 naming the field, nothing saved; SASL only over TL
   const viaAlias = ok(
     await strict.call('POST', '/api/v1/integrations', {
       token: strict.adminToken,
-      body: { ...base, name: 'alias', ownerIds: [so.ownerId], objectTypes: ['asset'], kafka: { brokers: [relayed] } },
+      body: {
+        ...base,
+        name: 'alias',
+        destination: `refused-${stamp}`,
+        ownerIds: [so.ownerId],
+        objectTypes: ['asset'],
+        kafka: { brokers: [relayed] },
+      },
     }),
     201,
   );
@@ -303,6 +318,9 @@ test('bad Kafka settings: 400 naming the field, nothing saved; SASL only over TL
   }
   assert.equal(d?.status, 'FAILED', JSON.stringify(d));
   assert.match(d.attemptsLog[0].error, /127\.0\.0\.1.*not a public address/);
+  // Refused before any request that could change the cluster: no topic was created (the old code
+  // asked for the topic's metadata, creating it, before it looked at the advertised brokers).
+  assert.equal(await topicExists(kb.plaintext, `refused-${stamp}.events`), false);
 });
 
 test('a broker that cannot be reached: each send recorded with its error, FAILED after maxAttempts, kept for redelivery', async () => {

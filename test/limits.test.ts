@@ -224,21 +224,22 @@ if (TEST_DB === 'postgres') {
   });
 }
 
-test('a following result stream leaves the in-flight count once open; at most 5 per credential', async (t) => {
+test('a following result stream leaves the in-flight count once open; at most 5 per owner', async (t) => {
   const ta = await startApp(t, { RATE_LIMIT_CONCURRENT: '2', RATE_LIMIT_MAX: '1000' });
   const o = await ownerWithKey(ta, 'streams');
-  const streams: AbortController[] = [];
+  // Answers are kept referenced: one dropped unread is collected, and its stream closed.
+  const streams: { c: AbortController; r: Response }[] = [];
   const open = async () => {
     const c = new AbortController();
     const r = await fetch(`${ta.url}/api/v1/deliveries/stream`, {
       headers: { authorization: `Bearer ${o.key}`, accept: 'text/event-stream' },
       signal: c.signal,
     });
-    if (r.status === 200) streams.push(c);
+    if (r.status === 200) streams.push({ c, r });
     return r;
   };
   t.after(() => {
-    for (const c of streams) c.abort();
+    for (const s of streams) s.c.abort();
   });
   // Five streams with a concurrency of 2: each leaves its slot once its headers are out.
   for (let i = 0; i < 5; i++) assert.equal((await open()).status, 200, `stream ${i + 1}`);
@@ -248,7 +249,7 @@ test('a following result stream leaves the in-flight count once open; at most 5 
   assert.equal(sixth.status, 429);
   assert.equal(((await sixth.json()) as { code: string }).code, 'TOO_MANY_CONCURRENT');
   // Closing one makes room; the server sees the close when the connection ends.
-  streams.shift()!.abort();
+  streams.shift()!.c.abort();
   const deadline = Date.now() + 30_000;
   let again = await open();
   while (again.status === 429 && Date.now() < deadline) {

@@ -271,6 +271,25 @@ test('bad MQTT settings: 400 naming the field, nothing saved; credentials only o
   bad(await post({ mqtt: { url, setEventId: true, eventIdField: 'id' } }), 400, '/mqtt/eventIdField', 'a field of the object');
   bad(await post({ mqtt: { url, setEventId: true, eventIdField: '__proto__' } }), 400, '/mqtt/eventIdField', 'a prototype name');
   bad(await post({ destination: 'acme/+', mqtt: { url } }), 400, '/destination', 'a wildcard topic');
+  // Characters a broker refuses at every publish are refused at save, named.
+  for (const [topic, named] of [
+    ['acme/\u0001x', 'U+0001'],
+    ['acme/\u007Fx', 'U+007F'],
+    ['acme/\u0085x', 'U+0085'],
+    ['acme/\uFFFEx', 'U+FFFE'],
+    ['acme/\uFDD0x', 'U+FDD0'],
+    ['acme/\u{1FFFF}x', 'U+1FFFF'],
+  ] as const) {
+    const r = await post({ destination: topic, mqtt: { url } });
+    bad(r, 400, '/destination', named);
+    assert.match(r.body.message, new RegExp(named.replace('+', '\\+')));
+  }
+  bad(await post({ destinations: { location: 'a/\u001Fb' }, mqtt: { url } }), 400, '/destinations/location', 'a control character');
+  // An event id field named while setEventId is false would be ignored: refused instead.
+  bad(await post({ mqtt: { url, setEventId: false, eventIdField: 'evtId' } }), 400, '/mqtt/eventIdField', 'a field named while off');
+  // IPv4-compatible IPv6 (deprecated; routes to the default gateway, not to 127.0.0.1) and site-local.
+  bad(await post({ mqtt: { url: `mqtt://[::127.0.0.1]:${mq.port}` } }), 400, '/mqtt/url', 'IPv4-compatible IPv6');
+  bad(await post({ mqtt: { url: 'mqtt://[fec0::1]:1883' } }), 400, '/mqtt/url', 'site-local IPv6');
   bad(await post({ destinations: { location: 'a/#' }, mqtt: { url } }), 400, '/destinations/location', 'a wildcard topic');
   bad(await post({ mqtt: { url }, webhook: { mode: 'batch' } }), 400, '/webhook', "another channel's settings");
   // The address rules of webhooks: loopback refused unless allowed.
@@ -346,4 +365,34 @@ test('a broker that cannot be reached: each send recorded with its error, FAILED
   } finally {
     await sub.stop();
   }
+});
+
+test('naming eventIdField alone turns the event id on; setEventId alone uses eventId; a patch turning it off drops the field', async () => {
+  const f = await fleet({ qos: 1, eventIdField: 'evtId' });
+  assert.equal(f.integration.mqtt.setEventId, true);
+  assert.equal(f.integration.mqtt.eventIdField, 'evtId');
+  const sub = mosquittoSub({ port: mq.port, topic: `${f.prefix}/#`, qos: 1, v5: true });
+  try {
+    await sub.ready;
+    await f.post(2);
+    await sub.waitFor(2);
+    for (const m of sub.messages) {
+      const o = JSON.parse(m.payload);
+      assert.match(o.evtId ?? '', /^[0-9a-f-]{36}$/, 'the old code sent no evtId: the field alone did nothing');
+      assert.equal(o.evtId, m.userPropertyMap?.['event-id']);
+    }
+  } finally {
+    await sub.stop();
+  }
+  const path = `/api/v1/integrations/${f.integration.id}`;
+  const off = ok(await ta.call('PATCH', path, { token: ta.adminToken, body: { mqtt: { setEventId: false } } }), 200);
+  assert.deepEqual([off.mqtt.setEventId, off.mqtt.eventIdField], [false, null]);
+  const on = ok(await ta.call('PATCH', path, { token: ta.adminToken, body: { mqtt: { setEventId: true } } }), 200);
+  assert.deepEqual([on.mqtt.setEventId, on.mqtt.eventIdField], [true, 'eventId']);
+  const named = ok(await ta.call('PATCH', path, { token: ta.adminToken, body: { mqtt: { eventIdField: 'trace' } } }), 200);
+  assert.deepEqual([named.mqtt.setEventId, named.mqtt.eventIdField], [true, 'trace']);
+  // The GET body goes back unchanged.
+  const got = ok(await ta.call('GET', path, { token: ta.adminToken }), 200);
+  const put = ok(await ta.call('PUT', path, { token: ta.adminToken, body: got }), 200);
+  assert.deepEqual([put.mqtt.setEventId, put.mqtt.eventIdField], [true, 'trace']);
 });

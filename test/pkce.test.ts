@@ -26,7 +26,8 @@ const authorizeQuery = (challenge: string, extra: Record<string, string> = {}) =
   }).toString();
 const form = (body: Record<string, string>) => ({
   method: 'POST',
-  headers: { 'content-type': 'application/x-www-form-urlencoded' },
+  // A browser names the page's origin with the form it posts (the sign-in form insists).
+  headers: { 'content-type': 'application/x-www-form-urlencoded', origin: ta.url },
   body: new URLSearchParams(body).toString(),
   redirect: 'manual' as const,
 });
@@ -135,4 +136,46 @@ test('refusals: a foreign redirect or client is an error page; missing or plain 
   const html = await page.text();
   assert.ok(!html.includes('<script>alert(1)</script>'));
   assert.match(html, /&#34;&#62;&#60;script&#62;/);
+});
+
+test("the sign-in page trusts PUBLIC_URL, never the request's Host; its form must come from that origin", async () => {
+  const { challenge } = pkce();
+  // Someone points a name of theirs at the service and sends a user there: no page, no code.
+  const evil = 'evil.example:4443';
+  const q = authorizeQuery(challenge, { redirect_uri: `http://${evil}/dashboard/` });
+  const r = await ta.call('GET', `${base}/auth?${q}`, { headers: { host: evil } });
+  assert.equal(r.status, 400, r.raw.slice(0, 200));
+  assert.equal(r.headers.location, undefined);
+  const posted = await ta.call('POST', `${base}/auth`, {
+    headers: { host: evil, origin: `http://${evil}`, 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams({
+      ...Object.fromEntries(new URLSearchParams(q)),
+      username: OPERATOR.username,
+      password: OPERATOR.password,
+    }).toString(),
+  });
+  assert.notEqual(posted.status, 303, 'no code for a foreign origin');
+  // A form posted from another site, or with no Origin at all, is refused, the right password included.
+  for (const origin of ['https://evil.example', undefined]) {
+    const r2 = await fetch(`${ta.url}${base}/auth`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', ...(origin ? { origin } : {}) },
+      body: new URLSearchParams({
+        ...Object.fromEntries(new URLSearchParams(authorizeQuery(challenge))),
+        username: OPERATOR.username,
+        password: OPERATOR.password,
+      }).toString(),
+      redirect: 'manual',
+    });
+    assert.equal(r2.status, 403, `Origin ${origin}`);
+    assert.equal(r2.headers.get('location'), null);
+  }
+  // The page itself lets the browser send its origin with the form.
+  const page = await fetch(`${ta.url}${base}/auth?${authorizeQuery(challenge)}`);
+  assert.equal(page.headers.get('referrer-policy'), 'same-origin');
+});
+
+test('discovery lists only what is supported: response type code', async () => {
+  const d = (await (await fetch(`${ta.url}/auth/realms/tracking/.well-known/openid-configuration`)).json()) as Record<string, unknown>;
+  assert.deepEqual(d.response_types_supported, ['code']);
 });

@@ -14,7 +14,8 @@ export interface Received {
 export interface Answer {
   status: number;
   headers?: Record<string, string>;
-  body?: string;
+  /** Text, or bytes sent exactly as given (a hostile receiver's NUL or invalid UTF-8). */
+  body?: string | Buffer;
   delayMs?: number;
   /** Called only when the answer was handed to a sender still waiting for it. */
   onSent?: () => void;

@@ -929,3 +929,31 @@ test('a body missing several required members names them all in one answer (rede
   bad(one, 400, '/from');
   assert.match(one.body.message, /\/from is required/);
 });
+
+test('bytes that are not UTF-8 are a 400 naming where, never stored as U+FFFD; JSON merge patches too', async () => {
+  const o = await ownerWithKey(ta, 'utf8');
+  const before = await counts();
+  const raw = (method: string, path: string, bytes: Buffer, type = 'application/json') =>
+    ta.call(method, path, { token: o.key, body: bytes, headers: { 'content-type': type } });
+  // {"name":"MSKU<ff>1"}: one byte that is never UTF-8, at offset 13.
+  const bad1 = Buffer.concat([Buffer.from('{"name":"MSKU'), Buffer.from([0xff]), Buffer.from('1"}')]);
+  const r = await raw('POST', '/api/v1/assets', bad1);
+  assertRejected(r, '', 'a 0xFF byte');
+  assert.match(r.body.message, /not valid UTF-8 \(byte 13 of 17\)/);
+  // A lone surrogate encoded as UTF-8 (ED A0 80) and an overlong "/" (C0 AF) are not UTF-8 either.
+  for (const bytes of [
+    [0xed, 0xa0, 0x80],
+    [0xc0, 0xaf],
+  ]) {
+    const body = Buffer.concat([Buffer.from('{"name":"A'), Buffer.from(bytes), Buffer.from('"}')]);
+    assertRejected(await raw('POST', '/api/v1/assets', body), '', `bytes ${bytes}`);
+  }
+  assert.deepEqual(await counts(), before, 'nothing stored');
+  const asset = ok(await ta.call('POST', '/api/v1/assets', { token: o.key, body: { name: 'UTF8-1' } }), 201);
+  const patch = Buffer.concat([Buffer.from('{"note":"x'), Buffer.from([0xfe]), Buffer.from('"}')]);
+  assertRejected(await raw('PATCH', `/api/v1/assets/${asset.id}`, patch, 'application/merge-patch+json'), '', 'a merge patch');
+  assert.equal(ok(await ta.call('GET', `/api/v1/assets/${asset.id}`, { token: o.key }), 200).note ?? null, null);
+  // Valid UTF-8, astral characters included, goes through as it was sent.
+  const good = ok(await raw('POST', '/api/v1/assets', Buffer.from(`{"name":"caf\u00e9 ${SMILE}"}`)), 201);
+  assert.equal(good.name, `caf\u00e9 ${SMILE}`);
+});

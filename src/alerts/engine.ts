@@ -17,14 +17,19 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Db, Queryable } from '../db/db.js';
 import { insertEvents, type NewEvent, type Reading } from '../events/events.js';
 import { getAtPath } from '../http/dotted-path.js';
+import { badRequest } from '../http/errors.js';
 import { iso } from '../http/schemas.js';
 import { sqlIso, type ObjectType } from '../outbox/outbox.js';
 import type { RecordHook } from '../records/hooks.js';
 import { LEVEL_SENSORS, type NotificationValue, type RangesValue, type SpecType } from './specifications.js';
 
-const MINUTE = 60_000;
-/** Alarm codes read from one record at most (more are ignored). */
-const MAX_CODES = 64;
+const HOUR = 3_600_000;
+
+/** Minutes as milliseconds: 0, or whole seconds of at least one (a stored 5e-324 must not reach the date arithmetic). */
+const minutesMs = (m: number | null | undefined): number => {
+  const ms = Math.round((m ?? 0) * 60) * 1000;
+  return Number.isFinite(ms) && ms > 0 ? ms : (m ?? 0) > 0 ? 1000 : 0;
+};
 
 type Kind = 'range' | 'level' | 'codes' | 'power';
 interface Rule {
@@ -58,14 +63,14 @@ export function rulesOf(ranges: RangesValue | null, notification: NotificationVa
           paths,
           min: min ?? null,
           max: max ?? null,
-          durationMs: (duration ?? 0) * MINUTE,
-          frequencyMs: (frequency ?? 0) * MINUTE,
+          durationMs: minutesMs(duration),
+          frequencyMs: minutesMs(frequency),
         });
       }
     }
   }
   const topic = (key: string, kind: Kind, path: string, t: { duration: number; frequency: number } | undefined) => {
-    if (t) rules.set(key, { key, kind, paths: [[path]], durationMs: t.duration * MINUTE, frequencyMs: t.frequency * MINUTE });
+    if (t) rules.set(key, { key, kind, paths: [[path]], durationMs: minutesMs(t.duration), frequencyMs: minutesMs(t.frequency) });
   };
   topic('alarm', 'codes', 'alarms', notification?.controller?.alarm?.default);
   topic('ca', 'codes', 'caAlarms', notification?.controller?.ca?.default);
@@ -91,6 +96,8 @@ interface Cond {
 }
 
 interface AssetState {
+  /** Events raised in the current hour of record time (`s` its start), and those left out past the ceiling. */
+  w?: { s: number; n: number; x: number };
   powerOn?: boolean;
   powerOffSince?: number | null;
   powerOnSince?: number | null;
@@ -157,11 +164,16 @@ const read = (data: unknown, rule: Rule) => {
   return undefined;
 };
 
-/** The first cadence point after `t`: due, due + f, due + 2f, ... */
-const cadenceAfter = (due: number, f: number, t: number) => due + (Math.floor((t - due) / f) + 1) * f;
+/** The first cadence point after `t`: due, due + f, due + 2f, ... (null when that cannot be a time). */
+const cadenceAfter = (due: number, f: number, t: number): number | null => {
+  const next = due + (Math.floor((t - due) / f) + 1) * f;
+  return Number.isFinite(next) && next > t ? next : null;
+};
 
 export interface Fired {
   severity: 'ALERT' | 'INFO';
+  /** The ceiling's own events (limit reached, events left out): no notification. */
+  summary?: boolean;
   subject: string;
   current: Reading;
   prev: Reading | null;
@@ -183,6 +195,14 @@ export interface StoredRecord {
   data: unknown;
 }
 
+/** What bounds the alerts of one asset (API guide 8): configurable, defaults in config.ts. */
+export interface AlertLimits {
+  /** Codes one list of a record may hold (data.alarms, caAlarms, schedulerAlarms). */
+  maxCodesPerList: number;
+  /** Events one asset's specification raises per hour of record time; past it, one summary and a count. */
+  maxEventsPerHour: number;
+}
+
 /** Evaluates one asset's state against its rules: records, a sweep, or a changed specification. */
 export class Evaluation {
   readonly fired: Fired[] = [];
@@ -193,14 +213,52 @@ export class Evaluation {
     readonly state: AlertState,
     readonly rules: Map<string, Rule>,
     evaluated: { at: number | null; id: string | null },
+    readonly limits: AlertLimits,
   ) {
     this.evaluatedAt = evaluated.at;
     this.evaluatedId = evaluated.id;
   }
 
+  /**
+   * Every event goes through here: up to maxEventsPerHour per hour of record time. The first one
+   * past the ceiling becomes one ALERT saying so; the rest are counted, and the count is told in
+   * an INFO event when the hour is over. The conditions' own state moves on as if they had been raised.
+   */
+  private raise(f: Fired): void {
+    const a = this.state.a;
+    const limit = this.limits.maxEventsPerHour;
+    if (!a.w || f.at - a.w.s >= HOUR) {
+      if (a.w && a.w.x > 0) {
+        const end = a.w.s + HOUR;
+        this.fired.push({
+          severity: 'INFO',
+          summary: true,
+          subject: `${a.w.x} more alert events were not stored between ${isoMs(a.w.s)} and ${isoMs(end)} (at most ${limit} per hour)`,
+          current: reading(String(a.w.x), end),
+          prev: null,
+          at: end,
+        });
+      }
+      a.w = { s: f.at, n: 0, x: 0 };
+    }
+    if (a.w.n < limit) {
+      a.w.n++;
+      this.fired.push(f);
+    } else if (a.w.x++ === 0) {
+      this.fired.push({
+        severity: 'ALERT',
+        summary: true,
+        subject: `Alert limit reached: ${limit} alert events since ${isoMs(a.w.s)}; more until ${isoMs(a.w.s + HOUR)} are counted, not stored`,
+        current: reading(String(limit), f.at),
+        prev: null,
+        at: f.at,
+      });
+    }
+  }
+
   private alert(c: Cond, subject: string, current: Reading, prev: Reading | null, at: number, recordId: string | null) {
     const a = this.state.a;
-    this.fired.push({
+    this.raise({
       severity: 'ALERT',
       subject,
       current,
@@ -268,7 +326,7 @@ export class Evaluation {
     const active = new Set(
       raw
         .filter((c) => typeof c === 'string' || (typeof c === 'number' && Number.isFinite(c)))
-        .slice(0, MAX_CODES)
+        .slice(0, this.limits.maxCodesPerList)
         .map(String),
     );
     for (const code of active) this.observe(rule, `${rule.key}:${code}`, { value: code, bad: true }, r);
@@ -307,7 +365,7 @@ export class Evaluation {
     }
     if (c.since !== undefined) {
       if ((c.n ?? 0) > 0)
-        this.fired.push({ severity: 'INFO', subject: subjectOf(rule, v), current: reading(v.value, r.at), prev: prevOf(), at: r.at });
+        this.raise({ severity: 'INFO', subject: subjectOf(rule, v), current: reading(v.value, r.at), prev: prevOf(), at: r.at });
       delete c.since;
       delete c.n;
       delete c.due;
@@ -341,7 +399,7 @@ export class Evaluation {
           const subject = !rule ? `${key} no longer monitored` : v ? subjectOf(rule, v) : `${key} back in range`;
           // Dated in record time: the newest evaluated record, or the last alert if the sweep raised it later.
           const at = Math.max(this.evaluatedAt ?? now, c.last ?? 0);
-          this.fired.push({ severity: 'INFO', subject, current: reading(c.v, c.at), prev: c.p ? reading(c.p.v, c.p.at) : null, at });
+          this.raise({ severity: 'INFO', subject, current: reading(c.v, c.at), prev: c.p ? reading(c.p.v, c.p.at) : null, at });
         }
         if (!rule || rule.kind === 'codes') delete this.state.c[key];
         else this.state.c[key] = { v: c.v, at: c.at, p: c.p, bad: false };
@@ -355,6 +413,7 @@ export class Evaluation {
       }
       if (!c.n) c.due = c.since + rule.durationMs;
       else c.due = rule.frequencyMs > 0 ? c.last! + rule.frequencyMs : null;
+      if (c.due !== null && !Number.isFinite(c.due)) c.due = null;
     }
   }
 
@@ -402,11 +461,16 @@ const LOCATION_JSON = `(SELECT jsonb_build_object('id', l.id::text, 'assetId', l
       AND z.id = CASE WHEN split_part(l.zone_id, ',', 1) ~ '^[0-9]{1,18}$' THEN split_part(l.zone_id, ',', 1)::int8 END
     WHERE l.asset_id = x.a AND l.when_created <= x.w ORDER BY l.when_created DESC, l.id DESC LIMIT 1)`;
 
-const evaluationOf = (s: SpecRow) =>
-  new Evaluation({ c: s.alert_state.c ?? {}, a: s.alert_state.a ?? {} }, rulesOf(s.ranges, s.notification), {
-    at: s.evaluated_at?.getTime() ?? null,
-    id: s.evaluated_id,
-  });
+/** The code lists a record's data may carry (API guide 8), each bounded by maxCodesPerList. */
+const CODE_LISTS = ['alarms', 'caAlarms', 'schedulerAlarms'] as const;
+
+export interface AlertSettings extends AlertLimits {
+  sweepSeconds: number;
+  silenceSeconds: number;
+}
+
+/** A specification's evaluation, or null (and a log line) when its rows cannot make one: one bad row never stops the rest. */
+type Result = { s: SpecRow; e: Evaluation };
 
 export class AlertEngine {
   private timer: NodeJS.Timeout | undefined;
@@ -414,14 +478,67 @@ export class AlertEngine {
 
   constructor(
     private readonly db: Db,
-    private readonly opts: { sweepSeconds: number; silenceSeconds: number },
+    private readonly opts: AlertSettings,
     private readonly log: FastifyBaseLogger,
   ) {}
+
+  private evaluationOf(s: SpecRow): Evaluation {
+    return new Evaluation(
+      { c: s.alert_state.c ?? {}, a: s.alert_state.a ?? {} },
+      rulesOf(s.ranges, s.notification),
+      { at: s.evaluated_at?.getTime() ?? null, id: s.evaluated_id },
+      this.opts,
+    );
+  }
+
+  /**
+   * Runs `step` on each specification's evaluation. One that throws (a state no check foresaw) is
+   * left out and logged, and the caller parks it: the others are evaluated and saved all the same.
+   */
+  private each(specs: SpecRow[], step: (e: Evaluation, s: SpecRow) => void): { results: Result[]; broken: string[] } {
+    const results: Result[] = [];
+    const broken: string[] = [];
+    for (const s of specs) {
+      try {
+        const e = this.evaluationOf(s);
+        step(e, s);
+        // What save() will write must be writable: every time a real date.
+        for (const t of [e.evaluatedAt, e.nextDue(), ...e.fired.map((f) => f.at)]) if (t !== null) new Date(t).toISOString();
+        results.push({ s, e });
+      } catch (err) {
+        broken.push(s.id);
+        this.log.error(
+          { err, specificationId: s.id, assetId: s.asset_id },
+          'alert evaluation failed for this specification; it is skipped',
+        );
+      }
+    }
+    return { results, broken };
+  }
 
   /** The records hook for one record type (reeferdata or gensetdata). */
   hook(type: 'reeferdata' | 'gensetdata'): RecordHook<void> {
     const specType = SPEC_TYPE[type]!;
-    return { name: `alerts:${type}`, types: [type], after: (q, rows) => this.evaluate(q, specType, rows) };
+    return {
+      name: `alerts:${type}`,
+      types: [type],
+      // API guide 8: one record raises a bounded number of alerts: each code list has at most maxCodesPerList codes.
+      before: async (_q, batch) => {
+        for (const p of batch) {
+          const data = (p.item as { data?: unknown }).data;
+          for (const list of CODE_LISTS) {
+            const v = getAtPath(data, [list]);
+            if (Array.isArray(v) && v.length > this.opts.maxCodesPerList) {
+              throw badRequest(
+                `${p.at}/data/${list} holds ${v.length} codes; at most ${this.opts.maxCodesPerList} are accepted in one record.`,
+                `${p.at}/data/${list}`,
+              );
+            }
+          }
+        }
+      },
+      after: (q, rows) => this.evaluate(q, specType, rows),
+    };
   }
 
   /** Evaluates stored rows (one batch) against their assets' specifications, in the batch's transaction. */
@@ -435,27 +552,23 @@ export class AlertEngine {
       if (list) list.push(r);
       else byAsset.set(r.asset_id, [r]);
     }
-    const results = specs.map((s) => {
-      const e = evaluationOf(s);
+    const { results, broken } = this.each(specs, (e, s) => {
       const recs = byAsset
         .get(s.asset_id)!
         .map((r) => ({ id: String(r.id), ownerId: r.owner_id, at: (r.when_created as Date).getTime(), data: r.data }))
         .sort((a, b) => a.at - b.at || (BigInt(a.id) < BigInt(b.id) ? -1 : 1));
       for (const r of recs) e.record(r);
-      return { s, e };
     });
     await this.save(q, type, results, true);
+    await this.park(q, broken);
   }
 
   /** A specification's ranges or timing changed: re-judge its open state (same transaction, row locked). */
   async respecify(q: Queryable, specId: string, type: SpecType): Promise<void> {
     const specs = await this.lock(q, type, 's.id = $1', [specId]);
-    const results = specs.map((s) => {
-      const e = evaluationOf(s);
-      e.respecify(Date.now());
-      return { s, e };
-    });
+    const { results, broken } = this.each(specs, (e) => e.respecify(Date.now()));
     await this.save(q, type, results, false);
+    await this.park(q, broken);
   }
 
   /**
@@ -477,12 +590,9 @@ export class AlertEngine {
             [now.toISOString(), this.opts.silenceSeconds],
             `LIMIT ${BATCH} FOR UPDATE OF s SKIP LOCKED`,
           );
-          const results = specs.map((s) => {
-            const e = evaluationOf(s);
-            e.sweep(now.getTime());
-            return { s, e };
-          });
+          const { results, broken } = this.each(specs, (e) => e.sweep(now.getTime()));
           await this.save(q, type, results, false);
+          await this.park(q, broken);
           fired += results.reduce((sum, r) => sum + r.e.fired.length, 0);
           more ||= specs.length === BATCH;
         }
@@ -524,6 +634,15 @@ export class AlertEngine {
     return rows;
   }
 
+  /**
+   * A specification whose state cannot be evaluated is not due again for an hour (the sweep must
+   * not take it up at every round) and keeps its state for an operator to look at.
+   */
+  private async park(q: Queryable, ids: string[]): Promise<void> {
+    if (!ids.length) return;
+    await q.query("UPDATE specifications SET next_due = now() + interval '1 hour' WHERE id = ANY($1::uuid[])", [ids]);
+  }
+
   /** Writes the new states, then the events and notifications raised, in the caller's transaction. */
   private async save(q: Queryable, type: SpecType, results: { s: SpecRow; e: Evaluation }[], received: boolean): Promise<void> {
     if (results.length === 0) return;
@@ -553,7 +672,7 @@ export class AlertEngine {
       whenCreated: new Date(f.at).toISOString(),
     }));
     const ids = await insertEvents(q, events);
-    const alerts = fired.map((x, n) => ({ ...x, eventId: ids[n]! })).filter((x) => x.f.severity === 'ALERT');
+    const alerts = fired.map((x, n) => ({ ...x, eventId: ids[n]! })).filter((x) => x.f.severity === 'ALERT' && !x.f.summary);
     if (alerts.length === 0) return;
     await q.query(
       `INSERT INTO notifications (owner_id, asset_id, asset_name, type, subject, event_id, specification_id, specification_name,

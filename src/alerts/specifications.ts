@@ -243,18 +243,36 @@ export function checkSpecification(body: unknown): SpecWrite {
       const at = `/ranges/${group}/sensors/${key}`;
       const [min, max, duration, frequency] = range as (number | null)[];
       if (min != null && max != null && min > max) throw badRequest(`${at}: the minimum (${min}) is greater than the maximum (${max})`, at);
-      for (const [n, minutes] of [duration, frequency].entries()) {
-        if (minutes === undefined) continue;
-        if (minutes === null || minutes < 0 || minutes > MAX_MINUTES) {
-          throw badRequest(
-            `${at}/${n + 2}: the ${n ? 'frequency' : 'duration'} is a number of minutes from 0 to ${MAX_MINUTES}`,
-            `${at}/${n + 2}`,
-          );
-        }
-      }
+      checkMinutes(duration, `${at}/2`, 'duration');
+      checkMinutes(frequency, `${at}/3`, 'frequency');
     }
   }
+  const n = spec.notification;
+  const topics = [
+    ['controller', 'alarm', n?.controller?.alarm],
+    ['controller', 'power', n?.controller?.power],
+    ['controller', 'ca', n?.controller?.ca],
+    ['controlModule', 'scheduler', n?.controlModule?.scheduler],
+  ] as const;
+  for (const [area, topic, t] of topics) {
+    if (!t) continue;
+    checkMinutes(t.default.duration, `/notification/${area}/${topic}/default/duration`, 'duration');
+    checkMinutes(t.default.frequency, `/notification/${area}/${topic}/default/frequency`, 'frequency');
+  }
   return spec;
+}
+
+/**
+ * A duration or frequency (API guide 8): minutes, 0 or a whole number of seconds from 1 s to a year
+ * (0.5 is 30 s). A tiny positive value (5e-324) once broke the date arithmetic of the alert sweep.
+ */
+function checkMinutes(minutes: number | null | undefined, at: string, what: string): void {
+  if (minutes === undefined) return;
+  const seconds = minutes === null ? Number.NaN : minutes * 60;
+  const whole = Math.abs(seconds - Math.round(seconds)) < 1e-6;
+  if (!(seconds === 0 || (seconds >= 1 - 1e-6 && seconds <= MAX_MINUTES * 60 && whole))) {
+    throw badRequest(`${at}: the ${what} is in minutes: 0, or a whole number of seconds from 1 s (1/60) to ${MAX_MINUTES} (a year)`, at);
+  }
 }
 
 const json = (v: unknown) => (v === undefined || v === null ? null : JSON.stringify(v));

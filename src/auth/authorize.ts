@@ -2,7 +2,9 @@
 // and RFC 7636), for public clients such as the dashboard: GET shows the issuer's own sign-in page,
 // POST checks the user and redirects back with a one-time code, which the token endpoint exchanges
 // for tokens against the PKCE verifier. Only S256; a redirect goes only to a path the client lists,
-// on the origin the request came to (the page that started the sign-in is served there).
+// on the service's configured public origin (PUBLIC_URL), never on one taken from the request's
+// Host header (whoever points a name of theirs at the service would collect codes); the form is
+// accepted only when its Origin is that origin (no sign-in posted from another site).
 import crypto from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
@@ -44,13 +46,13 @@ interface Client {
 
 export async function authorizeRoutes(
   app: FastifyInstance,
-  deps: { db: Db; realm: () => string; throttle: FailureThrottle; prefixes: string[] },
+  deps: { db: Db; realm: () => string; publicOrigin: () => string; throttle: FailureThrottle; prefixes: string[] },
 ): Promise<void> {
   const { db, throttle } = deps;
   let unknownHash: Promise<string> | undefined;
 
   /** The checks before anything may be redirected: a known public client and one of its own redirects. */
-  const checkRequest = async (req: FastifyRequest, p: AuthorizeQuery): Promise<{ client: Client; redirect: URL } | string> => {
+  const checkRequest = async (p: AuthorizeQuery): Promise<{ client: Client; redirect: URL } | string> => {
     if (!p.client_id) return 'client_id is missing.';
     const { rows } = await db.query<Client>('SELECT id, client_id, public, grants, redirect_paths FROM clients WHERE client_id = $1', [
       p.client_id,
@@ -63,8 +65,7 @@ export async function authorizeRoutes(
     } catch {
       return 'redirect_uri is missing or not a URL.';
     }
-    const origin = `${req.protocol}://${req.host}`;
-    if (redirect.origin !== origin || !client.redirect_paths.includes(redirect.pathname) || redirect.hash) {
+    if (redirect.origin !== deps.publicOrigin() || !client.redirect_paths.includes(redirect.pathname) || redirect.hash) {
       return 'redirect_uri is not one this client may use.';
     }
     return { client, redirect };
@@ -85,7 +86,8 @@ export async function authorizeRoutes(
       .header('Content-Security-Policy', LOGIN_CSP)
       .header('Cache-Control', 'no-store')
       .header('X-Frame-Options', 'DENY')
-      .header('Referrer-Policy', 'no-referrer')
+      // same-origin, not no-referrer: under no-referrer a browser sends "Origin: null" with the form.
+      .header('Referrer-Policy', 'same-origin')
       .type('text/html; charset=utf-8')
       .send(
         `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">` +
@@ -128,7 +130,7 @@ export async function authorizeRoutes(
     /** Realm, client, redirect and PKCE, for the page and its form alike: the client and redirect, or null once answered. */
     const accepted = async (req: FastifyRequest, reply: FastifyReply, p: AuthorizeQuery) => {
       if (!realmOk(req, reply)) return null;
-      const checked = await checkRequest(req, p);
+      const checked = await checkRequest(p);
       if (typeof checked === 'string') {
         await page(reply, 400, `<p class="error" role="alert">${esc(checked)}</p>`);
         return null;
@@ -149,22 +151,27 @@ export async function authorizeRoutes(
 
     app.post(path, { ...common, schema: { ...common.schema, body: LoginBody } }, async (req, reply) => {
       const p = req.body as LoginBody;
+      // A form posted from another site (login CSRF) is refused before anything is looked at.
+      const origin = req.headers.origin;
+      if (origin !== deps.publicOrigin()) {
+        return page(reply, 403, '<p class="error" role="alert">Sign in from this service\'s own sign-in page.</p>');
+      }
       const checked = await accepted(req, reply, p);
       if (!checked) return reply;
       const action = req.url.split('?')[0]!;
       const username = p.username ?? '';
-      const wait = await throttle.attempt('user', username, req.ip);
+      const { rows } = await db.query<{ id: string; password_hash: string; disabled: boolean }>(
+        'SELECT id, password_hash, disabled FROM users WHERE username = $1',
+        [username],
+      );
+      const user = rows[0];
+      const wait = await throttle.attempt('user', username, req.ip, user !== undefined);
       if (wait)
         return page(
           reply.header('Retry-After', String(wait)),
           429,
           loginForm(p, action, `Too many failed attempts; retry in ${wait} s.`, username),
         );
-      const { rows } = await db.query<{ id: string; password_hash: string; disabled: boolean }>(
-        'SELECT id, password_hash, disabled FROM users WHERE username = $1',
-        [username],
-      );
-      const user = rows[0];
       // scrypt runs for an unknown user too: every refusal costs the same (no enumeration by timing).
       unknownHash ??= hashPassword(crypto.randomBytes(32).toString('hex'));
       const ok = await verifyPassword(p.password ?? '', user?.password_hash ?? (await unknownHash));

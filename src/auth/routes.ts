@@ -136,14 +136,14 @@ export async function authRoutes(app: FastifyInstance, opts: { db: Db; cfg: Conf
     try {
       const address = req.ip;
       const cred = clientCredentials(req);
-      // API.md 2: throttled pairs are refused before any secret is checked, a right one included.
-      const clientWait = await throttle.attempt('client', cred.id, address);
-      if (clientWait) throw refused(clientWait, 'client');
       const { rows } = await db.query<ClientRow>(
         'SELECT id, client_id, secret_digest, grants, owner_id, scopes, disabled, public FROM clients WHERE client_id = $1',
         [cred.id],
       );
       const client = rows[0];
+      // API guide 2: throttled pairs are refused before any secret is checked, a right one included.
+      const clientWait = await throttle.attempt('client', cred.id, address, client !== undefined);
+      if (clientWait) throw refused(clientWait, 'client');
       // Compare against a digest even for an unknown client, so both take the same time. A public
       // client has no secret: it proves itself with the PKCE verifier (and may present no secret).
       const secretOk =
@@ -170,9 +170,9 @@ export async function authRoutes(app: FastifyInstance, opts: { db: Db; cfg: Conf
         if (!username || password === undefined) {
           throw new OAuthError(400, 'invalid_request', 'The password grant needs username and password.');
         }
-        const userWait = await throttle.attempt('user', username, address);
-        if (userWait) throw refused(userWait, 'user');
         const user = await findUser(db, 'username = $1', username);
+        const userWait = await throttle.attempt('user', username, address, user !== undefined);
+        if (userWait) throw refused(userWait, 'user');
         // scrypt runs for an unknown user too (against a hash of nothing anyone knows) and for a
         // disabled one: every refusal takes the time of a wrong password (no enumeration by timing).
         const passwordOk = await verifyPassword(password, user?.password_hash ?? (await unknownUserHash()));
@@ -264,14 +264,20 @@ export async function authRoutes(app: FastifyInstance, opts: { db: Db; cfg: Conf
       grant_types_supported: ['password', 'refresh_token', 'client_credentials', 'authorization_code'],
       token_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post', 'none'],
       id_token_signing_alg_values_supported: ['ES256'],
-      response_types_supported: ['code', 'token'],
+      response_types_supported: ['code'],
       subject_types_supported: ['public'],
       scopes_supported: ['openid', 'profile', 'read', 'write', 'admin'],
       claims_supported: ['iss', 'sub', 'aud', 'exp', 'iat', 'jti', 'scope', 'owner_id', 'roles', 'sid'],
     };
   };
 
-  await authorizeRoutes(app, { db, realm: () => cfg.AUTH_REALM, throttle, prefixes: ['/auth/realms/:realm', '/realms/:realm'] });
+  await authorizeRoutes(app, {
+    db,
+    realm: () => cfg.AUTH_REALM,
+    publicOrigin: () => new URL(cfg.publicUrl).origin,
+    throttle,
+    prefixes: ['/auth/realms/:realm', '/realms/:realm'],
+  });
 
   for (const prefix of ['/auth/realms/:realm', '/realms/:realm']) {
     const hide = prefix.startsWith('/realms');

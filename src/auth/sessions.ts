@@ -123,12 +123,11 @@ export class Sessions {
     if (this.cache.size >= MAX_ENTRIES) this.cache.clear();
   }
 
-  /** Forgets logins whose last token has expired, and throttle windows long over (off the hot path). */
+  /** Forgets logins whose last token has expired (off the hot path). */
   private async sweepIfDue(): Promise<void> {
     const now = performance.now();
     if (this.lastSweepMs && now - this.lastSweepMs < SWEEP_EVERY_MS) return;
     this.lastSweepMs = now;
     await this.db.query("DELETE FROM auth_sessions WHERE expires_at < now() - interval '1 hour'");
-    await this.db.query("DELETE FROM auth_throttle WHERE window_start < now() - interval '1 day'");
   }
 }

@@ -22,7 +22,16 @@ export const COMMAND_TYPES = [
   'POWER_ON',
   'POWER_OFF',
 ] as const;
-const VALUE_TYPES = new Set(['SET_TEMPERATURE', 'SET_HUMIDITY', 'SET_CO2', 'SET_O2']);
+/**
+ * The set points a reefer controller takes (API guide 8): the command types that carry
+ * parameters.value, with its unit and range. A value outside is a 400, never sent to a device.
+ */
+const SET_POINTS: Record<string, { min: number; max: number; unit: string }> = {
+  SET_TEMPERATURE: { min: -40, max: 40, unit: '°C' },
+  SET_HUMIDITY: { min: 0, max: 100, unit: '% relative humidity' },
+  SET_CO2: { min: 0, max: 30, unit: '% CO2' },
+  SET_O2: { min: 0, max: 21, unit: '% O2' },
+};
 export const COMMAND_STATUSES = ['PENDING', 'SENT', 'ACKNOWLEDGED', 'FAILED', 'CANCELLED', 'EXPIRED'] as const;
 type Status = (typeof COMMAND_STATUSES)[number];
 
@@ -163,8 +172,12 @@ export async function commandRoutes(app: FastifyInstance, { db }: { db: Db; cfg:
     schema: { tags, summary: 'Send a command to a reefer-connected asset', body: CommandCreate, response: { 201: Command } },
     handler: async (req, reply) => {
       const b = req.body as Static<typeof CommandCreate>;
-      if (VALUE_TYPES.has(b.type) && typeof b.parameters?.value !== 'number') {
+      const range = SET_POINTS[b.type];
+      if (range && typeof b.parameters?.value !== 'number') {
         throw badRequest(`${b.type} needs a numeric parameters.value.`, '/parameters/value');
+      }
+      if (range && (b.parameters!.value! < range.min || b.parameters!.value! > range.max)) {
+        throw badRequest(`${b.type} takes parameters.value from ${range.min} to ${range.max} (${range.unit}).`, '/parameters/value');
       }
       const row = await db.tx(async (q) => {
         const params: unknown[] = [b.assetId];

@@ -23,8 +23,8 @@ export function addressPolicy(allowHttp: boolean, allowedCidrs: string[], allowP
 }
 
 /**
- * The IPv4 address an IPv6 address carries, for the forms that route to it: IPv4-mapped and
- * -compatible (::ffff:a.b.c.d, ::a.b.c.d), IPv4-translated (::ffff:0:a.b.c.d), NAT64
+ * The IPv4 address an IPv6 address carries, for the forms that route to it: IPv4-mapped
+ * (::ffff:a.b.c.d), IPv4-translated (::ffff:0:a.b.c.d), NAT64
  * (64:ff9b::/96 and 64:ff9b:1::/48) and 6to4 (2002:AABB:CCDD::/48).
  */
 export function embeddedIpv4(ip: string): string | undefined {
@@ -56,11 +56,22 @@ function isPublic(ip: string): boolean {
   return ipaddr.parse(ip).range() === 'unicast';
 }
 
+/**
+ * Ranges refused by prefix, whatever name the classifying library gives them (it once called
+ * ::127.0.0.1 "ipv4Mapped" and judged it by 127.0.0.1): the IPv4-compatible block ::/96, which
+ * is deprecated and on a real host routes to the default gateway, not to the IPv4 address it
+ * seems to carry; and the deprecated site-local block fec0::/10.
+ */
+const DEPRECATED_V6 = new net.BlockList();
+DEPRECATED_V6.addSubnet('::', 96, 'ipv6');
+DEPRECATED_V6.addSubnet('fec0::', 10, 'ipv6');
+
 /** True when the address may be dialled: public, or inside the operator's allowlist. */
 export function isAllowedAddress(ip: string, policy: AddressPolicy): boolean {
   if (!ipaddr.isValid(ip)) return false;
   const family = net.isIPv6(ip) ? 'ipv6' : 'ipv4';
   if (policy.allowed.check(ip, family)) return true;
+  if (family === 'ipv6' && DEPRECATED_V6.check(ip, 'ipv6')) return false;
   const inner = embeddedIpv4(ip);
   if (inner !== undefined && policy.allowed.check(inner, 'ipv4')) return true;
   return isPublic(ip);

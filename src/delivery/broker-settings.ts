@@ -21,17 +21,6 @@ export interface BrokerSecrets {
 
 const FORBIDDEN_NAMES = new Set(['__proto__', 'prototype', 'constructor']);
 
-/** RFC 7396 JSON merge patch: objects merge member by member, null removes, anything else replaces. */
-export function mergePatch(target: unknown, patch: unknown): unknown {
-  if (typeof patch !== 'object' || patch === null || Array.isArray(patch)) return patch;
-  const out: Json = typeof target === 'object' && target !== null && !Array.isArray(target) ? { ...(target as Json) } : {};
-  for (const [k, v] of Object.entries(patch)) {
-    if (v === null) delete out[k];
-    else out[k] = mergePatch(out[k], v);
-  }
-  return out;
-}
-
 async function vetHost(host: string, policy: AddressPolicy, field: string): Promise<void> {
   try {
     await resolveVetted(host, policy);
@@ -51,6 +40,15 @@ function checkAddedField(name: string, types: readonly string[], field: string):
   }
 }
 
+/** The first character of a topic that brokers refuse: C0 and C1 controls, DEL, noncharacters. */
+function refusedTopicChar(topic: string): number | undefined {
+  for (const ch of topic) {
+    const cp = ch.codePointAt(0)!;
+    if (cp <= 0x1f || (cp >= 0x7f && cp <= 0x9f) || (cp >= 0xfdd0 && cp <= 0xfdef) || (cp & 0xfffe) === 0xfffe) return cp;
+  }
+  return undefined;
+}
+
 /**
  * Topic names: MQTT topics may not hold the wildcards + and # (nor start with $, the broker's
  * own space); Kafka topics are [A-Za-z0-9._-], at most 249 characters.
@@ -61,11 +59,23 @@ export function checkTopics(channel: 'mqtt' | 'kafka', prefix: string, destinati
       if (/[+#]/.test(topic) || topic.startsWith('$')) {
         throw badRequest(`${field}: an MQTT topic may not contain + or # or start with $`, field);
       }
-    } else if (!/^[A-Za-z0-9._-]+$/.test(topic) || topic.length + longest.length > 249) {
-      throw badRequest(`${field}: a Kafka topic holds only letters, digits, '.', '_' and '-', at most 249 characters in all`, field);
+      // A broker refuses these at publish time, for ever: refused here, naming the character.
+      const cp = refusedTopicChar(topic);
+      if (cp !== undefined) {
+        const name = cp <= 0x9f ? 'a control character' : 'a Unicode noncharacter';
+        throw badRequest(`${field}: an MQTT topic may not contain U+${cp.toString(16).toUpperCase().padStart(4, '0')} (${name})`, field);
+      }
+    } else if (!/^[A-Za-z0-9._-]+$/.test(topic) || topic.length + longest.length > 249 || topic === '.' || topic === '..') {
+      throw badRequest(
+        `${field}: a Kafka topic holds only letters, digits, '.', '_' and '-', at most 249 characters in all, and is not "." or ".."`,
+        field,
+      );
     }
   };
   check(prefix, '/destination', channel === 'kafka' ? '.events.sensordata' : '');
+  if (channel === 'kafka' && (prefix === '.' || prefix === '..')) {
+    throw badRequest(`/destination: a Kafka topic prefix may not be "${prefix}"`, '/destination');
+  }
   for (const [type, topic] of Object.entries(destinations)) {
     if (!(OBJECT_TYPES as readonly string[]).includes(type)) {
       throw badRequest(`/destinations: unknown object type "${type}"`, `/destinations/${type}`);
@@ -142,9 +152,15 @@ export async function composeMqtt(
   checkPem(ca, '/mqtt/ca', 'CERTIFICATE');
   checkPem(cert, '/mqtt/cert', 'CERTIFICATE');
   checkPem(key, '/mqtt/key', 'PRIVATE KEY');
-  const setEventId = (input.setEventId as boolean | undefined) ?? false;
-  const eventIdField = (input.eventIdField as string | undefined) ?? 'eventId';
-  if (setEventId) checkAddedField(eventIdField, objectTypes, '/mqtt/eventIdField');
+  // API guide 9 (MQTT_SET_EVENT_ID=<field name>): naming the field turns the injection on;
+  // setEventId alone uses eventId; off keeps no field. Given and contradicted is a 400, never ignored.
+  const given = (input.eventIdField as string | null | undefined) ?? null;
+  if (input.setEventId === false && given !== null) {
+    throw badRequest('/mqtt/eventIdField is given while setEventId is false: remove it, or set setEventId to true', '/mqtt/eventIdField');
+  }
+  const setEventId = (input.setEventId as boolean | undefined) ?? given !== null;
+  const eventIdField = setEventId ? (given ?? 'eventId') : null;
+  if (eventIdField !== null) checkAddedField(eventIdField, objectTypes, '/mqtt/eventIdField');
   return {
     settings: {
       url: input.url,

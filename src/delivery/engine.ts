@@ -18,6 +18,7 @@ import crypto from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
 import pg from 'pg';
 import type { Db, Queryable } from '../db/db.js';
+import { isDatabaseUnavailable } from '../http/errors.js';
 import { deliveryWakeups, NOTIFY_CHANNEL } from '../outbox/outbox.js';
 import type { AttemptRecord, Channel, ChannelLimits, OutMessage } from './channels/channel.js';
 import { loadIntegration, type IntegrationConfig } from './integrations.js';
@@ -160,6 +161,8 @@ export class DeliveryEngine {
   private renewing = false;
   /** Requests this process has sent (for /metrics and tests). */
   requestsSent = 0;
+  /** Results the database refused even without their response (for /metrics): see flush(). */
+  resultsParked = 0;
 
   constructor(
     private readonly db: Db,
@@ -586,19 +589,45 @@ export class DeliveryEngine {
   }
 
   /**
-   * Writes the completions gathered so far in one transaction. If the database is away they are
+   * Writes the completions gathered so far in one statement. If the database is away they are
    * kept and written later; if the process dies first, the leases run out and the events are sent
-   * again (at least once).
+   * again (at least once). A result the database refuses must never hold back the others (every
+   * integration's results are written together): the batch is then written one result at a time,
+   * a refused one once more without what its receiver sent, and if that is refused too it is
+   * parked: logged and dropped, its events sent again when their lease runs out.
    */
   private async flush(): Promise<void> {
     const batch = this.completions.splice(0, 1000);
     if (!batch.length) return;
-    try {
-      await queue.writeResults(this.db, batch); // one statement: atomic on its own
-    } catch (e) {
+    const putBack = async (from: number, e: unknown) => {
       this.log.warn({ err: e }, 'writing delivery results failed; keeping them to retry');
-      this.completions.unshift(...batch);
+      this.completions.unshift(...batch.slice(from));
       await new Promise((r) => setTimeout(r, 1000));
+    };
+    try {
+      await queue.writeResults(this.db, batch);
+      return;
+    } catch (e) {
+      if (isTransient(e)) return putBack(0, e);
+      if (batch.length > 1) this.log.warn({ err: e }, 'the database refused a batch of delivery results; writing them one by one');
+    }
+    for (const [n, r] of batch.entries()) {
+      try {
+        await queue.writeResults(this.db, [r]);
+      } catch (e) {
+        if (isTransient(e)) return putBack(n, e);
+        try {
+          await queue.writeResults(this.db, [withoutResponse(r, e)]);
+          this.log.warn({ err: e, integrationId: r.integrationId, requestId: r.requestId }, 'delivery result stored without its response');
+        } catch (e2) {
+          if (isTransient(e2)) return putBack(n, e2);
+          this.resultsParked++;
+          this.log.error(
+            { err: e2, integrationId: r.integrationId, requestId: r.requestId, events: r.events.length },
+            'delivery result parked: the database refuses it; its events are sent again when their lease runs out',
+          );
+        }
+      }
     }
   }
 
@@ -627,6 +656,21 @@ function requestCounter(batchSize: number, requests: number, maxEvents: number):
     events++;
     return true;
   };
+}
+
+/**
+ * Failures that say nothing about the rows written (the database away, a deadlock, a serialization
+ * failure, a cancelled statement): the same batch is tried again as it is.
+ */
+function isTransient(e: unknown): boolean {
+  const code = (e as { code?: unknown }).code;
+  return isDatabaseUnavailable(e) || (typeof code === 'string' && ['40P01', '40001', '55P03', '57014'].includes(code));
+}
+
+/** A result without what the receiver sent (body, headers, receipt, error text), naming why. */
+function withoutResponse(r: queue.RequestOutcome, e: unknown): queue.RequestOutcome {
+  const why = `the response could not be stored (${String((e as Error).message ?? e).slice(0, 200)})`;
+  return { ...r, error: r.success ? null : why, receiptId: null, responseHeaders: null, responseBody: null, truncated: false };
 }
 
 function priorOf(ds: queue.RetryDelivery[]): Job['prior'] {

@@ -14,10 +14,6 @@ import { AddressRefused, checkUrlShape, type AddressPolicy } from './address.js'
 import { loadIntegration, type WebhookIntegration } from './integrations.js';
 import { sendWebhook, USER_AGENT } from './channels/webhook/webhook.js';
 
-/** Following result streams open per credential in this instance (API.md 7). */
-const MAX_STREAMS = 5;
-const openStreams = new Map<string, number>();
-
 const Status = Type.Union(['PENDING', 'SUCCEEDED', 'FAILED', 'CANCELLED'].map((s) => Type.Literal(s)));
 const Attempt = Type.Object({
   deliveryId: Type.String(),
@@ -58,7 +54,7 @@ const Delivery = Type.Object(
 );
 
 type AttemptRow = queue.AttemptRow;
-const attemptApi = (a: AttemptRow) => ({
+export const attemptApi = (a: AttemptRow) => ({
   deliveryId: a.delivery_id,
   requestId: a.request_id,
   attempt: a.attempt,
@@ -72,7 +68,8 @@ const attemptApi = (a: AttemptRow) => ({
   qos: a.qos,
   error: a.error,
   responseHeaders: a.response_headers,
-  responseBody: a.response_body,
+  // Stored as bytes; shown as UTF-8 text (bytes that are not UTF-8 read as U+FFFD; JSON carries a NUL as \u0000).
+  responseBody: a.response_body === null ? null : Buffer.from(a.response_body).toString('utf8'),
   responseBodyBytes: a.response_body_bytes,
   truncated: a.truncated,
 });
@@ -185,99 +182,6 @@ export async function historyRoutes(app: FastifyInstance, opts: { db: Db; secret
       const count = await db.tx((q) => queue.redeliverRange(q, id, b.status ?? 'FAILED', b.from, b.to));
       deliveryWakeups.emit('wake');
       return reply.code(202).send({ count });
-    },
-  });
-
-  // Spec 6.7: the result stream, one line per attempt and event.
-  const StreamQuery = Type.Object({
-    channel: Type.Optional(
-      Type.Union([Type.Literal('webhook'), Type.Literal('mqtt'), Type.Literal('kafka')], { description: 'Default: all three' }),
-    ),
-    since: Type.Optional(DateTime),
-  });
-  app.get('/deliveries/stream', {
-    schema: {
-      tags,
-      summary:
-        'Delivery results: NDJSON for a window (default the last 24 h), or SSE (Accept: text/event-stream) that keeps following. One line per attempt and event (a batch request: one per event, sharing requestId). An operator sees every integration; anyone else those whose owners it all sees',
-      querystring: StreamQuery,
-      // Written by hand (the reply is hijacked): documented for clients, never used to serialize.
-      response: {
-        200: {
-          description: 'One JSON object per attempt and event: NDJSON lines, or SSE `data:` events',
-          content: { 'application/x-ndjson': { schema: Type.String() }, 'text/event-stream': { schema: Type.String() } },
-        },
-      },
-    },
-    handler: async (req, reply) => {
-      const q = req.query as Static<typeof StreamQuery>;
-      const since = q.since ?? new Date(Date.now() - 86400_000).toISOString();
-      const visible = await req.tenancy.visibleOwners();
-      const line = (a: queue.StreamRow) => ({
-        ...attemptApi(a),
-        integrationId: a.integration_id,
-        channel: a.channel,
-        eventId: a.event_id,
-        objectType: a.object_type,
-      });
-      const sse = /text\/event-stream/.test(req.headers.accept ?? '');
-      // A following stream (API.md 7): at most MAX_STREAMS open per credential in this instance;
-      // once its headers are out it no longer counts as in flight, so a dashboard that follows
-      // attempts leaves the credential's other requests their slots.
-      const credential = req.tenancy.principal.credential;
-      if (sse) {
-        const open = openStreams.get(credential) ?? 0;
-        if (open >= MAX_STREAMS) {
-          throw new ApiError('TOO_MANY_CONCURRENT', `At most ${MAX_STREAMS} result streams may be open per credential; close one first.`, {
-            headers: { 'Retry-After': '5' },
-          });
-        }
-        openStreams.set(credential, open + 1);
-        req.raw.once('close', () => {
-          const n = (openStreams.get(credential) ?? 1) - 1;
-          if (n > 0) openStreams.set(credential, n);
-          else openStreams.delete(credential);
-        });
-      }
-      reply.hijack();
-      const res = reply.raw;
-      res.writeHead(200, {
-        'content-type': sse ? 'text/event-stream' : 'application/x-ndjson',
-        'cache-control': 'no-store',
-        ...(sse ? { connection: 'keep-alive' } : {}),
-      });
-      if (sse) req.leaveInFlight();
-      let open = true;
-      req.raw.on('close', () => (open = false));
-      // Followed by position in the attempt log (transaction, then id) below the horizon, so an
-      // attempt committed late behind a newer one is still ahead of the follower, never behind.
-      // A follower that reconnects names the last event it got (Last-Event-ID, as EventSource does):
-      // it resumes right after it instead of reading the window again.
-      const resume = sse ? /^(\d{1,19})\.(\d{1,19})$/.exec(String(req.headers['last-event-id'] ?? '')) : null;
-      let after: queue.Position = resume ? { tx: resume[1]!, id: resume[2]! } : { tx: '0', id: '0' };
-      const PAGE = 500;
-      while (open) {
-        const page = await queue.streamAfter(db, {
-          after,
-          since,
-          channel: q.channel ?? null,
-          owners: visible === 'all' ? null : visible,
-          limit: PAGE,
-          // A follower reads below the horizon only, so nothing committed late is passed over; a
-          // window (NDJSON) answers with everything committed now.
-          follow: sse,
-        });
-        for (const a of page.rows) {
-          const text = JSON.stringify(line(a));
-          res.write(sse ? `id: ${a.tx_id}.${a.id}\ndata: ${text}\n\n` : `${text}\n`);
-        }
-        after = page.next;
-        if (page.attempts >= PAGE) continue;
-        if (!sse) break;
-        await new Promise((r) => setTimeout(r, 1000));
-        if (open) res.write(': keep-alive\n\n');
-      }
-      res.end();
     },
   });
 

@@ -14,7 +14,8 @@ import { DateTime, IdParam, iso, isUuid, Nullable, Str, Uuid } from '../http/sch
 import { OBJECT_TYPES, type ObjectType } from '../outbox/outbox.js';
 import type { Tenancy } from '../tenancy/tenancy.js';
 import { AddressRefused, vetUrl, type AddressPolicy } from './address.js';
-import { composeKafka, composeMqtt, checkTopics, mergePatch } from './broker-settings.js';
+import { mergePatch } from '../http/merge-patch.js';
+import { composeKafka, composeMqtt, checkTopics } from './broker-settings.js';
 import { cancelIntegration, startIntegration, stats } from './queue.js';
 
 const ObjectTypeSchema = Type.Union(OBJECT_TYPES.map((t) => Type.Literal(t)));
@@ -85,7 +86,7 @@ const WebhookIn = Type.Object({
   maxItemsPerMinute: Type.Optional(Nullable(Type.Integer({ minimum: 1, maximum: 10_000_000 }))),
   maxConcurrentRequests: Type.Optional(Type.Integer({ minimum: 1, maximum: 256 })),
   timeoutMs: Type.Optional(Type.Integer({ minimum: 100, maximum: 120_000 })),
-  injectEventId: Type.Optional(Type.Boolean()),
+  injectEventId: Type.Optional(Type.Boolean({ description: 'Default: true when injectEventIdPath is named' })),
   injectEventIdPath: Type.Optional(Nullable(Type.String({ maxLength: 200, pattern: '^[A-Za-z0-9_$-]+(\\.[A-Za-z0-9_$-]+)*$' }))),
   auth: Type.Optional(Nullable(AuthBody)),
   signingSecret: Type.Optional(
@@ -117,8 +118,10 @@ const MqttIn = Type.Object({
   url: Str(2048, { minLength: 1, description: 'mqtt://host:port or mqtts://host:port (TLS)' }),
   qos: Type.Optional(Type.Union([Type.Literal(0), Type.Literal(1), Type.Literal(2)], { description: 'Default 1' })),
   protocolVersion: Type.Optional(Type.Union([Type.Literal(4), Type.Literal(5)], { description: 'MQTT 3.1.1 (4) or 5 (default)' })),
-  setEventId: Type.Optional(Type.Boolean({ description: 'MQTT_SET_EVENT_ID: add the event id at the top level (default false)' })),
-  eventIdField: Type.Optional(FieldName),
+  setEventId: Type.Optional(
+    Type.Boolean({ description: 'MQTT_SET_EVENT_ID: add the event id at the top level (default: true when eventIdField is named)' }),
+  ),
+  eventIdField: Type.Optional(Nullable(FieldName)),
   clientId: Type.Optional(Nullable(Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_-]+$' }))),
   username: Type.Optional(Nullable(Str(255, { minLength: 1 }))),
   password: Type.Optional(Nullable(Str(1024, { minLength: 1, description: 'Write-only' }))),
@@ -223,7 +226,7 @@ const MqttOut = Type.Object({
   qos: Type.Integer(),
   protocolVersion: Type.Integer(),
   setEventId: Type.Boolean(),
-  eventIdField: Type.String(),
+  eventIdField: Nullable(Type.String({ description: 'The field the event id goes in; null when setEventId is false' })),
   clientId: Nullable(Type.String()),
   username: Nullable(Type.String()),
   passwordSet: Type.Boolean(),
@@ -258,7 +261,7 @@ const IntegrationStats = Type.Object(
     p50LatencyMs: Nullable(Type.Integer({ description: 'Store to delivery over the last hour' })),
     p99LatencyMs: Nullable(Type.Integer()),
   },
-  { description: 'Only in GET /integrations/{id}' },
+  { description: 'Only in GET /integrations/{id}, and in the list with stats=true' },
 );
 
 export const Integration = Type.Object(
@@ -344,7 +347,7 @@ export interface MqttIntegration extends IntegrationBase {
     qos: 0 | 1 | 2;
     protocolVersion: 4 | 5;
     setEventId: boolean;
-    eventIdField: string;
+    eventIdField: string | null;
     clientId: string | null;
     username: string | null;
     password: string | null;
@@ -429,11 +432,14 @@ function channelOut(r: Row): Record<string, unknown> {
     return {
       webhook: {
         ...st,
+        // Saved before a path turned the injection on: a path that does nothing is shown as none.
+        injectEventIdPath: st.injectEventId === true ? (st.injectEventIdPath ?? null) : null,
         signingSecretSet: r.secrets !== null && st.signingSecretSet === true,
         previousSigningSecretExpiresAt: st.previousSigningSecretExpiresAt ?? null,
       },
     };
   }
+  if (r.channel === 'mqtt' && st.setEventId !== true) return { mqtt: { ...st, eventIdField: null } };
   return { [r.channel]: st };
 }
 
@@ -510,6 +516,28 @@ export function loadConfigFromRow(r: Row, key: Buffer): IntegrationConfig {
 export async function loadIntegration(q: Queryable, id: string, key: Buffer): Promise<IntegrationConfig | null> {
   const { rows } = await q.query<Row>(`SELECT ${SELECT} FROM integrations WHERE id = $1 AND deleted_at IS NULL`, [id]);
   return rows[0] ? loadConfigFromRow(rows[0], key) : null;
+}
+
+/**
+ * Webhook event id injection (API guide 9): naming a path turns it on; injectEventId alone puts
+ * `eventId` at the top level; off keeps no path. A path given while injectEventId is false would be
+ * accepted and ignored: a 400 instead. A patch that turns it off drops the stored path.
+ */
+function injection(
+  given: { injectEventId?: boolean; injectEventIdPath?: string | null },
+  stored: Record<string, unknown> | undefined,
+): { injectEventId: boolean; injectEventIdPath: string | null } {
+  const path = given.injectEventIdPath;
+  if (given.injectEventId === false && path != null) {
+    throw badRequest(
+      '/webhook/injectEventIdPath is given while injectEventId is false: remove it, or set injectEventId to true',
+      '/webhook/injectEventIdPath',
+    );
+  }
+  if (given.injectEventId === false) return { injectEventId: false, injectEventIdPath: null };
+  const on = given.injectEventId ?? (path != null ? true : ((stored?.injectEventId as boolean | undefined) ?? false));
+  const kept = path !== undefined ? path : ((stored?.injectEventIdPath as string | null | undefined) ?? null);
+  return { injectEventId: on, injectEventIdPath: on ? kept : null };
 }
 
 /** Runs fn again (up to 5 times) when PostgreSQL aborts it as a deadlock victim. */
@@ -605,8 +633,15 @@ export async function integrationRoutes(app: FastifyInstance, opts: { db: Db; se
     if (channel !== 'webhook') {
       // The stored public settings without the flags that only describe secrets; PATCH merges over them.
       const stored = stripSecretFlags(cur?.settings ?? {});
+      // Saved before naming a field turned the injection on: an unused field name is no field.
+      if (stored.setEventId === false) stored.eventIdField = null;
       const given = (b[channel] ?? {}) as Record<string, unknown>;
       const input = (mode === 'patch' ? mergePatch(stored, given) : given) as Record<string, unknown>;
+      if (mode === 'patch' && channel === 'mqtt') {
+        // A patch that turns the injection off drops the field; one that names a field turns it on.
+        if (given.setEventId === false && given.eventIdField === undefined) input.eventIdField = null;
+        if (typeof given.eventIdField === 'string' && given.setEventId === undefined) input.setEventId = true;
+      }
       const curBroker = cur ? { settings: stored, secrets: { password: curSecrets.password ?? null, key: curSecrets.key ?? null } } : null;
       const made =
         channel === 'mqtt'
@@ -627,8 +662,7 @@ export async function integrationRoutes(app: FastifyInstance, opts: { db: Db; se
       maxItemsPerMinute: (w.maxItemsPerMinute as number | null) ?? null,
       maxConcurrentRequests: (w.maxConcurrentRequests as number) ?? 4,
       timeoutMs: (w.timeoutMs as number) ?? 10_000,
-      injectEventId: (w.injectEventId as boolean) ?? false,
-      injectEventIdPath: (w.injectEventIdPath as string | null) ?? null,
+      ...injection(b.webhook ?? {}, mode === 'patch' ? base?.settings : undefined),
     };
     if (settings.injectEventIdPath !== null) parseDottedPath(settings.injectEventIdPath, '/webhook/injectEventIdPath');
     // Write-only secrets: absent = keep (PUT included), null = remove, a value = replace.
@@ -706,7 +740,22 @@ export async function integrationRoutes(app: FastifyInstance, opts: { db: Db; se
       ],
     );
 
-  const List = Type.Intersect([PageQuery, Type.Object({ name: Type.Optional(Str(255)) })]);
+  const List = Type.Intersect([
+    PageQuery,
+    Type.Object({
+      name: Type.Optional(Str(255)),
+      stats: Type.Optional(
+        Type.Boolean({ description: "Include each integration's stats, as GET /integrations/{id} does (default false)" }),
+      ),
+    }),
+  ]);
+  const withStats = async (row: Row) => {
+    const s = await stats(db, row.id);
+    return {
+      ...toApi(row),
+      stats: { ...s, lastSuccessAt: iso(s.lastSuccessAt), lastErrorAt: iso(s.lastErrorAt), pausedUntil: iso(s.pausedUntil) },
+    };
+  };
   app.get('/integrations', {
     config: admin,
     schema: { tags, summary: 'List push integrations (admin)', querystring: List, response: { 200: Type.Array(Integration) } },
@@ -723,7 +772,10 @@ export async function integrationRoutes(app: FastifyInstance, opts: { db: Db; se
           if (query.name !== undefined) where.push(`name = $${params.push(query.name)}`);
         },
       });
-      return rows.map(toApi);
+      if (!query.stats) return rows.map(toApi);
+      const out = [];
+      for (const row of rows) out.push(await withStats(row)); // one at a time: a page may hold 1000
+      return out;
     },
   });
 
@@ -751,19 +803,7 @@ export async function integrationRoutes(app: FastifyInstance, opts: { db: Db; se
   app.get('/integrations/:id', {
     config: admin,
     schema: { tags, summary: 'Get a push integration (admin), with its delivery stats', params: IdParam, response: { 200: Integration } },
-    handler: async (req) => {
-      const row = await get(db, (req.params as { id: string }).id);
-      const s = await stats(db, row.id);
-      return {
-        ...toApi(row),
-        stats: {
-          ...s,
-          lastSuccessAt: iso(s.lastSuccessAt),
-          lastErrorAt: iso(s.lastErrorAt),
-          pausedUntil: iso(s.pausedUntil),
-        },
-      };
-    },
+    handler: async (req) => withStats(await get(db, (req.params as { id: string }).id)),
   });
 
   const update = (mode: 'put' | 'patch') => async (req: FastifyRequest) => {

@@ -577,9 +577,25 @@ export interface AttemptResponse {
   qos: number | null;
   error: string | null;
   responseHeaders: Record<string, string> | null;
-  responseBody: string | null;
+  /** The answer's first bytes as sent (64 KiB at most): any bytes, NUL included, are stored as they came. */
+  responseBody: Buffer | null;
   responseBodyBytes: number | null;
   truncated: boolean;
+}
+
+/**
+ * Text a receiver or a broker chose (an error, a receipt id, a header) as PostgreSQL text takes it:
+ * NUL and lone surrogates, which text and jsonb refuse, become U+FFFD. One such character in one
+ * answer must never stop the results of every integration from being written.
+ */
+export function storableText(s: string | null): string | null {
+  if (s === null) return null;
+  return (s.includes('\u0000') ? s.replaceAll('\u0000', '\uFFFD') : s).toWellFormed();
+}
+
+function storableHeaders(h: Record<string, string> | null): Record<string, string> | null {
+  // fromEntries defines own members: a header named __proto__ stays an ordinary member.
+  return h === null ? null : Object.fromEntries(Object.entries(h).map(([k, v]) => [storableText(k)!, storableText(v)!]));
 }
 
 /** What one request did, and what becomes of each event it carried (decided by the engine). */
@@ -634,14 +650,14 @@ export async function writeResults(q: Queryable, results: RequestOutcome[]): Pro
       success: r.success,
       http_status: r.httpStatus,
       response_time_ms: r.responseTimeMs,
-      receipt_id: r.receiptId,
-      topic: r.topic,
+      receipt_id: storableText(r.receiptId),
+      topic: storableText(r.topic),
       partition: r.partition,
       partitions: r.partitions ?? null,
       qos: r.qos,
-      error: r.error,
-      response_headers: r.responseHeaders,
-      response_body: r.responseBody,
+      error: storableText(r.error),
+      response_headers: storableHeaders(r.responseHeaders),
+      response_body: r.responseBody === null ? null : r.responseBody.toString('base64'),
       response_body_bytes: r.responseBodyBytes,
       truncated: r.truncated,
       latency_ms: Math.round(r.latencyMs),
@@ -668,8 +684,8 @@ export async function writeResults(q: Queryable, results: RequestOutcome[]): Pro
         first_at: e.firstAttemptAt.toISOString(),
         at,
         batch_id: pendingBatch ? r.requestId : null,
-        error: r.success ? null : r.error,
-        receipt: r.receiptId,
+        error: r.success ? null : storableText(r.error),
+        receipt: storableText(r.receiptId),
       });
     }
   }
@@ -682,8 +698,8 @@ export async function writeResults(q: Queryable, results: RequestOutcome[]): Pro
                                       response_time_ms, receipt_id, topic, partition, partitions, qos, error, response_headers,
                                       response_body, response_body_bytes, truncated, latency_ms)
        SELECT integration_id, request_id, claim_id, outbox_ids, attempt, when_attempted, success, http_status, response_time_ms,
-              receipt_id, topic, partition, partitions, qos, error, response_headers, response_body, response_body_bytes, truncated,
-              latency_ms
+              receipt_id, topic, partition, partitions, qos, error, response_headers, decode(response_body, 'base64'), response_body_bytes,
+              truncated, latency_ms
          FROM json_to_recordset($1::json) AS r(integration_id uuid, request_id uuid, claim_id uuid, outbox_ids int8[], attempt int,
               when_attempted timestamptz, success bool, http_status int, response_time_ms int, receipt_id text, topic text,
               partition int, partitions int[], qos int, error text, response_headers jsonb, response_body text, response_body_bytes int,
@@ -906,7 +922,8 @@ export interface AttemptRow {
   qos: number | null;
   error: string | null;
   response_headers: Record<string, string> | null;
-  response_body: string | null;
+  /** The bytes as received (bytea: a Buffer on pg, a Uint8Array on PGlite). */
+  response_body: Uint8Array | null;
   response_body_bytes: number | null;
   truncated: boolean;
 }
@@ -996,46 +1013,63 @@ export async function redeliverRange(
   return n + rowCount;
 }
 
-/** One line of the result stream: an attempt and one event it carried. */
+/** One line of the result stream: an attempt and one event it carried (`n`: its place in the attempt, from 1). */
 export interface StreamRow extends AttemptRow {
   tx_id: string;
   id: string;
+  n: number;
   integration_id: string;
   channel: string;
   event_id: string | null;
   object_type: string | null;
 }
 
+/** Bytes a line costs besides the response body: what the page budget counts per event. */
+const LINE_BYTES = 400;
+
 /**
- * The result stream after a position (tx_id, id) of the attempt log, below the horizon, so a
- * follower never misses an attempt committed late behind a newer one. Up to `limit` attempts, each
- * expanded into one line per event it carried.
+ * The result stream after a position (tx_id, id) of the attempt log: up to `limit` attempts and
+ * about `bytes` of lines, each attempt expanded into one line per event it carried; the response
+ * body and headers only on an attempt's first line (a batch's 64 KiB body once, not once per event).
+ * A follower reads below the horizon only, so it never misses an attempt committed late behind a
+ * newer one. `more`: the page stopped at a limit, so more may follow at once.
  */
 export async function streamAfter(
   q: Queryable,
-  o: { after: Position; since: string; channel: string | null; owners: string[] | null; limit: number; follow: boolean },
-): Promise<{ rows: StreamRow[]; next: Position; attempts: number }> {
-  const { rows } = await q.query<StreamRow>(
+  o: { after: Position; since: string; channel: string | null; owners: string[] | null; limit: number; bytes: number; follow: boolean },
+): Promise<{ rows: StreamRow[]; next: Position; more: boolean }> {
+  const { rows } = await q.query<StreamRow & { scanned: number }>(
     `WITH a AS (
-       SELECT a.*, i.channel FROM delivery_attempts a JOIN integrations i ON i.id = a.integration_id
+       SELECT a.tx_id, a.id, a.integration_id, i.channel, a.outbox_ids, a.partitions, a.partition, a.request_id, a.attempt,
+              a.when_attempted, a.success, a.http_status, a.response_time_ms, a.receipt_id, a.topic, a.qos, a.error,
+              a.response_headers, a.response_body, a.response_body_bytes, a.truncated,
+              COALESCE(octet_length(a.response_body), 0) + ${LINE_BYTES} * cardinality(a.outbox_ids) AS size
+         FROM delivery_attempts a JOIN integrations i ON i.id = a.integration_id
         WHERE (a.tx_id, a.id) > ($1::bigint, $2::bigint) AND ($7::bool IS NOT TRUE OR a.tx_id < ${HORIZON}) AND a.when_attempted >= $3
           AND ($4::text IS NULL OR i.channel = $4) AND ($5::uuid[] IS NULL OR i.owner_ids <@ $5::uuid[])
         ORDER BY a.tx_id, a.id LIMIT $6
+     ), p AS (
+       SELECT * FROM (SELECT a.*, sum(size) OVER (ORDER BY tx_id, id) - size AS before, count(*) OVER () AS scanned FROM a) s
+        WHERE before < $8
      )
-     SELECT a.tx_id, a.id, a.integration_id, a.channel, x.id::text AS delivery_id, a.request_id, a.attempt, a.when_attempted,
-            a.success, a.http_status, a.response_time_ms, a.receipt_id, a.topic, COALESCE(a.partitions[x.n], a.partition) AS partition,
-            a.qos, a.error, a.response_headers, a.response_body, a.response_body_bytes, a.truncated, o.event_id, o.object_type
-       FROM a CROSS JOIN LATERAL unnest(a.outbox_ids) WITH ORDINALITY AS x(id, n) LEFT JOIN outbox o ON o.id = x.id
-      ORDER BY a.tx_id, a.id, x.n`,
-    [o.after.tx, o.after.id, o.since, o.channel, o.owners, o.limit, o.follow],
+     SELECT p.tx_id, p.id, x.n::int AS n, p.scanned::int AS scanned, p.integration_id, p.channel, x.id::text AS delivery_id,
+            p.request_id, p.attempt, p.when_attempted, p.success, p.http_status, p.response_time_ms, p.receipt_id, p.topic,
+            COALESCE(p.partitions[x.n], p.partition) AS partition, p.qos, p.error,
+            CASE WHEN x.n = 1 THEN p.response_headers END AS response_headers,
+            CASE WHEN x.n = 1 THEN p.response_body END AS response_body,
+            p.response_body_bytes, p.truncated, o.event_id, o.object_type
+       FROM p CROSS JOIN LATERAL unnest(p.outbox_ids) WITH ORDINALITY AS x(id, n) LEFT JOIN outbox o ON o.id = x.id
+      ORDER BY p.tx_id, p.id, x.n`,
+    [o.after.tx, o.after.id, o.since, o.channel, o.owners, o.limit, o.follow, o.bytes],
   );
   let attempts = 0;
   let next = o.after;
   for (const r of rows) {
-    if (r.id !== next.id || r.tx_id !== next.tx) attempts++;
+    if (r.n === 1) attempts++;
     next = { tx: r.tx_id, id: r.id };
   }
-  return { rows, next, attempts };
+  const scanned = rows[0]?.scanned ?? 0;
+  return { rows, next, more: scanned >= o.limit || attempts < scanned };
 }
 
 /** API.md 9: what GET /integrations/{id} reports of its delivery. */

@@ -1,5 +1,6 @@
 // The HTTP plumbing every route shares: request validation (strict bodies, coerced query strings),
 // NUL refusal, the error envelope for every status >= 400 (unknown routes and wrong verbs too).
+import { isUtf8 } from 'node:buffer';
 import { STATUS_CODES } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
@@ -80,6 +81,59 @@ export function installValidation(app: FastifyInstance): void {
     const hit = findBadValue(req.body) ?? findBadValue(q);
     if (hit !== undefined) throw new ApiError('VALIDATION_FAILED', `${hit.at || 'The body'} ${hit.why}.`, { field: hit.at });
   });
+}
+
+/**
+ * JSON bodies (and JSON merge patches, their own media type) must be UTF-8 (RFC 8259 8.1): bytes
+ * that are not are a 400 naming where, instead of being read as U+FFFD and stored changed.
+ */
+export function installJsonParsers(app: FastifyInstance): void {
+  const parse = app.getDefaultJsonParser('error', 'error');
+  const utf8Json = (req: FastifyRequest, body: Buffer, done: (err: Error | null, body?: unknown) => void) => {
+    if (!isUtf8(body)) {
+      const at = firstInvalidUtf8(body);
+      done(Object.assign(new Error(`The body is not valid UTF-8 (byte ${at} of ${body.length}).`), { statusCode: 400 }));
+      return;
+    }
+    parse(req, body.toString('utf8'), done);
+  };
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, utf8Json);
+  app.addContentTypeParser('application/merge-patch+json', { parseAs: 'buffer' }, utf8Json);
+}
+
+/** The offset of the first byte that breaks UTF-8 (RFC 3629: no overlongs, surrogates or values past U+10FFFF). */
+export function firstInvalidUtf8(b: Uint8Array): number {
+  let i = 0;
+  while (i < b.length) {
+    const c = b[i]!;
+    const [n, lo, hi] =
+      c < 0x80
+        ? [0, 0, 0]
+        : c >= 0xc2 && c <= 0xdf
+          ? [1, 0x80, 0xbf]
+          : c === 0xe0
+            ? [2, 0xa0, 0xbf]
+            : c === 0xed
+              ? [2, 0x80, 0x9f]
+              : c >= 0xe1 && c <= 0xef
+                ? [2, 0x80, 0xbf]
+                : c === 0xf0
+                  ? [3, 0x90, 0xbf]
+                  : c >= 0xf1 && c <= 0xf3
+                    ? [3, 0x80, 0xbf]
+                    : c === 0xf4
+                      ? [3, 0x80, 0x8f]
+                      : [-1, 0, 0];
+    if (n < 0) return i;
+    for (let k = 1; k <= n; k++) {
+      const x = b[i + k];
+      // The second byte has the lead's own range; the others are plain continuation bytes.
+      if (x === undefined || x < (k === 1 ? lo : 0x80) || x > (k === 1 ? hi : 0xbf)) return i;
+    }
+    i += n + 1;
+  }
+  return -1;
 }
 
 export const MAX_JSON_DEPTH = 64;

@@ -3,7 +3,7 @@
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 import fp from 'fastify-plugin';
 import client from 'prom-client';
 import type { Db } from '../db/db.js';
@@ -18,6 +18,14 @@ const DOCS_HTML = `<!doctype html>
 <body><div id="ui"></div><script src="/docs/swagger-ui-bundle.js"></script>
 <script src="/docs/init.js"></script></body></html>`;
 const DOCS_INIT = `window.ui = SwaggerUIBundle({ url: '/api/v1/openapi.json', dom_id: '#ui', deepLinking: true });`;
+/**
+ * The docs page's policy, like every other page's: its own scripts only, no framing. Swagger UI
+ * sets style attributes (so inline styles are allowed, never inline scripts), draws its icons as
+ * data: images and calls the API it documents on this origin ("Try it out").
+ */
+const DOCS_CSP =
+  "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; font-src 'self' data:; " +
+  "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
 // fastify-plugin: the metrics hook must see every route, not only this plugin's.
 export const opsRoutes = fp(async function opsRoutes(app: FastifyInstance, { db }: { db: Db }): Promise<void> {
@@ -58,6 +66,30 @@ export const opsRoutes = fp(async function opsRoutes(app: FastifyInstance, { db 
     },
   });
   new client.Gauge({
+    name: 'delivery_results_parked_total',
+    help: 'Delivery results the database refused even without their response (logged; their events are sent again)',
+    registers: [registry],
+    collect() {
+      this.set(app.services.engine?.resultsParked ?? 0);
+    },
+  });
+  new client.Gauge({
+    name: 'result_streams_open',
+    help: 'Result streams open in this process',
+    registers: [registry],
+    collect() {
+      this.set(app.services.streams.open);
+    },
+  });
+  new client.Gauge({
+    name: 'result_streams_buffered_bytes',
+    help: 'Bytes written to open result streams that their clients have not taken yet (bounded by back-pressure)',
+    registers: [registry],
+    collect() {
+      this.set(app.services.streams.bufferedBytes);
+    },
+  });
+  new client.Gauge({
     name: 'database_oldest_transaction_seconds',
     help: 'Age of the oldest open transaction: while it runs, delivery cannot read the log past it',
     registers: [registry],
@@ -68,6 +100,10 @@ export const opsRoutes = fp(async function opsRoutes(app: FastifyInstance, { db 
         /* the database is away: keep the last value */
       }
     },
+  });
+  // No answer of this service is ever to be read as another type than it says (scripts, styles, JSON).
+  app.addHook('onSend', async (_req, reply) => {
+    reply.header('X-Content-Type-Options', 'nosniff');
   });
   app.addHook('onResponse', async (req, reply) => {
     const route = req.routeOptions.url ?? 'unknown';
@@ -94,14 +130,16 @@ export const opsRoutes = fp(async function opsRoutes(app: FastifyInstance, { db 
   });
 
   app.get('/api/v1/openapi.json', { ...pub, schema: { ...hide } }, async () => app.swagger());
-  app.get('/docs', { ...pub, schema: { ...hide } }, async (_req, reply) => reply.type('text/html; charset=utf-8').send(DOCS_HTML));
-  app.get('/docs/init.js', { ...pub, schema: { ...hide } }, async (_req, reply) => reply.type('text/javascript').send(DOCS_INIT));
+  const docs = (reply: FastifyReply) =>
+    reply.header('Content-Security-Policy', DOCS_CSP).header('X-Frame-Options', 'DENY').header('Referrer-Policy', 'no-referrer');
+  app.get('/docs', { ...pub, schema: { ...hide } }, async (_req, reply) => docs(reply).type('text/html; charset=utf-8').send(DOCS_HTML));
+  app.get('/docs/init.js', { ...pub, schema: { ...hide } }, async (_req, reply) => docs(reply).type('text/javascript').send(DOCS_INIT));
   for (const [file, type] of [
     ['swagger-ui.css', 'text/css'],
     ['swagger-ui-bundle.js', 'text/javascript'],
   ] as const) {
     app.get(`/docs/${file}`, { ...pub, schema: { ...hide } }, async (_req, reply) =>
-      reply
+      docs(reply)
         .type(type)
         .header('Cache-Control', 'public, max-age=86400')
         .send(fs.createReadStream(path.join(swaggerUiDir, file))),

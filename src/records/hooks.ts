@@ -8,6 +8,8 @@ import type { ObjectType } from '../outbox/outbox.js';
 /** An item about to be stored: the validated body, its asset's owner and its record time. */
 export interface PreparedItem<I = any> {
   item: I;
+  /** Where the item is in the request body, as a JSON pointer prefix: '' for one record, '/3' in a bulk. */
+  at: string;
   ownerId: string;
   whenCreated: string;
 }

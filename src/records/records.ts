@@ -381,7 +381,7 @@ async function prepare<I extends Common>(q: Queryable, t: Tenancy, cfg: Config, 
       throw badRequest(`${at}/whenCreated is more than ${cfg.FUTURE_TOLERANCE_SECONDS} s in the future.`, `${at}/whenCreated`);
     }
     def.check?.(item, at);
-    return { item, ownerId, whenCreated: item.whenCreated ?? nowIso };
+    return { item, at, ownerId, whenCreated: item.whenCreated ?? nowIso };
   });
 }
 

@@ -109,8 +109,13 @@ export function kafkaChannel(policy: AddressPolicy): Channel {
     return c;
   };
 
-  /** Partitions of a topic (created when absent), and every broker the metadata advertises vetted. */
+  /**
+   * Partitions of a topic (created when absent), every broker the metadata advertises vetted first:
+   * a cluster that advertises a refused address gets no request that could create a topic.
+   */
   const partitionsOf = async (c: Client, topic: string): Promise<number> => {
+    const cluster = await c.producer.metadata({ topics: [] }); // the brokers only (cached after the first)
+    for (const b of cluster.brokers.values()) await vet(b.host);
     const md = await c.producer.metadata({ topics: [topic], autocreateTopics: true });
     for (const b of md.brokers.values()) await vet(b.host);
     const t = md.topics.get(topic);

@@ -12,7 +12,7 @@ import crypto from 'node:crypto';
 import net from 'node:net';
 import tls from 'node:tls';
 import { type IClientOptions, type IClientPublishOptions, MqttClient } from 'mqtt';
-import { type AddressPolicy, resolveVetted } from '../../address.js';
+import { type AddressPolicy, AddressRefused, resolveVetted } from '../../address.js';
 import type { MqttIntegration } from '../../integrations.js';
 import {
   brokerLimits,
@@ -40,6 +40,8 @@ interface Connection {
   failures: number;
   retryAt: number;
   lastError: string | null;
+  /** The last dial was refused by the address rules: a configuration error no retry mends. */
+  refused: boolean;
 }
 
 export function mqttChannel(policy: AddressPolicy): Channel {
@@ -129,6 +131,7 @@ export function mqttChannel(policy: AddressPolicy): Channel {
         failures: 0,
         retryAt: 0,
         lastError: null,
+        refused: false,
       };
       conns.set(cfg.id, c);
     }
@@ -139,7 +142,8 @@ export function mqttChannel(policy: AddressPolicy): Channel {
     if (c.client?.connected) return c.client;
     if (!c.ready) {
       if (Date.now() < c.retryAt) {
-        throw new Error(`${c.lastError ?? 'not connected'} (next connection attempt in ${Math.ceil((c.retryAt - Date.now()) / 1000)} s)`);
+        const why = `${c.lastError ?? 'not connected'} (next connection attempt in ${Math.ceil((c.retryAt - Date.now()) / 1000)} s)`;
+        throw c.refused ? new AddressRefused(why) : new Error(why);
       }
       c.ready = dial(cfg, c).then(
         (client) => {
@@ -150,9 +154,10 @@ export function mqttChannel(policy: AddressPolicy): Channel {
         (e) => {
           c.ready = null;
           c.failures++;
+          c.refused = e instanceof AddressRefused;
           c.lastError = `connection failed: ${describe(e)}`;
           c.retryAt = Date.now() + Math.min(BACKOFF_MAX_MS, BACKOFF_MIN_MS * 2 ** (c.failures - 1));
-          throw new Error(c.lastError);
+          throw c.refused ? new AddressRefused(c.lastError) : new Error(c.lastError);
         },
       );
     }
@@ -236,9 +241,11 @@ export function mqttChannel(policy: AddressPolicy): Channel {
         await withTimeout(publishAll(client, c, topic, payloads, opts), m.timeoutMs, 'acknowledgement');
         return brokerRecord(start, 'success', null, where);
       } catch (e) {
-        // Every failure is worth another try on the schedule: a broker that is down, refuses these
-        // credentials or this certificate, or lost the connection before acknowledging.
-        return brokerRecord(start, 'retry', describe(e), where);
+        // A refused address is a configuration error no retry mends: FAILED at once (kept for
+        // redelivery once it is put right), as on the other channels. Every other failure is worth
+        // another try on the schedule: a broker that is down, refuses these credentials or this
+        // certificate, or lost the connection before acknowledging.
+        return brokerRecord(start, e instanceof AddressRefused ? 'fail' : 'retry', describe(e), where);
       }
     },
     async close() {

@@ -107,10 +107,11 @@ async function fetchOauthToken(
     cfg.webhook.timeoutMs,
     policy,
   );
+  const text = res.body?.toString('utf8') ?? '';
   if (res.status === undefined || res.status < 200 || res.status >= 300) {
-    throw new Error(`token endpoint answered ${res.status ?? res.error}: ${(res.body ?? '').slice(0, 200)}`);
+    throw new Error(`token endpoint answered ${res.status ?? res.error}: ${text.slice(0, 200)}`);
   }
-  const body = JSON.parse(res.body ?? '{}') as { access_token?: string; expires_in?: number };
+  const body = JSON.parse(text || '{}') as { access_token?: string; expires_in?: number };
   if (!body.access_token) throw new Error('token endpoint gave no access_token');
   const life = Number(body.expires_in ?? 300);
   oauthCache.set(key, { token: body.access_token, until: Date.now() + Math.max(0, life - 30) * 1000 });
@@ -154,7 +155,8 @@ export function closeAgents(policy: AddressPolicy): void {
 interface RawResponse {
   status?: number;
   headers?: Record<string, string>;
-  body?: string;
+  /** The first 64 KiB as sent: bytes, not text (a receiver may send anything, NUL included). */
+  body?: Buffer;
   bytes?: number;
   truncated?: boolean;
   error?: string;
@@ -225,7 +227,7 @@ async function request(
     return {
       status: res.statusCode,
       headers: hdrs,
-      body: Buffer.concat(chunks).toString('utf8'),
+      body: Buffer.concat(chunks),
       bytes,
       truncated: bytes > kept,
       ms: ms(),
@@ -289,7 +291,7 @@ export async function sendWebhook(cfg: WebhookIntegration, msg: WebhookMessage, 
   let receiptId: string | null = null;
   if (outcome === 'success' && r.body) {
     try {
-      const parsed = JSON.parse(r.body) as { success?: unknown; id?: unknown };
+      const parsed = JSON.parse(r.body.toString('utf8')) as { success?: unknown; id?: unknown };
       if (parsed && typeof parsed === 'object' && (typeof parsed.id === 'string' || typeof parsed.id === 'number'))
         receiptId = String(parsed.id).slice(0, 255);
     } catch {

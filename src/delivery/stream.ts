@@ -1,0 +1,255 @@
+// The result stream (API guide 9): one line per attempt and event, NDJSON for a window that ends,
+// or Server-Sent Events that keep following new attempts. It is built to survive clients that do
+// not read: a page of the attempt log is read only when the previous one has left the process
+// (write() said "wait", then "drain" came), pages are bounded in rows and bytes, a batch's
+// response body goes out once (on its first event's line), an NDJSON answer stops at a byte cap
+// with a line naming where to continue, and each owner (not each credential: keys are free to
+// mint) has a bounded number of streams open. Any error ends the answer and frees its slot.
+import type { ServerResponse } from 'node:http';
+import type { FastifyInstance } from 'fastify';
+import { Type, type Static } from '@sinclair/typebox';
+import type { Db } from '../db/db.js';
+import { ApiError, badRequest } from '../http/errors.js';
+import { DateTime } from '../http/schemas.js';
+import * as queue from './queue.js';
+import { attemptApi } from './history.js';
+
+export interface StreamLimits {
+  /** Streams (following or not) open at once per owner, in this instance. */
+  maxOpenPerOwner: number;
+  /** How far back `since` may reach. */
+  maxWindowHours: number;
+  /** An NDJSON answer ends (with a `next` line) once it has sent about this much. */
+  maxAnswerBytes: number;
+}
+
+const PAGE_ATTEMPTS = 500;
+const PAGE_BYTES = 1024 * 1024;
+const FOLLOW_POLL_MS = 1000;
+/** A position in the attempt log, as SSE ids and `after` carry it: transaction, then id, both int8. */
+const POSITION = /^(\d{1,19})\.(\d{1,19})$/;
+const INT8_MAX = 9223372036854775807n;
+
+/** This instance's open streams: counted per owner, and what they hold in memory (for /metrics). */
+export class ResultStreams {
+  private readonly perOwner = new Map<string, number>();
+  private readonly responses = new Set<ServerResponse>();
+
+  constructor(readonly limits: StreamLimits) {}
+
+  get open(): number {
+    return this.responses.size;
+  }
+
+  /** Bytes written to open streams and not yet taken by the socket: bounded by back-pressure. */
+  get bufferedBytes(): number {
+    let n = 0;
+    for (const r of this.responses) n += r.writableLength;
+    return n;
+  }
+
+  /** Takes a slot of the owner, or refuses with 429; the returned function gives it back (once). */
+  admit(ownerId: string): () => void {
+    const open = this.perOwner.get(ownerId) ?? 0;
+    if (open >= this.limits.maxOpenPerOwner) {
+      throw new ApiError(
+        'TOO_MANY_CONCURRENT',
+        `At most ${this.limits.maxOpenPerOwner} result streams may be open per owner; close one first.`,
+        { headers: { 'Retry-After': '5' } },
+      );
+    }
+    this.perOwner.set(ownerId, open + 1);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      const n = (this.perOwner.get(ownerId) ?? 1) - 1;
+      if (n > 0) this.perOwner.set(ownerId, n);
+      else this.perOwner.delete(ownerId);
+    };
+  }
+
+  track(res: ServerResponse): () => void {
+    this.responses.add(res);
+    return () => this.responses.delete(res);
+  }
+}
+
+/** A position given by a client (Last-Event-ID or `after`): 400 unless both parts fit int8. */
+function parsePosition(raw: string | undefined, field: string): queue.Position | null {
+  if (raw === undefined || raw === '') return null;
+  const m = POSITION.exec(raw);
+  if (!m || BigInt(m[1]!) > INT8_MAX || BigInt(m[2]!) > INT8_MAX) {
+    throw badRequest(`${field} must be a position this stream sent (two whole numbers joined by a dot).`, field);
+  }
+  return { tx: m[1]!, id: m[2]! };
+}
+
+/** Resolves once the response can take more, or has closed. */
+function drained(res: ServerResponse): Promise<void> {
+  if (!res.writableNeedDrain || res.destroyed) return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = () => {
+      res.off('drain', done);
+      res.off('close', done);
+      resolve();
+    };
+    res.on('drain', done);
+    res.on('close', done);
+  });
+}
+
+/** Waits `ms`, or less if the response closes meanwhile. */
+function pause(res: ServerResponse, ms: number): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(t);
+      res.off('close', done);
+      resolve();
+    };
+    const t = setTimeout(done, ms);
+    res.on('close', done);
+  });
+}
+
+const StreamQuery = Type.Object({
+  channel: Type.Optional(
+    Type.Union([Type.Literal('webhook'), Type.Literal('mqtt'), Type.Literal('kafka')], { description: 'Default: all three' }),
+  ),
+  since: Type.Optional(DateTime),
+  after: Type.Optional(
+    Type.String({ maxLength: 40, description: 'Continue after this position (from an answer\'s "next" line, or an SSE id)' }),
+  ),
+});
+
+export async function streamRoutes(app: FastifyInstance, opts: { db: Db; streams: ResultStreams }): Promise<void> {
+  const { db, streams } = opts;
+  const { limits } = streams;
+
+  app.get('/deliveries/stream', {
+    schema: {
+      tags: ['deliveries'],
+      summary:
+        'Delivery results: NDJSON for a window (default the last 24 h), or SSE (Accept: text/event-stream) that keeps following. One line per attempt and event (a batch request: one per event, sharing requestId; its response body on the first). An operator sees every integration; anyone else those whose owners it all sees',
+      querystring: StreamQuery,
+      // Written by hand (the reply is hijacked): documented for clients, never used to serialize.
+      response: {
+        200: {
+          description: 'One JSON object per attempt and event: NDJSON lines, or SSE `data:` events',
+          content: { 'application/x-ndjson': { schema: Type.String() }, 'text/event-stream': { schema: Type.String() } },
+        },
+      },
+    },
+    handler: async (req, reply) => {
+      const q = req.query as Static<typeof StreamQuery>;
+      const sse = /text\/event-stream/.test(req.headers.accept ?? '');
+      const earliest = Date.now() - limits.maxWindowHours * 3600_000;
+      const since = q.since ?? new Date(Math.max(earliest, Date.now() - 86400_000)).toISOString();
+      if (Date.parse(since) < earliest) {
+        throw badRequest(
+          `since reaches at most ${limits.maxWindowHours} hours back; older attempts are in each integration's deliveries.`,
+          '/since',
+        );
+      }
+      // A follower that reconnects names the last event it got (Last-Event-ID, as EventSource does).
+      const lastEventId = req.headers['last-event-id'];
+      const resume =
+        parsePosition(q.after, '/after') ??
+        (sse ? parsePosition(typeof lastEventId === 'string' ? lastEventId : undefined, '/headers/last-event-id') : null);
+      const visible = await req.tenancy.visibleOwners();
+      const read = (after: queue.Position) =>
+        queue.streamAfter(db, {
+          after,
+          since,
+          channel: q.channel ?? null,
+          owners: visible === 'all' ? null : visible,
+          limit: PAGE_ATTEMPTS,
+          bytes: PAGE_BYTES,
+          // A follower reads below the horizon only; a window answers with what is committed now.
+          follow: sse,
+        });
+
+      const release = streams.admit(req.tenancy.principal.ownerId);
+      let page: Awaited<ReturnType<typeof read>>;
+      try {
+        // The first page before any byte is sent: a failure here is still an ordinary error answer.
+        page = await read(resume ?? { tx: '0', id: '0' });
+      } catch (e) {
+        release();
+        throw e;
+      }
+
+      reply.hijack();
+      const res = reply.raw;
+      const untrack = streams.track(res);
+      let open = true;
+      res.on('close', () => {
+        open = false;
+        release();
+        untrack();
+      });
+      res.writeHead(200, {
+        'content-type': sse ? 'text/event-stream' : 'application/x-ndjson',
+        'cache-control': 'no-store',
+        ...(sse ? { connection: 'keep-alive' } : {}),
+      });
+      // API guide 7: a following stream leaves the credential's in-flight count once its headers are out.
+      if (sse) req.leaveInFlight();
+
+      let written = 0;
+      const write = async (chunk: string) => {
+        written += Buffer.byteLength(chunk);
+        if (!res.write(chunk)) await drained(res);
+      };
+      const nextUrl = (after: queue.Position) => {
+        const u = new URL(req.url, req.server.publicUrl);
+        u.searchParams.set('since', since);
+        u.searchParams.set('after', `${after.tx}.${after.id}`);
+        return `${req.server.publicUrl}${u.pathname}${u.search}`;
+      };
+      try {
+        let after = resume ?? { tx: '0', id: '0' };
+        for (;;) {
+          for (const a of page.rows) {
+            if (!open) return;
+            if (a.n === 1) {
+              // A new attempt: an NDJSON answer past its cap ends here, naming where to go on.
+              if (!sse && written >= limits.maxAnswerBytes) {
+                await write(`${JSON.stringify({ next: nextUrl(after) })}\n`);
+                return;
+              }
+              after = { tx: a.tx_id, id: a.id };
+            }
+            const text = JSON.stringify({
+              ...attemptApi(a),
+              integrationId: a.integration_id,
+              channel: a.channel,
+              eventId: a.event_id,
+              objectType: a.object_type,
+            });
+            await write(sse ? `id: ${a.tx_id}.${a.id}\ndata: ${text}\n\n` : `${text}\n`);
+          }
+          after = page.next;
+          if (!page.more || page.rows.length === 0) {
+            if (!sse) return;
+            await pause(res, FOLLOW_POLL_MS);
+            if (!open) return;
+            await write(': keep-alive\n\n');
+          }
+          if (!open) return;
+          page = await read(after);
+        }
+      } catch (e) {
+        req.log.warn({ err: e }, 'result stream ended by an error');
+        // NDJSON: the answer is cut off (not ended cleanly), so the client knows it is incomplete.
+        // SSE: an error event, then the end; EventSource reconnects with its Last-Event-ID.
+        if (sse && open) res.write('event: error\ndata: {"error":"Service Unavailable","message":"The stream stopped; reconnect."}\n\n');
+        else res.destroy();
+      } finally {
+        if (!res.destroyed) res.end();
+        release();
+        untrack();
+      }
+    },
+  });
+}
