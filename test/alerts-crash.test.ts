@@ -4,6 +4,8 @@
 // post it got no 201 for (which may have been stored: at least once). Each asset must end with
 // exactly the alerts its specification asks for: the state survived, and nothing notified twice,
 // also for the two minutes sent twice on purpose (a stored post whose answer was lost).
+// @test-lanes postgres
+// (a SIGKILL and restart against one database: PostgreSQL only, API guide 10)
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { createTestDatabase, TEST_DB } from './helpers.js';

@@ -1,6 +1,8 @@
 // Self-check of test/brokers.ts against the real brokers: the shared Kafka (scripts/kafka.sh) on every
 // listener, and a private Mosquitto on ports 18840-18843. Needs java (+ mvn once), kcat, mosquitto and
 // mosquitto-clients: bash scripts/services.sh installs and starts them.
+// @test-lanes postgres
+// (the broker self-check needs no database: it runs once)
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import crypto from 'node:crypto';

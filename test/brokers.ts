@@ -175,6 +175,12 @@ export interface KafkaBroker extends BrokerCerts {
   stop(): Promise<void>;
 }
 
+/**
+ * Added to the fixed ports of the brokers a test file starts of its own: the PostgreSQL and PGlite
+ * lanes run the same file at the same time (scripts/test.mjs), each with its own broker.
+ */
+export const LANE_PORT_OFFSET = process.env.TEST_DB === 'pglite' ? 1000 : 0;
+
 // A cold start fetches the jars from Maven Central first; kafka.sh itself gives up after 120 s of waiting.
 const KAFKA_SCRIPT_TIMEOUT_MS = 600_000;
 

@@ -3,6 +3,8 @@
 // one and sees it succeed, sees an asset on the map; a customer's API key sees its own fleet and,
 // read-only, its integration's attempts. A hostile response body is shown as text. A screenshot of
 // each page goes to test-artifacts/ (outside git).
+// @test-lanes postgres
+// (the page is the same on either database: it runs once)
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';

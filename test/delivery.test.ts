@@ -7,9 +7,8 @@ import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import { after, test } from 'node:test';
 import { Webhook } from 'standardwebhooks';
-import { isAllowedAddress, addressPolicy, embeddedIpv4, vetUrl, vettedLookup } from '../src/delivery/address.js';
-import { classify, closeAgents, retryAfterSeconds, sendWebhook } from '../src/delivery/channels/webhook/webhook.js';
-import { retryDelaySeconds } from '../src/delivery/engine.js';
+import { addressPolicy, vetUrl, vettedLookup } from '../src/delivery/address.js';
+import { closeAgents, sendWebhook } from '../src/delivery/channels/webhook/webhook.js';
 import type { IntegrationConfig } from '../src/delivery/integrations.js';
 import { bad, ownerWithKey, startApp, type TestApp } from './helpers.js';
 import { assertBucket, Receiver } from './receiver.js';
@@ -202,13 +201,6 @@ test('429 pauses the whole integration for Retry-After without using up an attem
     done.filter((x) => x !== d).every((x) => x.attemptsLog.length === 1 && x.attemptsLog[0].httpStatus === 200),
     'the other events were sent once, after the pause',
   );
-  // Unit: Retry-After as seconds or an HTTP date, clamped; 60 s when absent.
-  assert.equal(retryAfterSeconds('5'), 5);
-  assert.equal(retryAfterSeconds(undefined), 60);
-  assert.equal(retryAfterSeconds('0'), 1);
-  assert.equal(retryAfterSeconds('99999'), 3600);
-  const dated = retryAfterSeconds(new Date(Date.now() + 30_000).toUTCString());
-  assert.ok(dated > 28.9 && dated <= 30, String(dated));
 });
 
 test('the retry schedule ends in FAILED after maxAttempts, and redeliver sends it again', async () => {
@@ -284,28 +276,6 @@ test('the retry schedule ends in FAILED after maxAttempts, and redeliver sends i
   await until(f.integrationId, (x) => x.every((d) => d.status === 'SUCCEEDED'));
   // What the receiver got: its failed tries, then one success per redelivery that chose it.
   assert.deepEqual([d0, d1, d2, d3].map(sent), [initial[0]! + 2, initial[1]! + 1, initial[2]! + 2, initial[3]! + 1]);
-  // Unit: the schedule's last step repeats, with +-20% jitter.
-  assert.equal(
-    retryDelaySeconds([5, 30], 1, () => 0.5),
-    5,
-  );
-  assert.equal(
-    retryDelaySeconds([5, 30], 7, () => 0.5),
-    30,
-  );
-  assert.ok(Math.abs(retryDelaySeconds([10], 1, () => 0) - 8) < 1e-9);
-  assert.ok(Math.abs(retryDelaySeconds([10], 1, () => 1) - 12) < 1e-9);
-  assert.deepEqual(
-    [
-      classify(204, false),
-      classify(429, false),
-      classify(502, false),
-      classify(410, false),
-      classify(301, false),
-      classify(undefined, true),
-    ],
-    ['success', 'pause', 'retry', 'fail', 'fail', 'retry'],
-  );
 });
 
 test('batch mode: JSON arrays of one type, at most batchSize, retried with the same body and id; event ids injected at a nested path', async () => {
@@ -474,31 +444,7 @@ test('maxConcurrentRequests and maxItemsPerMinute hold, as the receiver measures
 });
 
 test('addresses: http and private hosts refused at save time unless allowed; mapped, NAT64 and 6to4 forms recognised', async () => {
-  const strict = addressPolicy(false, []);
-  for (const ip of [
-    '127.0.0.1',
-    '10.1.2.3',
-    '172.16.0.1',
-    '192.168.1.1',
-    '169.254.169.254',
-    '100.64.0.1',
-    '0.0.0.0',
-    '::1',
-    'fe80::1',
-    'fd00:ec2::254',
-    '::ffff:127.0.0.1',
-    '::ffff:a9fe:a9fe',
-    '64:ff9b::a00:1',
-    '2002:c0a8:0101::1',
-    '::127.0.0.1',
-  ]) {
-    assert.equal(isAllowedAddress(ip, strict), false, ip);
-  }
-  for (const ip of ['93.184.216.34', '2606:4700::6810:85e5', '::ffff:93.184.216.34', '64:ff9b::5db8:d822'])
-    assert.equal(isAllowedAddress(ip, strict), true, ip);
-  assert.equal(embeddedIpv4('2002:c0a8:0101::1'), '192.168.1.1');
-  assert.equal(isAllowedAddress('10.0.0.5', addressPolicy(false, ['10.0.0.0/8'])), true);
-
+  // The classification itself: test/unit/delivery-policy.test.ts.
   const o = await ownerWithKey(ta, `addr-${++n}`);
   const bad = async (destination: string, env?: string) => {
     const r = await ta.call('POST', '/api/v1/integrations', {
@@ -515,7 +461,6 @@ test('addresses: http and private hosts refused at save time unless allowed; map
   await bad('http://user:pw@127.0.0.1/hook');
   // Allowed networks hold 127.0.0.0/8 here, yet the IPv4-compatible ::127.0.0.1 (deprecated; on a
   // real host it routes to the default gateway) and site-local fec0::/10 are refused all the same.
-  assert.equal(isAllowedAddress('::127.0.0.1', addressPolicy(false, ['127.0.0.0/8'])), false);
   await bad(`http://[::127.0.0.1]:${new URL(rx.url).port}/hook`);
   await bad('http://[::7f00:1]/hook');
   await bad('http://[fec0::1]/hook');

@@ -1,6 +1,8 @@
 // Issue 11's demo (`npm run demo`, scripts/demo.ts): on the embedded database, in its own data
 // folder, it starts the service, a receiver and the simulator, prints where to look, delivers, and
 // stops cleanly on Ctrl-C (SIGINT): the database closed, the process gone with status 0.
+// @test-lanes postgres
+// (the demo runs its own embedded database: it runs once)
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';

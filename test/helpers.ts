@@ -3,6 +3,7 @@
 // runs the suite on both. A test whose external service is absent skips with how to start it on a
 // developer's machine; under CI=true it fails instead.
 import crypto from 'node:crypto';
+import fs from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { after, type TestContext } from 'node:test';
 import pg from 'pg';
@@ -10,7 +11,7 @@ import assert from 'node:assert/strict';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../src/app.js';
 import { loadConfig, type Config } from '../src/config.js';
-import type { Queryable } from '../src/db/db.js';
+import { createPglite, type Queryable } from '../src/db/db.js';
 import { pendingTotal } from '../src/delivery/queue.js';
 
 export const TEST_DB = (process.env.TEST_DB ?? 'postgres') as 'postgres' | 'pglite';
@@ -54,12 +55,16 @@ export async function postgresAvailable(): Promise<boolean> {
   }
 }
 
-/** A fresh PostgreSQL database for this test file, dropped when the file ends. */
+/**
+ * A fresh PostgreSQL database for this test file, dropped when the file ends: a copy of the run's
+ * migrated template (test/templates.ts) when the runner made one, else an empty one.
+ */
 export async function createTestDatabase(): Promise<string> {
   const name = `t_${crypto.randomBytes(6).toString('hex')}`;
+  const template = process.env.TEST_PG_TEMPLATE;
   const admin = new pg.Client({ connectionString: ADMIN_PG_URL });
   await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
+  await admin.query(`CREATE DATABASE ${name}${template ? ` TEMPLATE ${template}` : ''}`);
   await admin.end();
   atEnd(async () => {
     const c = new pg.Client({ connectionString: ADMIN_PG_URL });
@@ -73,6 +78,15 @@ export async function createTestDatabase(): Promise<string> {
 }
 
 const TEST_SECRETS_KEY = crypto.randomBytes(32).toString('hex');
+
+let pgliteBytes: Buffer | undefined;
+/** The run's saved PGlite data folder (TEST_PGLITE_TEMPLATE), read once per process. */
+function pgliteTemplate(): Blob | undefined {
+  const file = process.env.TEST_PGLITE_TEMPLATE;
+  if (!file) return undefined;
+  pgliteBytes ??= fs.readFileSync(file);
+  return new Blob([pgliteBytes as Uint8Array<ArrayBuffer>]);
+}
 
 /** Configuration for a test app; on PostgreSQL pass the database URL from createTestDatabase. */
 export function testConfig(env: Record<string, string> = {}, databaseUrl?: string): Config {
@@ -125,7 +139,12 @@ export async function startApp(
   // Port 0: the system gives a port nobody else holds (a port picked and released could be taken
   // meanwhile). The app's public URL (token issuer, Location headers) names it once bound.
   const cfg0 = testConfig({ ...env, PORT: '0' }, databaseUrl);
-  const app = await buildApp(cfg0, { logger: { level: env.LOG_LEVEL ?? 'error' } });
+  // On PGlite, the run's migrated template when there is one (closed after the app, which leaves a
+  // database it was given open).
+  const template = TEST_DB === 'pglite' && !databaseUrl ? pgliteTemplate() : undefined;
+  const db = template ? await createPglite(undefined, template) : undefined;
+  if (db) atEnd(() => db.close());
+  const app = await buildApp(cfg0, { logger: { level: env.LOG_LEVEL ?? 'error' }, ...(db ? { db } : {}) });
   atEnd(() => app.close());
   await app.listen({ port: 0, host: '127.0.0.1' });
   const url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;

@@ -9,11 +9,12 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
-import { mosquittoBroker, type MosquittoBroker, mosquittoSub } from './brokers.js';
+import { LANE_PORT_OFFSET, mosquittoBroker, type MosquittoBroker, mosquittoSub } from './brokers.js';
 import { bad, deliveryHistory, ok, ownerWithKey, startApp, streamLines, type TestApp, waitFor } from './helpers.js';
 
-const PORT_BASE = 18850; // this file's broker: 18850-18853
-const RM_PORT_BASE = 18860; // a broker announcing Receive Maximum 10: 18860-18863
+// This file's broker: 18850-18853, and one announcing Receive Maximum 10: 18860-18863 (PGlite lane: +1000).
+const PORT_BASE = 18850 + LANE_PORT_OFFSET;
+const RM_PORT_BASE = 18860 + LANE_PORT_OFFSET;
 
 let ta: TestApp;
 let mq: MosquittoBroker;
@@ -330,8 +331,11 @@ test('bad MQTT settings: 400 naming the field, nothing saved; credentials only o
 });
 
 test('a broker that cannot be reached: each send recorded with its error, FAILED after maxAttempts, kept for redelivery; MQTT 3.1.1 works too', async () => {
-  // 18854: next to this file's broker (18850-18853), where nothing listens.
-  const f = await fleet({ url: 'mqtt://127.0.0.1:18854', timeoutMs: 1000 }, { retry: { scheduleSeconds: [0.2], maxAttempts: 2 } });
+  // Next to this file's broker (18850-18853), where nothing listens.
+  const f = await fleet(
+    { url: `mqtt://127.0.0.1:${PORT_BASE + 4}`, timeoutMs: 1000 },
+    { retry: { scheduleSeconds: [0.2], maxAttempts: 2 } },
+  );
   await f.post(2);
   const failed = await waitFor(
     () => 'FAILED deliveries',

@@ -2,6 +2,8 @@
 // Unix socket in its own private folder (no TCP port another process could take while it is down), which is stopped for some seconds and started again. Ingest during the outage fails
 // with a clear 503 and stores nothing; nothing accepted before or after is lost; delivery resumes
 // by itself.
+// @test-lanes postgres
+// (a database that stops and starts again: PostgreSQL only)
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';

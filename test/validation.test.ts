@@ -4,9 +4,6 @@
 // replaces, PATCH merges (null clears). Lists page by keyset with a Link rel="next" header.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { Type } from '@sinclair/typebox';
-import { Ajv } from 'ajv';
-import { lenientSchema, Nullable, requestBodySchema, stripIgnored } from '../src/http/schemas.js';
 import { atEnd, bad, basic, OPERATOR, ok, ownerWithKey, startApp, type Res } from './helpers.js';
 import { Receiver } from './receiver.js';
 
@@ -870,48 +867,6 @@ test('decisions: unknown query parameters are ignored; the token endpoint ignore
     }).toString(),
   });
   assert.equal(t.status, 200, t.raw);
-});
-
-test('unit: the body schema refuses unknown members, ignores and removes response-only ones, and keeps free objects open', () => {
-  const body = Type.Object({
-    name: Type.String(),
-    circle: Type.Optional(Nullable(Type.Object({ r: Type.Number() }))),
-    data: Type.Optional(Type.Object({}, { additionalProperties: true })),
-    auth: Type.Optional(
-      Type.Union([
-        Type.Object({ type: Type.Literal('a'), token: Type.String() }),
-        Type.Object({ type: Type.Literal('b'), username: Type.String() }),
-      ]),
-    ),
-  });
-  const response = Type.Object({
-    id: Type.String(),
-    name: Type.String(),
-    circle: Nullable(Type.Object({ r: Type.Number(), area: Type.Number() })),
-    data: Type.Object({}, { additionalProperties: true }),
-    auth: Type.Object({ type: Type.String(), username: Type.Optional(Type.String()), hint: Type.String() }),
-  });
-  const { schema, strip } = requestBodySchema(body, [Type.Union([response, Type.Array(response)])]);
-  const validate = new Ajv({ strict: false }).compile(schema as object);
-  const input = { id: 'x', name: 'n', circle: { r: 1, area: 3 }, data: { id: 1, any: 2 }, auth: { type: 'a', token: 't', hint: 'h' } };
-  assert.ok(validate(input), JSON.stringify(validate.errors));
-  stripIgnored(input, strip);
-  assert.deepEqual(input, { name: 'n', circle: { r: 1 }, data: { id: 1, any: 2 }, auth: { type: 'a', token: 't' } });
-  for (const [bad, where] of [
-    [{ name: 'n', lat: 1 }, ''],
-    [{ name: 'n', circle: { r: 1, radius: 2 } }, '/circle'],
-    // username is another kind's input, so not response-only here.
-    [{ name: 'n', auth: { type: 'a', token: 't', username: 'u' } }, '/auth'],
-  ] as const) {
-    assert.equal(validate(bad), false, JSON.stringify(bad));
-    assert.ok(
-      validate.errors?.some((e) => e.keyword === 'additionalProperties' && e.instancePath === where),
-      JSON.stringify(validate.errors),
-    );
-  }
-  assert.ok(validate({ name: 'n', auth: { type: 'b', username: 'u', hint: 'h' } }));
-  // Literal unions become enums (their error lists the values).
-  assert.deepEqual(lenientSchema(Type.Union([Type.Literal('x'), Type.Literal('y')])), { enum: ['x', 'y'] });
 });
 
 test('a body missing several required members names them all in one answer (redeliver without a range)', async () => {

@@ -153,12 +153,16 @@ function isAlive(pid: number): boolean {
   }
 }
 
-/** dataDir undefined = in memory (tests). */
-export async function createPglite(dataDir: string | undefined): Promise<Db> {
+/**
+ * dataDir undefined = in memory (tests). `template`: a data folder saved with dumpDataDir to start
+ * from instead of an empty one (tests: a migrated database in a quarter of the time of initdb).
+ */
+export async function createPglite(dataDir: string | undefined, template?: Blob): Promise<Db> {
   const unlock = dataDir ? lockDataDir(dataDir) : () => {};
   let db: PGlite;
   try {
     db = await PGlite.create(dataDir ? path.join(dataDir, 'pgdata') : undefined, {
+      ...(template ? { loadDataDir: template } : {}),
       parsers: {
         [INT8]: (v: string) => v,
         [NUMERIC]: finiteOrNull,

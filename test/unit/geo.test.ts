@@ -1,7 +1,7 @@
 // API.md section 8: the zone geometry core (src/zones/geo.ts). Pure unit tests, no database.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { bbox, contains, haversineMeters, validateCircle, validateGeometry, EARTH_RADIUS_M, type Geometry } from '../src/zones/geo.js';
+import { bbox, contains, haversineMeters, validateCircle, validateGeometry, EARTH_RADIUS_M, type Geometry } from '../../src/zones/geo.js';
 
 const poly = (...rings: number[][][]): Geometry => ({ type: 'Polygon', coordinates: rings });
 const ring = (...pts: [number, number][]): number[][] => [...pts, pts[0] as [number, number]];

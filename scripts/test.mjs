@@ -1,0 +1,211 @@
+// The whole test suite, as `npm test` runs it after lint and typecheck: three lanes of test files,
+//   unit      test/unit/*.test.ts: pure logic, no service and no database, run once;
+//   postgres  test/*.test.ts on PostgreSQL (TEST_DB=postgres, a new database per file);
+//   pglite    test/*.test.ts on the embedded PGlite (TEST_DB=pglite, in memory),
+// all in one pool of TEST_CONCURRENCY processes (default 4), one process per file and lane, the
+// slowest first (their last durations are kept in .cache/test-durations.json, outside git; a clean
+// clone uses the order below). The long files of one lane (a crash test waits for restarts) then
+// overlap the many short files of the others, instead of each lane waiting for its own slowest.
+// Each file's report is printed whole when it ends (never interleaved), then one summary line per
+// lane, the slowest files, and a closing "tests: N passed, N failed, N skipped" line; the exit
+// code is non-zero when any file failed.
+//
+// Arguments name the lanes to run (default all three; TEST_LANES="unit postgres" too);
+// TEST_FILES="test/a.test.ts test/unit/b.test.ts" narrows to some files. The services the tests
+// talk to are started first when down (scripts/services.sh); TEST_SERVICES=off leaves them to you.
+import { spawn, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+const LANES = ['unit', 'postgres', 'pglite'];
+const DURATIONS = path.join('.cache', 'test-durations.json');
+// Per test (a file of several broker outages takes 150 s on a quiet machine): long tests set their own.
+const TEST_TIMEOUT_MS = 420_000;
+// A file that runs longer than this is stopped and counted as failed, so a hang cannot stall CI.
+const FILE_TIMEOUT_MS = 15 * 60_000;
+// A clean clone's guess of the slowest files (measured on the 2-core machine CI runs on).
+const SLOW_FIRST = [
+  'broker-outage',
+  'crash',
+  'alerts-crash',
+  'demo',
+  'keycloak',
+  'instances',
+  'dashboard',
+  'simulator',
+  'outage',
+  'kafka',
+  'mqtt',
+  'engine',
+  'revocation',
+  'auth',
+  'limits',
+  'delivery',
+  'hostile',
+];
+
+const args = process.argv.slice(2);
+const lanes = args.length ? args : (process.env.TEST_LANES ?? LANES.join(' ')).split(/\s+/).filter(Boolean);
+for (const l of lanes) if (!LANES.includes(l)) throw new Error(`unknown lane ${l}; known: ${LANES.join(', ')}`);
+const concurrency = Math.max(1, Number(process.env.TEST_CONCURRENCY ?? 4));
+const only = process.env.TEST_FILES?.split(/\s+/).filter(Boolean);
+const list = (dir) =>
+  fs.existsSync(dir)
+    ? fs
+        .readdirSync(dir)
+        .filter((f) => f.endsWith('.test.ts'))
+        .map((f) => path.join(dir, f))
+    : [];
+/** A file may name its lanes in a first-lines comment, `// @test-lanes postgres` (what needs PostgreSQL, or no database). */
+const lanesOf = (file) => /^\/\/ @test-lanes (.+)$/m.exec(fs.readFileSync(file, 'utf8').slice(0, 4096))?.[1]?.split(/\s+/);
+const filesOf = (lane) => {
+  const all = (lane === 'unit' ? list(path.join('test', 'unit')) : list('test')).filter((f) => lanesOf(f)?.includes(lane) ?? true);
+  return only ? all.filter((f) => only.includes(f)) : all;
+};
+
+if (process.env.TEST_SERVICES !== 'off' && lanes.some((l) => l !== 'unit')) {
+  const s = spawnSync('bash', ['scripts/services.sh'], { stdio: 'inherit' });
+  if (s.status !== 0) console.error('scripts/services.sh failed: tests that need a missing service will say how to start it');
+}
+
+let known = {};
+try {
+  known = JSON.parse(fs.readFileSync(DURATIONS, 'utf8'));
+} catch {
+  /* first run */
+}
+const guess = (job) => {
+  const last = known[job.key];
+  if (typeof last === 'number') return last;
+  const slow = SLOW_FIRST.indexOf(path.basename(job.file, '.test.ts'));
+  return slow >= 0 ? 1e6 - slow : job.lane === 'unit' ? 0 : 1;
+};
+const jobs = lanes
+  .flatMap((lane) => filesOf(lane).map((file) => ({ lane, file, key: `${lane} ${file}` })))
+  .sort((a, b) => guess(b) - guess(a));
+
+// The file runs in the runner's own process (one process per file, not two); Node 22 names the
+// flag as experimental.
+const [major, minor] = process.versions.node.split('.').map(Number);
+const inProcess = major > 23 || (major === 23 && minor >= 6) ? '--test-isolation=none' : '--experimental-test-isolation=none';
+
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tracking-tests-'));
+const results = [];
+const started = Date.now();
+
+// Migrated databases every test app starts from (test/templates.ts): a template database on
+// PostgreSQL, a saved data folder for PGlite. Without them (PostgreSQL down) each app migrates its own.
+const tsx = (...a) => spawnSync(process.execPath, ['--import', 'tsx', 'test/templates.ts', ...a], { encoding: 'utf8' });
+let templates = {};
+if (jobs.some((j) => j.lane !== 'unit')) {
+  const made = tsx('make', tmp);
+  if (made.status === 0) templates = JSON.parse(made.stdout.trim().split('\n').at(-1));
+  else console.error(`No template databases (each test app will migrate its own):\n${made.stderr}`);
+}
+const templateEnv = {
+  ...(templates.postgres ? { TEST_PG_TEMPLATE: templates.postgres } : {}),
+  ...(templates.pglite ? { TEST_PGLITE_TEMPLATE: templates.pglite } : {}),
+};
+
+/** Runs one file in its own process with the spec report captured and a TAP file for the counts. */
+function run(job, n) {
+  return new Promise((resolve) => {
+    const tap = path.join(tmp, `${n}.tap`);
+    const begin = Date.now();
+    let out = '';
+    const child = spawn(
+      process.execPath,
+      [
+        '--import',
+        'tsx',
+        '--test',
+        inProcess,
+        `--test-timeout=${TEST_TIMEOUT_MS}`,
+        '--test-reporter=spec',
+        '--test-reporter-destination=stdout',
+        '--test-reporter=tap',
+        `--test-reporter-destination=${tap}`,
+        job.file,
+      ],
+      {
+        env: {
+          ...process.env,
+          ...(job.lane === 'unit' ? {} : { TEST_DB: job.lane, ...templateEnv }),
+          FORCE_COLOR: process.stdout.isTTY ? '1' : '0',
+        },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
+    child.stdout.on('data', (d) => (out += d));
+    child.stderr.on('data', (d) => (out += d));
+    const watchdog = setTimeout(() => {
+      out += `\n${job.file} ran longer than ${FILE_TIMEOUT_MS / 60_000} minutes: stopped.\n`;
+      child.kill('SIGKILL');
+    }, FILE_TIMEOUT_MS);
+    child.on('close', (code, signal) => {
+      clearTimeout(watchdog);
+      const text = fs.existsSync(tap) ? fs.readFileSync(tap, 'utf8') : '';
+      const count = (what) => Number(new RegExp(`^# ${what} (\\d+)$`, 'm').exec(text)?.[1] ?? 0);
+      const r = {
+        ...job,
+        ok: code === 0,
+        seconds: (Date.now() - begin) / 1000,
+        passed: count('pass'),
+        failed: count('fail') + count('cancelled'),
+        skipped: count('skipped') + count('todo'),
+      };
+      // A file that exits non-zero with no failing test counted (a crash, a syntax error) still fails.
+      if (!r.ok && r.failed === 0) r.failed = 1;
+      console.log(`\n── ${job.lane} ${job.file}: ${r.ok ? 'passed' : `FAILED (${signal ?? `exit ${code}`})`} in ${r.seconds.toFixed(1)} s`);
+      process.stdout.write(out);
+      results.push(r);
+      resolve();
+    });
+  });
+}
+
+let next = 0;
+await Promise.all(
+  Array.from({ length: Math.min(concurrency, jobs.length) }, async () => {
+    while (next < jobs.length) {
+      const n = next++;
+      await run(jobs[n], n);
+    }
+  }),
+);
+if (templates.postgres) tsx('drop', templates.postgres);
+fs.rmSync(tmp, { recursive: true, force: true });
+
+// Kept for the next run's order; a narrowed run adds to what is known.
+try {
+  fs.mkdirSync(path.dirname(DURATIONS), { recursive: true });
+  for (const r of results) known[r.key] = Math.round(r.seconds * 10) / 10;
+  fs.writeFileSync(DURATIONS, `${JSON.stringify(known, null, 1)}\n`);
+} catch {
+  /* a read-only checkout: the next run uses the default order */
+}
+
+const sum = (rs, k) => rs.reduce((n, r) => n + r[k], 0);
+console.log(
+  `\nTest lanes (node ${process.version}, ${concurrency} files at a time, ${Math.round((Date.now() - started) / 1000)} s in all):`,
+);
+for (const lane of lanes) {
+  const rs = results.filter((r) => r.lane === lane);
+  const ok = rs.every((r) => r.ok);
+  console.log(
+    `  ${lane.padEnd(9)} ${ok ? 'passed' : 'FAILED'}: ${sum(rs, 'passed')} passed, ${sum(rs, 'failed')} failed, ${sum(rs, 'skipped')} skipped; ${rs.length} files, ${Math.round(sum(rs, 'seconds'))} s of process time`,
+  );
+}
+const failedFiles = results.filter((r) => !r.ok);
+for (const r of failedFiles) console.log(`  failed: ${r.lane} ${r.file}`);
+console.log(
+  '  slowest:',
+  [...results]
+    .sort((a, b) => b.seconds - a.seconds)
+    .slice(0, 6)
+    .map((r) => `${r.lane} ${path.basename(r.file)} ${r.seconds.toFixed(0)} s`)
+    .join(', '),
+);
+console.log(`tests: ${sum(results, 'passed')} passed, ${sum(results, 'failed')} failed, ${sum(results, 'skipped')} skipped`);
+process.exit(failedFiles.length ? 1 : 0);

@@ -1,0 +1,64 @@
+// Configuration (src/config.ts; README's table): one schema, parsed once, every bad variable listed
+// in one error, defaults and derived values. Pure unit test, no service.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { ConfigError, httpBase, loadConfig } from '../../src/config.js';
+
+test('every bad configuration variable is listed in one error', () => {
+  assert.throws(
+    () =>
+      loadConfig({ PORT: 'eighty', LOG_LEVEL: 'loud', DATABASE_URL: 'mysql://x', PUSH_ALLOW_HTTP: 'maybe', BOOKING_DATA_TYPE: 'maersk' }),
+    (e: unknown) => {
+      assert.ok(e instanceof ConfigError);
+      for (const name of ['PORT', 'LOG_LEVEL', 'DATABASE_URL', 'PUSH_ALLOW_HTTP', 'BOOKING_DATA_TYPE', 'SECRETS_KEY']) {
+        assert.ok(
+          e.problems.some((p) => p.startsWith(name)),
+          `${name} listed in ${e.message}`,
+        );
+      }
+      return true;
+    },
+  );
+});
+
+test("defaults: the embedded database, port 8080 on the loopback, the specification's limits; the public URL follows HOST and PORT", () => {
+  const c = loadConfig({});
+  assert.equal(c.DATABASE_URL, undefined);
+  assert.equal(c.PORT, 8080);
+  assert.equal(c.HOST, '127.0.0.1');
+  assert.equal(c.publicUrl, 'http://127.0.0.1:8080');
+  assert.equal(c.TOKEN_LIFE_SECONDS, 1200);
+  assert.equal(c.RATE_LIMIT_MAX, 1000);
+  assert.equal(c.RATE_LIMIT_CONCURRENT, 10);
+  assert.equal(c.ALERT_MAX_CODES_PER_LIST, 32);
+  assert.equal(c.ALERT_MAX_EVENTS_PER_HOUR, 100);
+  assert.equal(c.STREAM_MAX_OPEN_PER_OWNER, 5);
+  assert.equal(c.PUSH_ALLOW_HTTP, false);
+  assert.deepEqual(c.PUSH_ALLOWED_NETWORKS, []);
+  // A wildcard host is reached on the loopback; a trailing slash of PUBLIC_URL goes.
+  assert.equal(loadConfig({ HOST: '0.0.0.0', PORT: '9000' }).publicUrl, 'http://127.0.0.1:9000');
+  assert.equal(httpBase('::1', 80), 'http://[::1]:80');
+  assert.equal(loadConfig({ PUBLIC_URL: 'https://tracking.example.com/' }).publicUrl, 'https://tracking.example.com');
+});
+
+test('values are parsed strictly: whole numbers in range, booleans by name, CIDR lists, a 32-byte secrets key', () => {
+  const bad = (env: Record<string, string>, name: string) =>
+    assert.throws(
+      () => loadConfig(env),
+      (e: unknown) => e instanceof ConfigError && e.problems.some((p) => p.startsWith(name)),
+      `${name} ${JSON.stringify(env)}`,
+    );
+  bad({ PORT: '70000' }, 'PORT');
+  bad({ RATE_LIMIT_MAX: '1.5' }, 'RATE_LIMIT_MAX');
+  bad({ ALERT_MAX_CODES_PER_LIST: '0' }, 'ALERT_MAX_CODES_PER_LIST');
+  bad({ PUSH_ALLOWED_NETWORKS: '10.0.0.0' }, 'PUSH_ALLOWED_NETWORKS');
+  bad({ SECRETS_KEY: 'short' }, 'SECRETS_KEY');
+  bad({ AUTH_REALM: 'no spaces' }, 'AUTH_REALM');
+  bad({ DELIVERY_LEASE_SECONDS: '0.1' }, 'DELIVERY_LEASE_SECONDS');
+  bad({ AUTH_EXTERNAL_AUDIENCE: 'x' }, 'AUTH_EXTERNAL_AUDIENCE');
+  const c = loadConfig({ PUSH_ALLOW_HTTP: 'yes', PUSH_ALLOWED_NETWORKS: '127.0.0.0/8, ::1/128', SECRETS_KEY: 'ab'.repeat(32) });
+  assert.equal(c.PUSH_ALLOW_HTTP, true);
+  assert.deepEqual(c.PUSH_ALLOWED_NETWORKS, ['127.0.0.0/8', '::1/128']);
+  assert.equal(c.SECRETS_KEY?.length, 32);
+  assert.equal(loadConfig({ PUSH_ALLOW_HTTP: 'off' }).PUSH_ALLOW_HTTP, false);
+});
