@@ -13,7 +13,7 @@
 // the same headers / user properties, as its fast path allows (Kafka: 500 per send, ONE send in
 // flight, idempotent acks=-1; MQTT: a window of min(1000, Receive Maximum) unacknowledged
 // publishes); (3) end to end while ingesting through REST; (4) store -> acknowledged latency at a
-// steady rate, from the database (first successful attempt's when_attempted - outbox.when_created).
+// steady rate, from the database (first successful attempt's when_attempted - event_log.when_created).
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
@@ -96,7 +96,7 @@ interface Acked {
 
 async function acked(db: pg.Pool, integrationId: string): Promise<Acked> {
   const { rows } = await db.query<{ ok: string; failed: number; first: number | null; last: number | null }>(
-    `SELECT COALESCE(sum(cardinality(outbox_ids)) FILTER (WHERE success), 0)::int8 AS ok,
+    `SELECT COALESCE(sum(cardinality(log_ids)) FILTER (WHERE success), 0)::int8 AS ok,
             count(*) FILTER (WHERE NOT success)::int AS failed,
             (extract(epoch FROM min(when_attempted) FILTER (WHERE success)) * 1000)::float8 AS first,
             (extract(epoch FROM max(when_attempted) FILTER (WHERE success)) * 1000)::float8 AS last
@@ -110,7 +110,7 @@ async function acked(db: pg.Pool, integrationId: string): Promise<Acked> {
 /** Distinct events acknowledged, events with a state of their own not SUCCEEDED, and the first attempt error. */
 async function settle(db: pg.Pool, integrationId: string) {
   const d = await db.query<{ n: string }>(
-    `SELECT count(DISTINCT x)::int8 AS n FROM delivery_attempts a, unnest(a.outbox_ids) x WHERE a.integration_id = $1 AND a.success`,
+    `SELECT count(DISTINCT x)::int8 AS n FROM delivery_attempts a, unnest(a.log_ids) x WHERE a.integration_id = $1 AND a.success`,
     [integrationId],
   );
   const p = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM deliveries WHERE integration_id = $1 AND status <> 'SUCCEEDED'`, [
@@ -173,19 +173,19 @@ async function waitAcked(db: pg.Pool, integrationId: string, target: number): Pr
 
 /**
  * Per event the integration delivered, from its first successful attempt: store -> acknowledged
- * (when_attempted - outbox.when_created), of which the send itself (the attempt's response_time_ms:
+ * (when_attempted - event_log.when_created), of which the send itself (the attempt's response_time_ms:
  * request start -> every acknowledgement) and the rest (waiting to be read, claimed and sent); ms,
  * each sorted. And per request: how many, events per request.
  */
 async function ackLatencies(db: pg.Pool, integrationId: string) {
   const { rows } = await db.query<{ ms: number; send_ms: number }>(
     `SELECT DISTINCT ON (x.id) (extract(epoch FROM a.when_attempted - o.when_created) * 1000)::float8 AS ms, a.response_time_ms AS send_ms
-       FROM delivery_attempts a CROSS JOIN LATERAL unnest(a.outbox_ids) AS x(id) JOIN outbox o ON o.id = x.id
+       FROM delivery_attempts a CROSS JOIN LATERAL unnest(a.log_ids) AS x(id) JOIN event_log o ON o.id = x.id
       WHERE a.integration_id = $1 AND a.success ORDER BY x.id, a.when_attempted`,
     [integrationId],
   );
   const r = await db.query<{ n: number; per: number }>(
-    `SELECT count(*)::int AS n, COALESCE(avg(cardinality(outbox_ids)), 0)::float8 AS per FROM delivery_attempts WHERE integration_id = $1 AND success`,
+    `SELECT count(*)::int AS n, COALESCE(avg(cardinality(log_ids)), 0)::float8 AS per FROM delivery_attempts WHERE integration_id = $1 AND success`,
     [integrationId],
   );
   const sorted = (xs: number[]) => xs.sort((a, b) => a - b);
@@ -198,10 +198,10 @@ async function ackLatencies(db: pg.Pool, integrationId: string) {
   };
 }
 
-/** A stored location payload of the owner as the service reads it (outbox.payload::text): that object's, else the first. */
+/** A stored location payload of the owner as the service reads it (event_log.payload::text): that object's, else the first. */
 async function storedPayload(db: pg.Pool, ownerId: string, objectId: string | null): Promise<string | null> {
   const { rows } = await db.query<{ p: string }>(
-    `SELECT payload::text AS p FROM outbox WHERE owner_id = $1 AND object_type = 'location' AND ($2::text IS NULL OR object_id = $2)
+    `SELECT payload::text AS p FROM event_log WHERE owner_id = $1 AND object_type = 'location' AND ($2::text IS NULL OR object_id = $2)
       ORDER BY id LIMIT 1`,
     [ownerId, objectId],
   );
@@ -625,7 +625,7 @@ async function backlog(ctx: Ctx, t: Target) {
     ...broker,
     subscriberSeconds,
     payload: published ?? stored,
-    payloadFrom: published ? 'read back from the broker' : 'outbox payload',
+    payloadFrom: published ? 'read back from the broker' : 'event log payload',
     payloadMatchesOutbox: published === null ? null : published === stored,
     /** epoch ms: the PATCH that enabled it, and the last acknowledgement (to slice a CPU profile of the service) */
     enabledAt: t0,

@@ -391,7 +391,7 @@ export async function rawClient(url: string, bodies: string[], concurrency: numb
 // ---- latency ---------------------------------------------------------------------------------------
 
 /**
- * Store times (outbox.when_created, epoch ms) of location ids, read from PostgreSQL; `since`
+ * Store times (event_log.when_created, epoch ms) of location ids, read from PostgreSQL; `since`
  * (epoch ms, a bound below every store time wanted) narrows the scan.
  */
 export async function storeTimes(db: pg.Pool, ids: string[], since = 0): Promise<Map<string, number>> {
@@ -399,7 +399,7 @@ export async function storeTimes(db: pg.Pool, ids: string[], since = 0): Promise
   for (let i = 0; i < ids.length; i += 50_000) {
     const { rows } = await db.query<{ object_id: string; at: number }>(
       `SELECT object_id, (extract(epoch FROM when_created) * 1000)::float8 AS at
-         FROM outbox WHERE when_created >= to_timestamp($2::float8 / 1000) AND object_type = 'location' AND object_id = ANY($1::text[])`,
+         FROM event_log WHERE when_created >= to_timestamp($2::float8 / 1000) AND object_type = 'location' AND object_id = ANY($1::text[])`,
       [ids.slice(i, i + 50_000), since],
     );
     for (const r of rows) out.set(r.object_id, Number(r.at));

@@ -1,7 +1,7 @@
 // Figure 9: the embedded database. The service runs as a child process with no DATABASE_URL and a
 // fresh DATA_DIR (PGlite); single-mode webhook at a steady 1,000 records/s (bulks of 10 every 10 ms)
 // for BENCH_STEADY_SECONDS; delivered vs stored at the end of the window + 5 s. Store times are read
-// from the outbox once the service has stopped (PGlite has one process at a time).
+// from the event log once the service has stopped (PGlite has one process at a time).
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -28,12 +28,12 @@ export async function runPgliteBench(rx: Receiver) {
     }
     const db = await PGlite.create(path.join(dir, 'pgdata'));
     const stored = new Map<string, number>();
-    let outboxRows = 0;
+    let eventLogRows = 0;
     try {
       const { rows } = await db.query<{ object_id: string; at: number }>(
-        `SELECT object_id, (extract(epoch FROM when_created) * 1000)::float8 AS at FROM outbox WHERE object_type = 'location'`,
+        `SELECT object_id, (extract(epoch FROM when_created) * 1000)::float8 AS at FROM event_log WHERE object_type = 'location'`,
       );
-      outboxRows = rows.length;
+      eventLogRows = rows.length;
       for (const row of rows) stored.set(row.object_id, Number(row.at));
     } finally {
       await db.close();
@@ -43,7 +43,7 @@ export async function runPgliteBench(rx: Receiver) {
       settings: `PGlite (DATA_DIR in ${os.tmpdir()}), single, ${SINGLE_CONCURRENCY} concurrent; bulks of 10 every 10 ms for ${STEADY_SECONDS} s`,
       storedPerSecond: round(r.stored / r.seconds),
       stored: r.stored,
-      outboxRows,
+      eventLogRows,
       deliveredAtWindowEnd: r.atEnd,
       deliveredAt5s: r.after5s,
       deliveredVsStored: `${Math.round((r.after5s / Math.max(1, r.stored)) * 100)}%`,

@@ -2,7 +2,7 @@
 // child process (`node --import tsx src/main.ts`, engine defaults) on a fresh database
 // `tracking_bench_push`; records go in through the REST API with a bearer token, integrations are
 // made through the integrations API, and a local receiver records when each pushed object (by its
-// `id`) first arrives. Store times come from outbox.when_created, joined on object_id = that `id`.
+// `id`) first arrives. Store times come from event_log.when_created, joined on object_id = that `id`.
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
 import {

@@ -14,8 +14,9 @@ import { authRoutes } from './auth/routes.js';
 import { credentialRoutes } from './auth/credentials.js';
 import { bootstrap, type BootstrapResult } from './bootstrap.js';
 import { clientError, installErrorEnvelope, installJsonParsers, installValidation } from './http/envelope.js';
-import { installGuard } from './http/guard.js';
-import { MemoryLimiter, RedisLimiter, type Limiter } from './http/limits.js';
+import { installAuthentication } from './auth/authenticate.js';
+import { installIdempotency } from './http/idempotency.js';
+import { installLimits, MemoryLimiter, RedisLimiter, type Limiter } from './http/limits.js';
 import { ErrorSchema } from './http/schemas.js';
 import { completeOperation } from './http/openapi.js';
 import { ownerRoutes } from './owners/owners.js';
@@ -38,7 +39,7 @@ import { kafkaChannel } from './delivery/channels/kafka/index.js';
 import { mqttChannel } from './delivery/channels/mqtt/index.js';
 import { webhookChannel } from './delivery/channels/webhook/index.js';
 import { DeliveryEngine } from './delivery/engine.js';
-import { integrationRoutes } from './delivery/integrations.js';
+import { integrationRoutes } from './delivery/integrations/routes.js';
 import { historyRoutes } from './delivery/history.js';
 import { ResultStreams, streamRoutes } from './delivery/stream.js';
 
@@ -164,22 +165,13 @@ export async function buildApp(cfg: Config, opts: { logger?: FastifyServerOption
         failedRetentionDays: cfg.DELIVERY_FAILED_RETENTION_DAYS,
       },
       app.log,
-      cfg.DATABASE_URL,
     );
     app.services.engine = engine;
     app.addHook('onReady', async () => engine.start());
   }
-  // Forget idempotency keys past their window, in one statement every few minutes (off the hot path).
-  const sweep = setInterval(() => {
-    db.query(`DELETE FROM idempotency_keys WHERE when_created < now() - make_interval(secs => $1)`, [cfg.IDEMPOTENCY_WINDOW_SECONDS]).catch(
-      (e: Error) => app.log.warn({ err: e }, 'idempotency sweep failed'),
-    );
-  }, 5 * 60_000);
-  sweep.unref();
   const { alerts } = app.services;
   app.addHook('onReady', async () => alerts.start());
   app.addHook('onClose', async () => {
-    clearInterval(sweep);
     await alerts.stop();
     await app.services.engine?.stop();
     await app.services.limiter.close();
@@ -223,14 +215,11 @@ export async function buildApp(cfg: Config, opts: { logger?: FastifyServerOption
   });
   // After-store work plugs into the records module here; records knows neither zones nor alerts.
   const hooks = new RecordHooks().register(zoneHook).register(alerts.hook('reeferdata')).register(alerts.hook('gensetdata'));
-  installGuard(app, {
-    db,
-    tokens,
-    limiter: app.services.limiter,
-    rateLimitMax: cfg.RATE_LIMIT_MAX,
-    idempotencyWindowSeconds: cfg.IDEMPOTENCY_WINDOW_SECONDS,
-    idempotencyAbandonSeconds: cfg.IDEMPOTENCY_ABANDON_SECONDS,
-  });
+  // Before every /api/v1 handler, in this order: who asks and may they (auth/), how many they ask
+  // (limits), whether they asked this already (idempotency).
+  installAuthentication(app, { db, tokens });
+  installLimits(app, { limiter: app.services.limiter, rateLimitMax: cfg.RATE_LIMIT_MAX });
+  installIdempotency(app, { db, windowSeconds: cfg.IDEMPOTENCY_WINDOW_SECONDS, abandonSeconds: cfg.IDEMPOTENCY_ABANDON_SECONDS });
 
   await app.register(authRoutes, { db, cfg, tokens });
   await app.register(opsRoutes, { db });

@@ -2,10 +2,9 @@
 // client and user from configuration, or generate the secrets and hand them back to print once.
 // Several instances starting together: a transaction-level advisory lock lets one of them do it.
 import type { Config } from './config.js';
-import crypto from 'node:crypto';
 import type { Db, Queryable } from './db/db.js';
 import { randomSecret } from './auth/crypto.js';
-import { createClient, createUser } from './auth/credentials.js';
+import { createClient, createUser, ensurePublicClient } from './auth/credentials.js';
 import { createOwner } from './owners/owners.js';
 
 const BOOTSTRAP_LOCK_KEY = 7_301_946_212;
@@ -18,8 +17,16 @@ export interface BootstrapResult {
   password?: string; // only when generated
 }
 
-/** The dashboard's public client (authorization code with PKCE; API.md 9). */
+/** The dashboard's public client (authorization code with PKCE; API guide 2 and 12). */
 export const DASHBOARD_CLIENT_ID = 'dashboard';
+
+/**
+ * The dashboard signs users in with the authorization code flow and PKCE as this public client:
+ * no secret, redirects only to /dashboard/ of the service itself, the user's own scopes. Made on
+ * every start when missing (an operator may have deleted it).
+ */
+const ensureDashboardClient = (q: Queryable, ownerId: string) =>
+  ensurePublicClient(q, { clientId: DASHBOARD_CLIENT_ID, name: 'Dashboard (public, PKCE)', ownerId, redirectPaths: ['/dashboard/'] });
 
 export async function bootstrap(db: Db, cfg: Config): Promise<BootstrapResult | null> {
   return db.tx(async (q) => {
@@ -53,20 +60,4 @@ export async function bootstrap(db: Db, cfg: Config): Promise<BootstrapResult | 
     if (!cfg.BOOTSTRAP_PASSWORD) result.password = password;
     return result;
   });
-}
-
-/**
- * The dashboard signs users in with the authorization code flow and PKCE as this public client:
- * no secret, redirects only to /dashboard/ of the service itself, the user's own scopes. Made on
- * every start when missing (an operator may have deleted it).
- */
-async function ensureDashboardClient(q: Queryable, ownerId: string): Promise<void> {
-  await q.query(
-    `INSERT INTO clients (id, client_id, name, secret_digest, grants, owner_id, scopes, public, redirect_paths)
-     SELECT $1, $2, 'Dashboard (public, PKCE)', '', ARRAY['authorization_code', 'refresh_token'], $3, ARRAY['read', 'write', 'admin'], true,
-            ARRAY['/dashboard/']
-      WHERE EXISTS (SELECT 1 FROM owners WHERE id = $3)
-     ON CONFLICT (client_id) DO NOTHING`,
-    [crypto.randomUUID(), DASHBOARD_CLIENT_ID, ownerId],
-  );
 }

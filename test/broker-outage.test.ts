@@ -148,7 +148,7 @@ if (TEST_DB === 'postgres') {
         },
         240_000,
       );
-      const stored = (await db.query<{ event_id: string }>("SELECT event_id::text FROM outbox WHERE object_type = 'location'")).rows.map(
+      const stored = (await db.query<{ event_id: string }>("SELECT event_id::text FROM event_log WHERE object_type = 'location'")).rows.map(
         (r) => r.event_id,
       );
       assert.equal(stored.length, POSTS * POST_SIZE);

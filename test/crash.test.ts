@@ -144,7 +144,7 @@ if (TEST_DB === 'postgres') {
     const stored = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM locations WHERE id = ANY($1::int8[])', [acknowledged]);
     assert.equal(stored.rows[0]!.n, acknowledged.length);
     // 2. Every event in the database reached the receiver at least once.
-    const events = (await db.query<{ event_id: string }>("SELECT event_id FROM outbox WHERE object_type = 'location'")).rows.map(
+    const events = (await db.query<{ event_id: string }>("SELECT event_id FROM event_log WHERE object_type = 'location'")).rows.map(
       (r) => r.event_id,
     );
     assert.ok(events.length >= RECORDS);
@@ -152,8 +152,8 @@ if (TEST_DB === 'postgres') {
     assert.equal(missing.length, 0, `${missing.length} events never reached the receiver`);
     // 3. Every event has a successful attempt row, and no delivery ended otherwise.
     const unproven = await db.query<{ n: number }>(
-      `SELECT count(*)::int AS n FROM outbox o
-        WHERE o.object_type = 'location' AND NOT EXISTS (SELECT 1 FROM delivery_attempts a WHERE a.outbox_ids && ARRAY[o.id] AND a.success)`,
+      `SELECT count(*)::int AS n FROM event_log o
+        WHERE o.object_type = 'location' AND NOT EXISTS (SELECT 1 FROM delivery_attempts a WHERE a.log_ids && ARRAY[o.id] AND a.success)`,
     );
     assert.equal(unproven.rows[0]!.n, 0, 'every event has a successful attempt');
     const failed = await db.query<{ n: number }>("SELECT count(*)::int AS n FROM deliveries WHERE status <> 'SUCCEEDED'");
@@ -167,7 +167,7 @@ if (TEST_DB === 'postgres') {
     // Events carried by timed-out attempts (an attempt row is one request: a batch of events).
     const timedOut = (
       await db.query<{ n: number }>(
-        "SELECT COALESCE(sum(cardinality(outbox_ids)), 0)::int AS n FROM delivery_attempts WHERE error LIKE 'timed out%'",
+        "SELECT COALESCE(sum(cardinality(log_ids)), 0)::int AS n FROM delivery_attempts WHERE error LIKE 'timed out%'",
       )
     ).rows[0]!.n;
     const bound = kills * BATCH * CONCURRENCY;

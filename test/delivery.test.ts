@@ -9,7 +9,7 @@ import { after, test } from 'node:test';
 import { Webhook } from 'standardwebhooks';
 import { addressPolicy, vetUrl, vettedLookup } from '../src/delivery/address.js';
 import { closeAgents, sendWebhook } from '../src/delivery/channels/webhook/webhook.js';
-import type { IntegrationConfig } from '../src/delivery/integrations.js';
+import type { IntegrationConfig } from '../src/delivery/integrations/model.js';
 import { bad, ownerWithKey, startApp, type TestApp } from './helpers.js';
 import { assertBucket, Receiver } from './receiver.js';
 
@@ -252,8 +252,8 @@ test('the retry schedule ends in FAILED after maxAttempts, and redeliver sends i
   // In bulk, [from, to) on the delivery's creation time and the status (default FAILED) select exactly.
   // The test sets creation times in the past (it owns this clock): d1 3 h ago, d0 and d2 2 h ago.
   const db = ta.app.services.db;
-  await db.query(`UPDATE deliveries SET when_created = now() - interval '3 hours' WHERE outbox_id = $1`, [d1.id]);
-  await db.query(`UPDATE deliveries SET when_created = now() - interval '2 hours' WHERE outbox_id = ANY($1::int8[])`, [[d0.id, d2.id]]);
+  await db.query(`UPDATE deliveries SET when_created = now() - interval '3 hours' WHERE log_id = $1`, [d1.id]);
+  await db.query(`UPDATE deliveries SET when_created = now() - interval '2 hours' WHERE log_id = ANY($1::int8[])`, [[d0.id, d2.id]]);
   const failedInRange = await redeliver({ from: ago(150), to: ago(30) });
   assert.equal(failedInRange.status, 202, failedInRange.raw);
   assert.deepEqual(failedInRange.body, { count: 1 }, 'only d2: d0 is not FAILED, d1 and d3 are out of range');
@@ -615,13 +615,13 @@ test('retention: succeeded deliveries go after 7 days, failed and cancelled afte
   const db = ta.app.services.db;
   // Two of them as a deleted integration leaves its pending work: CANCELLED, kept like failures.
   const cancelled = failed.splice(2, 2);
-  await db.query(`UPDATE deliveries SET status = 'CANCELLED' WHERE outbox_id = ANY($1::int8[])`, [cancelled]);
+  await db.query(`UPDATE deliveries SET status = 'CANCELLED' WHERE log_id = ANY($1::int8[])`, [cancelled]);
   // The test owns the clock: it moves the results into the past. A delivery that failed has a row of
   // its own (completed_at); one that succeeded at once has only its attempt (when_attempted).
   const age = async (id: string, days: number) => {
-    await db.query(`UPDATE deliveries SET completed_at = now() - make_interval(days => $2::int) WHERE outbox_id = $1`, [id, days]);
+    await db.query(`UPDATE deliveries SET completed_at = now() - make_interval(days => $2::int) WHERE log_id = $1`, [id, days]);
     await db.query(
-      `UPDATE delivery_attempts SET when_attempted = now() - make_interval(days => $2::int) WHERE outbox_ids && ARRAY[$1::int8]`,
+      `UPDATE delivery_attempts SET when_attempted = now() - make_interval(days => $2::int) WHERE log_ids && ARRAY[$1::int8]`,
       [id, days],
     );
   };
@@ -636,7 +636,7 @@ test('retention: succeeded deliveries go after 7 days, failed and cancelled afte
   assert.ok(removed >= 3);
   const left = (await deliveries(f.integrationId)).map((d) => d.id).sort();
   assert.deepEqual(left, [ok[1], failed[1], cancelled[1]].sort());
-  const attempts = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM delivery_attempts WHERE outbox_ids && $1::int8[]', [
+  const attempts = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM delivery_attempts WHERE log_ids && $1::int8[]', [
     [ok[0], failed[0]],
   ]);
   assert.equal(attempts.rows[0]!.n, 0, 'their attempts went with them');

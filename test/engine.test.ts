@@ -1,4 +1,4 @@
-// Delivery engine v2 (issue 8; API.md section 9): the outbox is a log that each integration reads from
+// Delivery engine v2 (issue 8; API.md section 9): the event log is a log that each integration reads from
 // its own position (tx_id, id), only below the horizon pg_snapshot_xmin(), so an event whose
 // transaction commits late, behind a newer one, is still delivered, and the result stream follows
 // the attempt log the same way. Also: fresh events are not starved by a large retry backlog (claim
@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import pg from 'pg';
 import type { Queryable } from '../src/db/db.js';
-import { appendEvents } from '../src/delivery/queue.js';
+import { appendEvents } from '../src/delivery/queue/index.js';
 import { bad, ownerWithKey, startApp, TEST_DB, type TestApp } from './helpers.js';
 import { Receiver } from './receiver.js';
 
@@ -105,7 +105,7 @@ async function belowHorizon(locationIds: string[]): Promise<void> {
     async () => {
       const { rows } = await db.query<{ ok: boolean }>(
         `SELECT bool_and(tx_id < pg_snapshot_xmin(pg_current_snapshot())::text::bigint) AS ok
-           FROM outbox WHERE object_type = 'location' AND object_id = ANY($1::text[])`,
+           FROM event_log WHERE object_type = 'location' AND object_id = ANY($1::text[])`,
         [locationIds],
       );
       return rows[0]?.ok === true;
@@ -194,7 +194,7 @@ postgresOnly('events committed out of order are all delivered (none skipped)', a
     // ...and a location stored through the API commits meanwhile, with a higher id.
     const [locationId] = await store(f.key, f.assetId, [1]);
     const { rows } = await late.q.query<{ id: string; object_type: string }>(
-      `SELECT id, object_type FROM outbox
+      `SELECT id, object_type FROM event_log
           WHERE (object_type = 'asset' AND object_id = $1 AND payload->>'marker' = 'late')
              OR (object_type = 'location' AND object_id = $2)`,
       [f.assetId, locationId],
@@ -233,13 +233,13 @@ postgresOnly('events committed out of order are all delivered (none skipped)', a
       await rx.waitFor(() => locationsAt(f.path).includes(next!), 120_000, 'the next location, in flight');
       await lateAttempt.q.query('BEGIN');
       const { rows: raw } = await lateAttempt.q.query<{ id: string; tx_id: string }>(
-        `INSERT INTO delivery_attempts (integration_id, request_id, outbox_ids, attempt, when_attempted, success)
+        `INSERT INTO delivery_attempts (integration_id, request_id, log_ids, attempt, when_attempted, success)
            VALUES ($1, gen_random_uuid(), ARRAY[$2::int8], 99, now(), true) RETURNING id::text, tx_id::text`,
         [f.integrationId, lateId],
       );
       release();
       const { rows: nextOutbox } = await db.query<{ id: string }>(
-        `SELECT id::text FROM outbox WHERE object_type = 'location' AND object_id = $1`,
+        `SELECT id::text FROM event_log WHERE object_type = 'location' AND object_id = $1`,
         [next],
       );
       const nextId = nextOutbox[0]!.id;
@@ -248,7 +248,7 @@ postgresOnly('events committed out of order are all delivered (none skipped)', a
         async () =>
           (
             await db.query<{ id: string; tx_id: string }>(
-              'SELECT id::text, tx_id::text FROM delivery_attempts WHERE outbox_ids && ARRAY[$1::int8] AND success',
+              'SELECT id::text, tx_id::text FROM delivery_attempts WHERE log_ids && ARRAY[$1::int8] AND success',
               [nextId],
             )
           ).rows,
@@ -371,7 +371,7 @@ test('a backlog older than maxBacklogHours fails visibly and can be redelivered'
   const ids = await store(f.key, f.assetId, [1, 2]);
   await belowHorizon(ids);
   // The test owns this clock: the events were stored two hours ago.
-  await db.query(`UPDATE outbox SET when_created = now() - interval '2 hours' WHERE object_type = 'location' AND object_id = ANY($1)`, [
+  await db.query(`UPDATE event_log SET when_created = now() - interval '2 hours' WHERE object_type = 'location' AND object_id = ANY($1)`, [
     ids,
   ]);
   await ta.app.services.engine!.sweep();

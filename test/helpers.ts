@@ -12,7 +12,7 @@ import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../src/app.js';
 import { loadConfig, type Config } from '../src/config.js';
 import { createPglite, type Queryable } from '../src/db/db.js';
-import { pendingTotal } from '../src/delivery/queue.js';
+import { pendingTotal } from '../src/delivery/queue/index.js';
 
 export const TEST_DB = (process.env.TEST_DB ?? 'postgres') as 'postgres' | 'pglite';
 export const ADMIN_PG_URL = process.env.TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';

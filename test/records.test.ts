@@ -1,6 +1,6 @@
 // Data records (spec 2.3, 2.5, 2.6, 2.12; API.md sections 1, 4, 5, 8): every field rule answers a 400
 // naming the exact field and stores nothing; bulk is all or nothing; paging is exact while rows
-// arrive; another owner's records are invisible; every stored record reaches the outbox in its
+// arrive; another owner's records are invisible; every stored record reaches the event log in its
 // push shape, in the same transaction.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -21,12 +21,12 @@ const TABLES: Record<string, string> = {
   '/api/v1/oem-data': 'oem_data',
 };
 
-/** Everything stored: the rows of the path's table (every owner's) and the outbox, counted in SQL. */
-async function count(ta: TestApp, path: string): Promise<{ rows: number; outbox: number }> {
+/** Everything stored: the rows of the path's table (every owner's) and the event log, counted in SQL. */
+async function count(ta: TestApp, path: string): Promise<{ rows: number; eventLog: number }> {
   const table = TABLES[path];
   assert.ok(table, `no table for ${path}`);
-  const { rows } = await ta.app.services.db.query<{ rows: number; outbox: number }>(
-    `SELECT (SELECT count(*) FROM ${table})::int AS rows, (SELECT count(*) FROM outbox)::int AS outbox`,
+  const { rows } = await ta.app.services.db.query<{ rows: number; eventLog: number }>(
+    `SELECT (SELECT count(*) FROM ${table})::int AS rows, (SELECT count(*) FROM event_log)::int AS "eventLog"`,
   );
   return rows[0]!;
 }
@@ -271,7 +271,7 @@ test("another owner's records are invisible; a parent sees its child's", async (
   assert.equal((await ta.call('DELETE', `/api/v1/assets/${assetId}`, { token: key })).status, 409);
 });
 
-test('every stored record and asset change reaches the outbox in its push shape, with an event id', async (t) => {
+test('every stored record and asset change reaches the event log in its push shape, with an event id', async (t) => {
   const { ta, key, assetId, ownerId } = await setup(t);
   await ta.call('PATCH', `/api/v1/assets/${assetId}`, { token: key, body: { tags: 'reefer, 40ft', boxId: 'BOX-1' } });
   const loc = await ta.call('POST', '/api/v1/locations', {
@@ -295,7 +295,7 @@ test('every stored record and asset change reaches the outbox in its push shape,
     object_id: string;
     owner_id: string;
     payload: any;
-  }>('SELECT event_id, object_type, object_id, owner_id, payload FROM outbox ORDER BY id');
+  }>('SELECT event_id, object_type, object_id, owner_id, payload FROM event_log ORDER BY id');
   const byType = (type: string) => rows.filter((r) => r.object_type === type);
   assert.equal(byType('asset').length, 2, 'create and patch');
   assert.deepEqual(byType('asset')[1]!.payload.tags, ['reefer', '40ft']);
@@ -313,7 +313,7 @@ test('every stored record and asset change reaches the outbox in its push shape,
   assert.deepEqual(byType('gensetdata')[0]!.payload.data, { b: 2 });
   assert.equal(byType('oemdata')[0]!.payload.payloadType, 3);
   assert.equal(new Set(rows.map((r) => r.event_id)).size, rows.length, 'one event id each');
-  // A refused bulk leaves no outbox rows behind.
+  // A refused bulk leaves no event log rows behind.
   const before = rows.length;
   await ta.call('POST', '/api/v1/locations', {
     token: key,
@@ -322,6 +322,6 @@ test('every stored record and asset change reaches the outbox in its push shape,
       { assetId, latitude: 100, longitude: 1 },
     ],
   });
-  const after = await ta.app.services.db.query<{ n: number }>('SELECT count(*)::int AS n FROM outbox');
+  const after = await ta.app.services.db.query<{ n: number }>('SELECT count(*)::int AS n FROM event_log');
   assert.equal(after.rows[0]!.n, before);
 });

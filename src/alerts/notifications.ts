@@ -1,12 +1,12 @@
 // Notifications (spec 2.11, API.md sections 4, 5, 8): raised by the alert engine, read-only over
 // REST. Each carries a snapshot taken when it was raised: the asset's latest location at that
 // time, the reefer data record, assetState and cmData, plus the ALERT event it came with.
-import type { FastifyInstance } from 'fastify';
+import type { FastifyPluginAsync } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
 import type { Db } from '../db/db.js';
-import { notFound } from '../http/errors.js';
-import { listPage, PageQuery } from '../http/paging.js';
-import { DateTime, IdParam, iso, isInt8Id, Nullable, Uuid } from '../http/schemas.js';
+import { filters } from '../http/filters.js';
+import { DateTime, iso, Nullable, Uuid } from '../http/schemas.js';
+import { readRoutes } from '../tenancy/read-routes.js';
 
 const Stamp = Nullable(DateTime);
 const Free = (description: string) => Type.Object({}, { additionalProperties: true, description });
@@ -41,15 +41,6 @@ export const Notification = Type.Object(
   },
   { title: 'Notification' },
 );
-const NotificationList = Type.Intersect([
-  PageQuery,
-  Type.Object({
-    assetId: Type.Optional(Type.Array(Uuid)),
-    ownerId: Type.Optional(Uuid),
-    type: Type.Optional(Type.String({ maxLength: 256 })),
-  }),
-]);
-
 interface Row {
   id: string;
   owner_id: string;
@@ -85,40 +76,23 @@ const toApi = (r: Row) => ({
   cmData: r.cm_data,
 });
 
-export async function notificationRoutes(app: FastifyInstance, { db }: { db: Db }): Promise<void> {
-  const tags = ['notifications'];
-  app.get('/notifications', {
-    schema: {
-      tags,
-      summary: 'List notifications, newest first by default',
-      querystring: NotificationList,
-      response: { 200: Type.Array(Notification) },
-    },
-    handler: async (req, reply) => {
-      const query = req.query as Static<typeof NotificationList>;
-      const rows = await listPage<Row>(db, req, reply, {
-        select: '*',
-        from: 'notifications',
-        ownerColumn: 'owner_id',
-        defaultOrder: 'desc',
-        idType: 'int8',
-        filters: (params, where) => {
-          if (query.assetId?.length) where.push(`asset_id = ANY($${params.push(query.assetId)}::uuid[])`);
-          if (query.ownerId !== undefined) where.push(`owner_id = $${params.push(query.ownerId)}::uuid`);
-          if (query.type !== undefined) where.push(`type = $${params.push(query.type)}`);
-        },
-      });
-      return rows.map(toApi);
+export const notificationRoutes: FastifyPluginAsync<{ db: Db }> = async (app, { db }) => {
+  readRoutes(app, db, {
+    path: '/notifications',
+    tags: ['notifications'],
+    what: 'notification',
+    listSummary: 'List notifications, newest first by default',
+    item: Notification,
+    toApi,
+    select: '*',
+    from: 'notifications',
+    ownerColumn: 'owner_id',
+    idType: 'int8',
+    defaultOrder: 'desc',
+    filters: {
+      assetId: filters.anyUuid('asset_id'),
+      ownerId: filters.uuid('owner_id'),
+      type: filters.equals('type', Type.String({ maxLength: 256 })),
     },
   });
-  app.get('/notifications/:id', {
-    schema: { tags, summary: 'Get a notification', params: IdParam, response: { 200: Notification } },
-    handler: async (req) => {
-      const id = (req.params as { id: string }).id;
-      if (!isInt8Id(id)) throw notFound('notification');
-      return toApi(
-        await req.tenancy.one<Row>(db, { select: '*', from: 'notifications', ownerColumn: 'owner_id', idType: 'int8' }, id, 'notification'),
-      );
-    },
-  });
-}
+};

@@ -3,129 +3,33 @@
 // the owner is the asset's (read through the join); assetName and whoCreated are filled here.
 // Writing one re-checks the asset's open alert state against it (alerts/engine.ts).
 import crypto from 'node:crypto';
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { FormatRegistry, Type, type Static, type TSchema } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 import type { Db, Queryable } from '../db/db.js';
 import { ApiError, badRequest, notFound } from '../http/errors.js';
 import { mergePatch } from '../http/merge-patch.js';
-import { listPage, PageQuery } from '../http/paging.js';
-import { DateTime, IdParam, iso, isUuid, Nullable, Str, Uuid } from '../http/schemas.js';
+import { filters } from '../http/filters.js';
+import { readRoutes } from '../tenancy/read-routes.js';
+import { DateTime, IdParam, iso, isUuid, Nullable, Str, Uuid, Literals } from '../http/schemas.js';
 import type { Tenancy } from '../tenancy/tenancy.js';
 import type { AlertEngine } from './engine.js';
-
-export const CARGO_SENSORS = [
-  'airExchange',
-  'co2',
-  'co',
-  'o2',
-  'ethylene',
-  'nitrogen',
-  'humidity',
-  'ambientTemperature',
-  'returnAirTemperature',
-  'returnAir2Temperature',
-  'supplyAirTemperature',
-  'supplyAir2Temperature',
-  'usda1Temperature',
-  'usda2Temperature',
-  'usda3Temperature',
-  'usda4Temperature',
-] as const;
-export const HARDWARE_SENSORS = [
-  'batteryVoltage',
-  'compressorTemperature',
-  'compressorFrequency',
-  'condenserPressure',
-  'condenserTemperature',
-  'condenserFanLevel',
-  'evaporatorTemperature',
-  'evaporatorFanLevel',
-  'currentA',
-  'currentB',
-  'currentC',
-  'currentTotal',
-  'defrostTemperature',
-  'dischargePressure',
-  'dischargeTemperature',
-  'engineCoolantTemperature',
-  'engineRpm',
-  'fuelLevel',
-  'heaterValveOpening',
-  'lineFrequency',
-  'lineVoltage',
-  'modemBatteryVoltage',
-  'suctionPressure',
-  'suctionTemperature',
-  'hotGasValveOpening',
-  'economizerValveOpening',
-  'expansionValveOpening',
-] as const;
-/** The two sensors that report a level (a string) rather than a number. */
-export const LEVEL_SENSORS: readonly string[] = ['condenserFanLevel', 'evaporatorFanLevel'];
-export const SPEC_TYPES = ['REEFER', 'GENSET'] as const;
-export type SpecType = (typeof SPEC_TYPES)[number];
+import {
+  LEVEL_SENSORS,
+  MAX_MINUTES,
+  NotificationSettings,
+  type NotificationValue,
+  Ranges,
+  type RangesValue,
+  SPEC_TYPES,
+  Settings,
+  type SpecType,
+} from './model.js';
 
 // checkSpecification below validates with TypeBox itself (a merged patch never met the route's schema).
 if (!FormatRegistry.Has('uuid')) FormatRegistry.Set('uuid', isUuid);
 
-/** A year, in minutes: the longest duration or frequency accepted. */
-const MAX_MINUTES = 525_600;
-
-const NumericRange = Type.Array(Nullable(Type.Number()), {
-  minItems: 2,
-  maxItems: 4,
-  description: '[min, max, durationMinutes, frequencyMinutes]: null min or max = unbounded; the last two default to 0',
-});
-const LevelRange = Type.Array(Str(32, { minLength: 1 }), { minItems: 1, maxItems: 16, description: 'The accepted levels' });
-const sensorGroup = (keys: readonly string[]) =>
-  Type.Object(Object.fromEntries(keys.map((k) => [k, Type.Optional(LEVEL_SENSORS.includes(k) ? LevelRange : NumericRange)])), {
-    additionalProperties: false,
-  });
-const closed = <T extends Record<string, TSchema>>(props: T, description?: string) =>
-  Type.Object(props, { additionalProperties: false, ...(description ? { description } : {}) });
-
-export const Ranges = closed(
-  {
-    cargo: Type.Optional(closed({ sensors: Type.Optional(sensorGroup(CARGO_SENSORS)) })),
-    hardware: Type.Optional(closed({ sensors: Type.Optional(sensorGroup(HARDWARE_SENSORS)) })),
-  },
-  'Accepted sensor values and when to notify (API.md 8)',
-);
-const Timing = closed({
-  duration: Type.Number({
-    minimum: 0,
-    maximum: MAX_MINUTES,
-    description: 'Minutes a violation must last before it notifies (0 = at once)',
-  }),
-  frequency: Type.Number({ minimum: 0, maximum: MAX_MINUTES, description: 'Minutes between repeats while it lasts (0 = once)' }),
-});
-const Topic = closed({ default: Timing });
-export const NotificationSettings = closed(
-  {
-    controller: Type.Optional(closed({ alarm: Type.Optional(Topic), power: Type.Optional(Topic), ca: Type.Optional(Topic) })),
-    controlModule: Type.Optional(closed({ scheduler: Type.Optional(Topic) })),
-  },
-  'When and how often to notify on alarms (data.alarms), power loss (data.powerOn false), CA alarms (data.caAlarms) and scheduler alarms (data.schedulerAlarms)',
-);
-const Setpoint = Type.Optional(Nullable(Type.Number()));
-const Settings = closed(
-  {
-    cargo: Type.Optional(
-      closed({
-        settings: Type.Optional(
-          closed({ co2Setpoint: Setpoint, humiditySetpoint: Setpoint, o2Setpoint: Setpoint, temperatureSetpoint: Setpoint }),
-        ),
-      }),
-    ),
-  },
-  'Set points',
-);
-
-export type RangesValue = Static<typeof Ranges>;
-export type NotificationValue = Static<typeof NotificationSettings>;
-
-const SpecTypeSchema = Type.Union(SPEC_TYPES.map((t) => Type.Literal(t)));
+const SpecTypeSchema = Literals(SPEC_TYPES);
 const SpecWrite = Type.Object({
   name: Type.Optional(Nullable(Str(50))),
   assetId: Type.String({ format: 'uuid' }),
@@ -170,15 +74,12 @@ export const Specification = Type.Object(
   },
   { title: 'Specification' },
 );
-const SpecList = Type.Intersect([
-  PageQuery,
-  Type.Object({
-    assetId: Type.Optional(Type.Array(Uuid)),
-    ownerId: Type.Optional(Uuid),
-    type: Type.Optional(SpecTypeSchema),
-    name: Type.Optional(Str(50)),
-  }),
-]);
+const SPEC_FILTERS = {
+  assetId: filters.anyUuid('s.asset_id'),
+  ownerId: filters.uuid('a.owner_id'),
+  type: filters.equals('s.type', SpecTypeSchema),
+  name: filters.equals('s.name', Str(50)),
+};
 
 interface Row {
   id: string;
@@ -297,30 +198,23 @@ async function visibleAsset(q: Queryable, t: Tenancy, assetId: string): Promise<
   if (!rows[0]) throw new ApiError('NOT_FOUND', `asset ${assetId} not found`, { field: '/assetId' });
 }
 
-export async function specificationRoutes(app: FastifyInstance, { db, alerts }: { db: Db; alerts: AlertEngine }): Promise<void> {
+export const specificationRoutes: FastifyPluginAsyncTypebox<{ db: Db; alerts: AlertEngine }> = async (app, { db, alerts }) => {
   const tags = ['specifications'];
-
-  app.get('/specifications', {
-    schema: { tags, summary: 'List visible specifications', querystring: SpecList, response: { 200: Type.Array(Specification) } },
-    handler: async (req, reply) => {
-      const query = req.query as Static<typeof SpecList>;
-      const rows = await listPage<Row>(db, req, reply, {
-        select: SELECT,
-        from: FROM,
-        ownerColumn: 'a.owner_id',
-        defaultOrder: 'asc',
-        idType: 'uuid',
-        timeColumn: 's.when_created',
-        idColumn: 's.id',
-        filters: (params, where) => {
-          if (query.assetId?.length) where.push(`s.asset_id = ANY($${params.push(query.assetId)}::uuid[])`);
-          if (query.ownerId !== undefined) where.push(`a.owner_id = $${params.push(query.ownerId)}::uuid`);
-          if (query.type !== undefined) where.push(`s.type = $${params.push(query.type)}`);
-          if (query.name !== undefined) where.push(`s.name = $${params.push(query.name)}`);
-        },
-      });
-      return rows.map(toApi);
-    },
+  readRoutes(app, db, {
+    path: '/specifications',
+    tags,
+    what: 'specification',
+    listSummary: 'List visible specifications',
+    item: Specification,
+    toApi,
+    select: SELECT,
+    from: FROM,
+    ownerColumn: 'a.owner_id',
+    idType: 'uuid',
+    idColumn: 's.id',
+    timeColumn: 's.when_created',
+    defaultOrder: 'asc',
+    filters: SPEC_FILTERS,
   });
 
   app.post('/specifications', {
@@ -342,15 +236,13 @@ export async function specificationRoutes(app: FastifyInstance, { db, alerts }: 
     },
   });
 
-  app.get('/specifications/:id', {
-    schema: { tags, summary: 'Get a specification', params: IdParam, response: { 200: Specification } },
-    handler: async (req) => toApi(await getSpec(db, req.tenancy, (req.params as { id: string }).id)),
-  });
-
-  const update = (mode: 'put' | 'patch') => async (req: FastifyRequest) => {
-    const id = (req.params as { id: string }).id;
-    return db.tx(async (q) => {
-      const cur = await getSpec(q, req.tenancy, id, true);
+  /**
+   * A PUT replaces it; a PATCH merges into the nested objects too. Either way the result is checked
+   * whole (checkSpecification), and the open alert state is re-judged against it.
+   */
+  const update = (t: Tenancy, id: string, body: unknown, mode: 'put' | 'patch') =>
+    db.tx(async (q) => {
+      const cur = await getSpec(q, t, id, true);
       const current = {
         name: cur.name,
         assetId: cur.asset_id,
@@ -359,9 +251,8 @@ export async function specificationRoutes(app: FastifyInstance, { db, alerts }: 
         ranges: cur.ranges,
         notification: cur.notification,
       };
-      const merged = mode === 'patch' ? mergePatch(current, req.body) : req.body;
-      const b = checkSpecification(merged);
-      if (b.assetId !== cur.asset_id) await visibleAsset(q, req.tenancy, b.assetId);
+      const b = checkSpecification(mode === 'patch' ? mergePatch(current, body) : body);
+      if (b.assetId !== cur.asset_id) await visibleAsset(q, t, b.assetId);
       const moved = b.assetId !== cur.asset_id || b.type !== cur.type;
       await q.query(
         `UPDATE specifications SET asset_id = $2, type = $3, name = $4, settings = $5, ranges = $6, notification = $7, when_updated = now()
@@ -371,12 +262,11 @@ export async function specificationRoutes(app: FastifyInstance, { db, alerts }: 
       );
       // Same asset and type: the open alert state is re-checked against the new ranges and timing.
       if (!moved) await alerts.respecify(q, id, b.type);
-      return toApi(await getSpec(q, req.tenancy, id));
+      return toApi(await getSpec(q, t, id));
     });
-  };
   app.put('/specifications/:id', {
     schema: { tags, summary: 'Replace a specification', params: IdParam, body: SpecWrite, response: { 200: Specification } },
-    handler: update('put'),
+    handler: (req) => update(req.tenancy, req.params.id, req.body, 'put'),
   });
   app.patch('/specifications/:id', {
     schema: {
@@ -386,13 +276,13 @@ export async function specificationRoutes(app: FastifyInstance, { db, alerts }: 
       body: SpecPatch,
       response: { 200: Specification },
     },
-    handler: update('patch'),
+    handler: (req) => update(req.tenancy, req.params.id, req.body, 'patch'),
   });
 
   app.delete('/specifications/:id', {
     schema: { tags, summary: 'Delete a specification (its alert state goes with it)', params: IdParam },
     handler: async (req, reply) => {
-      const id = (req.params as { id: string }).id;
+      const id = req.params.id;
       await db.tx(async (q) => {
         await getSpec(q, req.tenancy, id, true);
         await q.query('DELETE FROM specifications WHERE id = $1', [id]);
@@ -400,4 +290,4 @@ export async function specificationRoutes(app: FastifyInstance, { db, alerts }: 
       return reply.code(204).send();
     },
   });
-}
+};

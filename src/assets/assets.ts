@@ -1,15 +1,15 @@
 // Assets (spec 2.1, API.md sections 3-4): names unique within their owner; `assetTags` accepted as
 // an alias of `tags` (the spec's sample uses it); deletion refused while data records refer to it.
 import crypto from 'node:crypto';
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type, type Static } from '@sinclair/typebox';
 import type { Db, Queryable } from '../db/db.js';
 import { notFound } from '../http/errors.js';
-import { listPage, PageQuery } from '../http/paging.js';
+import { applyFilters, filters, listQuery } from '../http/filters.js';
+import { listPage } from '../http/paging.js';
 import { DateTime, IdParam, isUuid, iso, Nullable, Str, Uuid } from '../http/schemas.js';
 import type { Tenancy } from '../tenancy/tenancy.js';
-import { appendEvents } from '../delivery/queue.js';
-import { deliveryWakeups } from '../outbox/outbox.js';
+import { appendEvents, wakeReaders } from '../delivery/queue/index.js';
 import { RECORD_DEFS } from '../records/records.js';
 
 export const Asset = Type.Object(
@@ -40,10 +40,8 @@ const AssetWrite = Type.Object(writable);
 const AssetPatch = Type.Partial(AssetWrite);
 type AssetWrite = Static<typeof AssetWrite>;
 
-const AssetList = Type.Intersect([
-  PageQuery,
-  Type.Object({ name: Type.Optional(Str(255)), ownerId: Type.Optional(Uuid), assetId: Type.Optional(Type.Array(Uuid)) }),
-]);
+const ASSET_FILTERS = { name: filters.equals('name', Str(255)), ownerId: filters.uuid('owner_id'), assetId: filters.anyUuid('id') };
+const AssetList = listQuery(ASSET_FILTERS);
 
 interface Row {
   id: string;
@@ -94,32 +92,25 @@ const toPush = (r: Row) => ({
           .filter(Boolean),
 });
 const pushAsset = (q: Queryable, r: Row) => appendEvents(q, 'asset', [{ objectId: r.id, ownerId: r.owner_id, payload: toPush(r) }]);
-/** After the commit: the delivery engine looks for the new deliveries (asset changes are rare). */
-const wakeDelivery = () => deliveryWakeups.emit('wake');
 
 function tagsOf(body: Partial<AssetWrite>): string | null | undefined {
   if (body.tags !== undefined) return body.tags;
   return body.assetTags;
 }
 
-export async function assetRoutes(app: FastifyInstance, { db }: { db: Db }): Promise<void> {
+export const assetRoutes: FastifyPluginAsyncTypebox<{ db: Db }> = async (app, { db }) => {
   const tags = ['assets'];
 
   app.get('/assets', {
     schema: { tags, summary: 'List visible assets', querystring: AssetList, response: { 200: Type.Array(Asset) } },
     handler: async (req, reply) => {
-      const query = req.query as Static<typeof AssetList>;
       const rows = await listPage<Row>(db, req, reply, {
         select: SELECT,
         from: 'assets',
-        ownerColumn: 'owner_id',
+        owners: { column: 'owner_id', scope: req.tenancy },
         defaultOrder: 'asc',
         idType: 'uuid',
-        filters: (params, where) => {
-          if (query.name !== undefined) where.push(`name = $${params.push(query.name)}`);
-          if (query.ownerId !== undefined) where.push(`owner_id = $${params.push(query.ownerId)}::uuid`);
-          if (query.assetId?.length) where.push(`id = ANY($${params.push(query.assetId)}::uuid[])`);
-        },
+        filters: (params, where) => applyFilters(ASSET_FILTERS, req.query, params, where),
       });
       return rows.map(toApi);
     },
@@ -129,7 +120,7 @@ export async function assetRoutes(app: FastifyInstance, { db }: { db: Db }): Pro
     bodyLimit: 1024 * 1024,
     schema: { tags, summary: 'Create an asset', body: AssetWrite, response: { 201: Asset } },
     handler: async (req, reply) => {
-      const body = req.body as AssetWrite;
+      const body = req.body;
       const ownerId = await req.tenancy.ownerFor(body.ownerId);
       const id = crypto.randomUUID();
       const row = await db.tx(async (q) => {
@@ -141,7 +132,7 @@ export async function assetRoutes(app: FastifyInstance, { db }: { db: Db }): Pro
         await pushAsset(q, rows[0]!);
         return rows[0]!;
       });
-      wakeDelivery();
+      wakeReaders(db); // after the commit: the engine looks for the new event at once
       reply.code(201).header('Location', `${req.server.publicUrl}/api/v1/assets/${id}`);
       return toApi(row);
     },
@@ -149,17 +140,16 @@ export async function assetRoutes(app: FastifyInstance, { db }: { db: Db }): Pro
 
   app.get('/assets/:id', {
     schema: { tags, summary: 'Get an asset', params: IdParam, response: { 200: Asset } },
-    handler: async (req) => toApi(await getAsset(db, req.tenancy, (req.params as { id: string }).id)),
+    handler: async (req) => toApi(await getAsset(db, req.tenancy, req.params.id)),
   });
 
-  const update = (mode: 'put' | 'patch') => async (req: FastifyRequest) => {
-    const id = (req.params as { id: string }).id;
-    const body = req.body as Partial<AssetWrite>;
+  /** A PUT replaces every writable field (absent optional ones cleared); a PATCH changes those given. */
+  const update = async (t: Tenancy, id: string, body: Partial<AssetWrite>, mode: 'put' | 'patch') => {
     const out = await db.tx(async (q) => {
-      const cur = await getAsset(q, req.tenancy, id, true);
+      const cur = await getAsset(q, t, id, true);
       const keep = <T>(v: T | undefined, old: T, dflt: T) => (mode === 'put' ? (v === undefined ? dflt : v) : v === undefined ? old : v);
       const ownerId = body.ownerId ?? cur.owner_id;
-      if (ownerId !== cur.owner_id) await req.tenancy.assertOwner(ownerId, '/ownerId', q);
+      if (ownerId !== cur.owner_id) await t.assertOwner(ownerId, '/ownerId', q);
       const { rows } = await q.query<Row>(
         `UPDATE assets SET name = $2, disabled = $3, note = $4, tags = $5, box_id = $6, owner_id = $7, when_updated = now()
           WHERE id = $1 RETURNING ${SELECT}`,
@@ -182,23 +172,23 @@ export async function assetRoutes(app: FastifyInstance, { db }: { db: Db }): Pro
       await pushAsset(q, rows[0]!);
       return toApi(rows[0]!);
     });
-    wakeDelivery();
+    wakeReaders(db);
     return out;
   };
 
   app.put('/assets/:id', {
     schema: { tags, summary: 'Replace an asset', params: IdParam, body: AssetWrite, response: { 200: Asset } },
-    handler: update('put'),
+    handler: (req) => update(req.tenancy, req.params.id, req.body, 'put'),
   });
   app.patch('/assets/:id', {
     schema: { tags, summary: 'Update an asset (JSON merge patch)', params: IdParam, body: AssetPatch, response: { 200: Asset } },
-    handler: update('patch'),
+    handler: (req) => update(req.tenancy, req.params.id, req.body, 'patch'),
   });
 
   app.delete('/assets/:id', {
     schema: { tags, summary: 'Delete an asset; 409 while it has data records', params: IdParam },
     handler: async (req, reply) => {
-      const id = (req.params as { id: string }).id;
+      const id = req.params.id;
       await db.tx(async (q) => {
         await getAsset(q, req.tenancy, id, true);
         // Data record tables reference assets: the foreign key answers 409 while any exist.
@@ -207,4 +197,4 @@ export async function assetRoutes(app: FastifyInstance, { db }: { db: Db }): Pro
       return reply.code(204).send();
     },
   });
-}
+};

@@ -6,6 +6,7 @@
 // Host header (whoever points a name of theirs at the service would collect codes); the form is
 // accepted only when its Origin is that origin (no sign-in posted from another site).
 import crypto from 'node:crypto';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
 import type { Db } from '../db/db.js';
@@ -30,7 +31,8 @@ const LoginBody = Type.Object({
   username: Type.Optional(Type.String({ maxLength: 255 })),
   password: Type.Optional(Type.String({ maxLength: 1024 })),
 });
-type LoginBody = Static<typeof LoginBody>;
+
+const RealmParam = Type.Object({ realm: Type.String({ maxLength: 64 }) });
 
 const LOGIN_CSP = "default-src 'none'; style-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
@@ -118,17 +120,18 @@ export async function authorizeRoutes(
     return undefined;
   };
 
+  const api = app.withTypeProvider<TypeBoxTypeProvider>();
   for (const prefix of deps.prefixes) {
     const path = `${prefix}/protocol/openid-connect/auth`;
-    const realmOk = (req: FastifyRequest, reply: FastifyReply) => {
-      if ((req.params as { realm: string }).realm === deps.realm()) return true;
+    const realmOk = (req: FastifyRequest<{ Params: Static<typeof RealmParam> }>, reply: FastifyReply) => {
+      if (req.params.realm === deps.realm()) return true;
       void page(reply, 404, '<p class="error">No such realm.</p>');
       return false;
     };
-    const common = { config: { public: true }, schema: { hide: true, params: Type.Object({ realm: Type.String({ maxLength: 64 }) }) } };
+    const common = { config: { public: true }, schema: { hide: true, params: RealmParam } };
 
     /** Realm, client, redirect and PKCE, for the page and its form alike: the client and redirect, or null once answered. */
-    const accepted = async (req: FastifyRequest, reply: FastifyReply, p: AuthorizeQuery) => {
+    const accepted = async (req: FastifyRequest<{ Params: Static<typeof RealmParam> }>, reply: FastifyReply, p: AuthorizeQuery) => {
       if (!realmOk(req, reply)) return null;
       const checked = await checkRequest(p);
       if (typeof checked === 'string') {
@@ -143,14 +146,14 @@ export async function authorizeRoutes(
       return checked;
     };
 
-    app.get(path, { ...common, schema: { ...common.schema, querystring: AuthorizeQuery } }, async (req, reply) => {
-      const p = req.query as AuthorizeQuery;
+    api.get(path, { ...common, schema: { ...common.schema, querystring: AuthorizeQuery } }, async (req, reply) => {
+      const p = req.query;
       if (!(await accepted(req, reply, p))) return reply;
       return page(reply, 200, loginForm(p, req.url.split('?')[0]!));
     });
 
-    app.post(path, { ...common, schema: { ...common.schema, body: LoginBody } }, async (req, reply) => {
-      const p = req.body as LoginBody;
+    api.post(path, { ...common, schema: { ...common.schema, body: LoginBody } }, async (req, reply) => {
+      const p = req.body;
       // A form posted from another site (login CSRF) is refused before anything is looked at.
       const origin = req.headers.origin;
       if (origin !== deps.publicOrigin()) {

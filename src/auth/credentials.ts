@@ -2,12 +2,14 @@
 // response, and kept only as digests (API keys, client secrets) or scrypt hashes (passwords).
 // A non-admin creates API keys only for owners it sees, with scopes no wider than its own.
 import crypto from 'node:crypto';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
 import type { Db, Queryable } from '../db/db.js';
 import { forbidden, notFound } from '../http/errors.js';
-import { API_KEY_PREFIX } from '../http/guard.js';
-import { listPage, PageQuery } from '../http/paging.js';
+import { API_KEY_PREFIX } from './authenticate.js';
+import { applyFilters, filters, listQuery } from '../http/filters.js';
+import { listPage } from '../http/paging.js';
 import { DateTime, IdParam, isUuid, iso, Nullable, ScopeSchema, Str, Uuid } from '../http/schemas.js';
 import { digest, hashPassword, randomSecret } from './crypto.js';
 import type { Scope } from './tokens.js';
@@ -19,27 +21,19 @@ const GrantShown = Type.Union([...Grant.anyOf, Type.Literal('authorization_code'
 
 // ---- shared list helper for the three credential tables -------------------------------------
 
-async function listOwned<R>(
-  db: Db,
-  req: FastifyRequest,
-  reply: FastifyReply,
-  table: string,
-  select: string,
-  query: PageQuery & { ownerId?: string },
-): Promise<R[]> {
+const OWNED_FILTERS = { ownerId: filters.uuid('owner_id') };
+const OwnedList = listQuery(OWNED_FILTERS);
+
+async function listOwned<R>(db: Db, req: FastifyRequest, reply: FastifyReply, table: string, select: string): Promise<R[]> {
   return listPage<R & { id: string }>(db, req, reply, {
     select,
     from: table,
-    ownerColumn: 'owner_id',
+    owners: { column: 'owner_id', scope: req.tenancy },
     defaultOrder: 'asc',
     idType: 'uuid',
-    filters: (params, where) => {
-      if (query.ownerId !== undefined) where.push(`owner_id = $${params.push(query.ownerId)}::uuid`);
-    },
+    filters: (params, where) => applyFilters(OWNED_FILTERS, req.query as Record<string, unknown>, params, where),
   });
 }
-
-const OwnedList = Type.Intersect([PageQuery, Type.Object({ ownerId: Type.Optional(Uuid) })]);
 
 // ---- users ---------------------------------------------------------------------------------
 
@@ -158,6 +152,24 @@ export async function createClient(
   return id;
 }
 
+/**
+ * A public client (no secret: it proves itself with the PKCE verifier) of authorization_code and
+ * refresh_token, for the given redirect paths on the service's own origin; made when missing, for
+ * an owner that exists. The user's own scopes apply to its tokens.
+ */
+export async function ensurePublicClient(
+  q: Queryable,
+  c: { clientId: string; name: string; ownerId: string; redirectPaths: string[] },
+): Promise<void> {
+  await q.query(
+    `INSERT INTO clients (id, client_id, name, secret_digest, grants, owner_id, scopes, public, redirect_paths)
+     SELECT $1, $2, $3, '', ARRAY['authorization_code', 'refresh_token'], $4, ARRAY['read', 'write', 'admin'], true, $5
+      WHERE EXISTS (SELECT 1 FROM owners WHERE id = $4)
+     ON CONFLICT (client_id) DO NOTHING`,
+    [crypto.randomUUID(), c.clientId, c.name, c.ownerId, c.redirectPaths],
+  );
+}
+
 // ---- API keys ------------------------------------------------------------------------------
 
 const ApiKey = Type.Object(
@@ -201,27 +213,25 @@ export async function createApiKey(q: Queryable, k: { name: string; ownerId: str
 
 // ---- routes --------------------------------------------------------------------------------
 
-export async function credentialRoutes(app: FastifyInstance, { db }: { db: Db }): Promise<void> {
+export const credentialRoutes: FastifyPluginAsyncTypebox<{ db: Db }> = async (app, { db }) => {
   const admin = { scope: 'admin' as const };
   const { sessions } = app.services.tokens;
-  const param = (req: FastifyRequest, what: string) => {
-    const id = (req.params as { id: string }).id;
-    if (!isUuid(id)) throw notFound(what);
-    return id;
+  const param = (req: { params: { id: string } }, what: string) => {
+    if (!isUuid(req.params.id)) throw notFound(what);
+    return req.params.id;
   };
 
   // users (admin)
   app.get('/users', {
     config: admin,
     schema: { tags: ['users'], summary: 'List users (admin)', querystring: OwnedList, response: { 200: Type.Array(User) } },
-    handler: async (req, reply) =>
-      (await listOwned<UserRow>(db, req, reply, 'users', USER_SELECT, req.query as Static<typeof OwnedList>)).map(userApi),
+    handler: async (req, reply) => (await listOwned<UserRow>(db, req, reply, 'users', USER_SELECT)).map(userApi),
   });
   app.post('/users', {
     config: admin,
     schema: { tags: ['users'], summary: 'Create a user (admin)', body: UserCreate, response: { 201: User } },
     handler: async (req, reply) => {
-      const b = req.body as Static<typeof UserCreate>;
+      const b = req.body;
       await req.tenancy.assertOwner(b.ownerId);
       const id = await createUser(db, b);
       if (b.disabled) await db.query('UPDATE users SET disabled = true WHERE id = $1', [id]);
@@ -248,7 +258,7 @@ export async function credentialRoutes(app: FastifyInstance, { db }: { db: Db })
     },
     handler: async (req) => {
       const id = param(req, 'user');
-      const b = req.body as Static<typeof UserPatch>;
+      const b = req.body;
       const hash = b.password === undefined ? null : await hashPassword(b.password);
       const { user, revoked } = await db.tx(async (q) => {
         const cur = await req.tenancy.one<UserRow>(q, { select: USER_SELECT, from: 'users', ownerColumn: 'owner_id' }, id, 'user', true);
@@ -294,8 +304,7 @@ export async function credentialRoutes(app: FastifyInstance, { db }: { db: Db })
   app.get('/clients', {
     config: admin,
     schema: { tags: ['clients'], summary: 'List OAuth clients (admin)', querystring: OwnedList, response: { 200: Type.Array(Client) } },
-    handler: async (req, reply) =>
-      (await listOwned<ClientRow>(db, req, reply, 'clients', CLIENT_SELECT, req.query as Static<typeof OwnedList>)).map(clientApi),
+    handler: async (req, reply) => (await listOwned<ClientRow>(db, req, reply, 'clients', CLIENT_SELECT)).map(clientApi),
   });
   app.post('/clients', {
     config: admin,
@@ -306,7 +315,7 @@ export async function credentialRoutes(app: FastifyInstance, { db }: { db: Db })
       response: { 201: ClientCreated },
     },
     handler: async (req, reply) => {
-      const b = req.body as Static<typeof ClientCreate>;
+      const b = req.body;
       const ownerId = await req.tenancy.ownerFor(b.ownerId);
       const secret = randomSecret('', 32);
       const id = await createClient(db, {
@@ -345,7 +354,7 @@ export async function credentialRoutes(app: FastifyInstance, { db }: { db: Db })
     },
     handler: async (req) => {
       const id = param(req, 'client');
-      const b = req.body as Static<typeof ClientPatch>;
+      const b = req.body;
       const { client, revoked } = await db.tx(async (q) => {
         const cur = await req.tenancy.one<ClientRow>(
           q,
@@ -380,8 +389,7 @@ export async function credentialRoutes(app: FastifyInstance, { db }: { db: Db })
       querystring: OwnedList,
       response: { 200: Type.Array(ApiKey) },
     },
-    handler: async (req, reply) =>
-      (await listOwned<ApiKeyRow>(db, req, reply, 'api_keys', KEY_SELECT, req.query as Static<typeof OwnedList>)).map(keyApi),
+    handler: async (req, reply) => (await listOwned<ApiKeyRow>(db, req, reply, 'api_keys', KEY_SELECT)).map(keyApi),
   });
   app.post('/api-keys', {
     schema: {
@@ -391,7 +399,7 @@ export async function credentialRoutes(app: FastifyInstance, { db }: { db: Db })
       response: { 201: ApiKeyCreated },
     },
     handler: async (req, reply) => {
-      const b = req.body as Static<typeof ApiKeyCreate>;
+      const b = req.body;
       const ownerId = await req.tenancy.ownerFor(b.ownerId);
       const wider = b.scopes.filter((s) => !req.tenancy.has(s));
       if (wider.length) throw forbidden(`A key cannot have scopes its creator lacks: ${wider.join(', ')}.`);
@@ -409,4 +417,4 @@ export async function credentialRoutes(app: FastifyInstance, { db }: { db: Db })
       return reply.code(204).send();
     },
   });
-}
+};

@@ -1,19 +1,20 @@
 // Booking data (spec 2.2, API.md section 8): free JSON per owner; `type` must be the one configured
 // literal (BOOKING_DATA_TYPE); `name` unique within the owner; `ownerId` defaults to the caller's.
 import crypto from 'node:crypto';
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type, type Static } from '@sinclair/typebox';
 import type { Config } from '../config.js';
 import type { Db, Queryable } from '../db/db.js';
 import { badRequest, notFound } from '../http/errors.js';
-import { listPage, PageQuery } from '../http/paging.js';
+import { filters } from '../http/filters.js';
+import { readRoutes } from '../tenancy/read-routes.js';
 import { DateTime, IdParam, iso, isUuid, Nullable, Str, Uuid } from '../http/schemas.js';
 import type { Tenancy } from '../tenancy/tenancy.js';
 import { mergePatch } from '../http/merge-patch.js';
 
 const MAX_JSON_BYTES = 64 * 1024;
 
-export async function bookingRoutes(app: FastifyInstance, { db, cfg }: { db: Db; cfg: Config }): Promise<void> {
+export const bookingRoutes: FastifyPluginAsyncTypebox<{ db: Db; cfg: Config }> = async (app, { db, cfg }) => {
   const TypeLiteral = Type.Literal(cfg.BOOKING_DATA_TYPE);
   const Booking = Type.Object(
     {
@@ -36,7 +37,6 @@ export async function bookingRoutes(app: FastifyInstance, { db, cfg }: { db: Db;
   });
   type BookingWrite = Static<typeof BookingWrite>;
   const BookingPatch = Type.Partial(BookingWrite);
-  const BookingList = Type.Intersect([PageQuery, Type.Object({ ownerId: Type.Optional(Uuid), name: Type.Optional(Str(50)) })]);
 
   interface Row {
     id: string;
@@ -71,29 +71,25 @@ export async function bookingRoutes(app: FastifyInstance, { db, cfg }: { db: Db;
   };
   const tags = ['booking-data'];
 
-  app.get('/booking-data', {
-    schema: { tags, summary: 'List booking data', querystring: BookingList, response: { 200: Type.Array(Booking) } },
-    handler: async (req, reply) => {
-      const query = req.query as Static<typeof BookingList>;
-      const rows = await listPage<Row>(db, req, reply, {
-        select: SELECT,
-        from: 'booking_data',
-        ownerColumn: 'owner_id',
-        defaultOrder: 'asc',
-        idType: 'uuid',
-        filters: (params, where) => {
-          if (query.ownerId !== undefined) where.push(`owner_id = $${params.push(query.ownerId)}::uuid`);
-          if (query.name !== undefined) where.push(`name = $${params.push(query.name)}`);
-        },
-      });
-      return rows.map(toApi);
-    },
+  readRoutes(app, db, {
+    path: '/booking-data',
+    tags,
+    what: 'booking data',
+    listSummary: 'List booking data',
+    item: Booking,
+    toApi,
+    select: SELECT,
+    from: 'booking_data',
+    ownerColumn: 'owner_id',
+    idType: 'uuid',
+    defaultOrder: 'asc',
+    filters: { ownerId: filters.uuid('owner_id'), name: filters.equals('name', Str(50)) },
   });
 
   app.post('/booking-data', {
     schema: { tags, summary: 'Store booking data', body: BookingWrite, response: { 201: Booking } },
     handler: async (req, reply) => {
-      const b = req.body as BookingWrite;
+      const b = req.body;
       const ownerId = await req.tenancy.ownerFor(b.ownerId);
       const { rows } = await db.query<Row>(
         `INSERT INTO booking_data (id, owner_id, name, type, json_data, who_created) VALUES ($1, $2, $3, $4, $5, $6) RETURNING ${SELECT}`,
@@ -104,18 +100,12 @@ export async function bookingRoutes(app: FastifyInstance, { db, cfg }: { db: Db;
     },
   });
 
-  app.get('/booking-data/:id', {
-    schema: { tags, summary: 'Get booking data', params: IdParam, response: { 200: Booking } },
-    handler: async (req) => toApi(await get(db, req.tenancy, (req.params as { id: string }).id)),
-  });
-
-  const update = (mode: 'put' | 'patch') => async (req: FastifyRequest) => {
-    const id = (req.params as { id: string }).id;
-    const b = req.body as Partial<BookingWrite>;
-    return db.tx(async (q) => {
-      const cur = await get(q, req.tenancy, id, true);
+  /** A PUT replaces every writable field (absent optional ones cleared); a PATCH merges, jsonData too. */
+  const update = (t: Tenancy, id: string, b: Partial<BookingWrite>, mode: 'put' | 'patch') =>
+    db.tx(async (q) => {
+      const cur = await get(q, t, id, true);
       const ownerId = b.ownerId ?? cur.owner_id;
-      if (ownerId !== cur.owner_id) await req.tenancy.assertOwner(ownerId, '/ownerId', q);
+      if (ownerId !== cur.owner_id) await t.assertOwner(ownerId, '/ownerId', q);
       const name = b.name !== undefined ? b.name : mode === 'put' ? null : cur.name;
       const data =
         b.jsonData !== undefined
@@ -129,10 +119,9 @@ export async function bookingRoutes(app: FastifyInstance, { db, cfg }: { db: Db;
       );
       return toApi(rows[0]!);
     });
-  };
   app.put('/booking-data/:id', {
     schema: { tags, summary: 'Replace booking data', params: IdParam, body: BookingWrite, response: { 200: Booking } },
-    handler: update('put'),
+    handler: (req) => update(req.tenancy, req.params.id, req.body, 'put'),
   });
   app.patch('/booking-data/:id', {
     schema: {
@@ -142,15 +131,15 @@ export async function bookingRoutes(app: FastifyInstance, { db, cfg }: { db: Db;
       body: BookingPatch,
       response: { 200: Booking },
     },
-    handler: update('patch'),
+    handler: (req) => update(req.tenancy, req.params.id, req.body, 'patch'),
   });
   app.delete('/booking-data/:id', {
     schema: { tags, summary: 'Delete booking data', params: IdParam },
     handler: async (req, reply) => {
-      const id = (req.params as { id: string }).id;
+      const id = req.params.id;
       await get(db, req.tenancy, id);
       await db.query('DELETE FROM booking_data WHERE id = $1', [id]);
       return reply.code(204).send();
     },
   });
-}
+};

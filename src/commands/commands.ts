@@ -3,13 +3,14 @@
 // PENDING -> SENT -> ACKNOWLEDGED | FAILED; DELETE cancels a PENDING one (the record stays). An open
 // command (PENDING or SENT) past its time-to-live reads as EXPIRED and can no longer change.
 import crypto from 'node:crypto';
-import type { FastifyInstance } from 'fastify';
-import { Type, type Static } from '@sinclair/typebox';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
 import type { Config } from '../config.js';
 import type { Db, Queryable } from '../db/db.js';
 import { ApiError, badRequest, conflict, notFound } from '../http/errors.js';
-import { listPage, PageQuery } from '../http/paging.js';
-import { DateTime, IdParam, iso, isInt8Id, Str, Uuid } from '../http/schemas.js';
+import { type Filter, filters } from '../http/filters.js';
+import { readRoutes } from '../tenancy/read-routes.js';
+import { DateTime, IdParam, iso, isInt8Id, Str, Uuid, Literals } from '../http/schemas.js';
 import type { Tenancy } from '../tenancy/tenancy.js';
 
 export const COMMAND_TYPES = [
@@ -44,20 +45,17 @@ const TRANSITIONS: Record<Status, readonly Status[]> = {
   CANCELLED: [],
   EXPIRED: [],
 };
-const OPEN = ['PENDING', 'SENT'];
 const MAX_TTL_SECONDS = 30 * 86400;
-
-const lit = (values: readonly string[]) => Type.Union(values.map((v) => Type.Literal(v)));
 
 export const Command = Type.Object(
   {
     id: Type.String({ description: 'int64 as a decimal string' }),
     assetId: Uuid,
     ownerId: Uuid,
-    type: lit(COMMAND_TYPES),
+    type: Literals(COMMAND_TYPES),
     command: Type.String({ description: 'The name of the action (echoes type)' }),
     parameters: Type.Union([Type.Object({}, { additionalProperties: true }), Type.Null()]),
-    status: lit(COMMAND_STATUSES),
+    status: Literals(COMMAND_STATUSES),
     uniqueId: Type.String(),
     ttlSeconds: Type.Integer(),
     whoCreated: Type.String(),
@@ -68,7 +66,7 @@ export const Command = Type.Object(
 );
 const CommandCreate = Type.Object({
   assetId: Type.String({ format: 'uuid' }),
-  type: lit(COMMAND_TYPES),
+  type: Literals(COMMAND_TYPES),
   parameters: Type.Optional(
     Type.Union([Type.Object({ value: Type.Optional(Type.Number()) }, { additionalProperties: true }), Type.Null()]),
   ),
@@ -77,16 +75,19 @@ const CommandCreate = Type.Object({
   ownerId: Type.Optional(Type.String({ format: 'uuid', description: "Must be the asset's owner when given" })),
 });
 // Every status is a well-formed value; which moves are legal is decided by TRANSITIONS (an illegal one is 409).
-const CommandPatch = Type.Object({ status: lit(COMMAND_STATUSES) });
-const CommandList = Type.Intersect([
-  PageQuery,
-  Type.Object({
-    assetId: Type.Optional(Type.Array(Uuid)),
-    ownerId: Type.Optional(Uuid),
-    type: Type.Optional(lit(COMMAND_TYPES)),
-    status: Type.Optional(lit(COMMAND_STATUSES)),
-  }),
-]);
+const CommandPatch = Type.Object({ status: Literals(COMMAND_STATUSES) });
+const COMMAND_FILTERS: Record<string, Filter> = {
+  assetId: filters.anyUuid('asset_id'),
+  ownerId: filters.uuid('owner_id'),
+  type: filters.equals('type', Literals(COMMAND_TYPES)),
+  // The status as read (an open command past its time-to-live reads EXPIRED), decided by the database clock.
+  status: {
+    schema: Literals(COMMAND_STATUSES),
+    sql: (p) =>
+      `(CASE WHEN ${p} = 'EXPIRED' THEN status IN ('PENDING', 'SENT') AND expires_at <= now()
+             ELSE status = ${p} AND (status NOT IN ('PENDING', 'SENT') OR expires_at > now()) END)`,
+  },
+};
 
 interface Row {
   id: string;
@@ -136,42 +137,27 @@ async function move(q: Queryable, t: Tenancy, id: string, to: Status): Promise<R
   return rows[0]!;
 }
 
-export async function commandRoutes(app: FastifyInstance, { db }: { db: Db; cfg: Config }): Promise<void> {
+export const commandRoutes: FastifyPluginAsyncTypebox<{ db: Db; cfg: Config }> = async (app, { db }) => {
   const tags = ['commands'];
-  app.get('/commands', {
-    schema: {
-      tags,
-      summary: 'List commands (device side: status=PENDING), newest first by default',
-      querystring: CommandList,
-      response: { 200: Type.Array(Command) },
-    },
-    handler: async (req, reply) => {
-      const query = req.query as Static<typeof CommandList>;
-      const rows = await listPage<Row>(db, req, reply, {
-        select: SELECT,
-        from: 'commands',
-        ownerColumn: 'owner_id',
-        defaultOrder: 'desc',
-        idType: 'int8',
-        filters: (params, where) => {
-          if (query.assetId?.length) where.push(`asset_id = ANY($${params.push(query.assetId)}::uuid[])`);
-          if (query.ownerId !== undefined) where.push(`owner_id = $${params.push(query.ownerId)}::uuid`);
-          if (query.type !== undefined) where.push(`type = $${params.push(query.type)}`);
-          if (query.status === 'EXPIRED') where.push(`status IN ('PENDING', 'SENT') AND expires_at <= now()`);
-          else if (query.status !== undefined) {
-            where.push(`status = $${params.push(query.status)}`);
-            if (OPEN.includes(query.status)) where.push('expires_at > now()');
-          }
-        },
-      });
-      return rows.map(toApi);
-    },
+  readRoutes(app, db, {
+    path: '/commands',
+    tags,
+    what: 'command',
+    listSummary: 'List commands (device side: status=PENDING), newest first by default',
+    item: Command,
+    toApi,
+    select: SELECT,
+    from: 'commands',
+    ownerColumn: 'owner_id',
+    idType: 'int8',
+    defaultOrder: 'desc',
+    filters: COMMAND_FILTERS,
   });
 
   app.post('/commands', {
     schema: { tags, summary: 'Send a command to a reefer-connected asset', body: CommandCreate, response: { 201: Command } },
     handler: async (req, reply) => {
-      const b = req.body as Static<typeof CommandCreate>;
+      const b = req.body;
       const range = SET_POINTS[b.type];
       if (range && typeof b.parameters?.value !== 'number') {
         throw badRequest(`${b.type} needs a numeric parameters.value.`, '/parameters/value');
@@ -215,11 +201,6 @@ export async function commandRoutes(app: FastifyInstance, { db }: { db: Db; cfg:
     },
   });
 
-  app.get('/commands/:id', {
-    schema: { tags, summary: 'Get a command', params: IdParam, response: { 200: Command } },
-    handler: async (req) => toApi(await getCommand(db, req.tenancy, (req.params as { id: string }).id)),
-  });
-
   app.patch('/commands/:id', {
     schema: {
       tags,
@@ -229,16 +210,16 @@ export async function commandRoutes(app: FastifyInstance, { db }: { db: Db; cfg:
       response: { 200: Command },
     },
     handler: async (req) => {
-      const { status } = req.body as Static<typeof CommandPatch>;
-      return toApi(await db.tx((q) => move(q, req.tenancy, (req.params as { id: string }).id, status as Status)));
+      const { status } = req.body;
+      return toApi(await db.tx((q) => move(q, req.tenancy, req.params.id, status)));
     },
   });
 
   app.delete('/commands/:id', {
     schema: { tags, summary: 'Cancel a PENDING command (the record stays readable as CANCELLED)', params: IdParam },
     handler: async (req, reply) => {
-      await db.tx((q) => move(q, req.tenancy, (req.params as { id: string }).id, 'CANCELLED'));
+      await db.tx((q) => move(q, req.tenancy, req.params.id, 'CANCELLED'));
       return reply.code(204).send();
     },
   });
-}
+};

@@ -5,6 +5,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import pg from 'pg';
 import { PGlite, types as pgliteTypes } from '@electric-sql/pglite';
+import { Notifier } from './notifier.js';
 
 export interface QueryResult<R> {
   rows: R[];
@@ -26,6 +27,13 @@ export interface Session extends Queryable {
 
 export interface Db extends Queryable {
   readonly kind: 'postgres' | 'pglite';
+  /**
+   * Calls fn when any instance commits a pg_notify(channel), or this process wakes the channel
+   * (notifier.ts). Returns the unsubscribe.
+   */
+  listen(channel: string, fn: () => void): () => void;
+  /** Wakes this process's listeners of the channel at once (after a commit of its own). */
+  wake(channel: string): void;
   /** Runs fn in one transaction; commits when it resolves, rolls back when it throws. */
   tx<T>(fn: (q: Queryable) => Promise<T>): Promise<T>;
   /** Holds one connection for fn (session-level advisory locks, multi-statement SQL). */
@@ -59,7 +67,7 @@ export function createPostgres(url: string, poolSize: number): Db {
     max: poolSize,
     connectionTimeoutMillis: 5000,
     idleTimeoutMillis: 30_000,
-    // A session idle inside a transaction holds the delivery log's horizon back for every
+    // A session idle inside a transaction holds the event log's horizon back for every
     // integration: the server ends it (the service never waits on the network inside one).
     idle_in_transaction_session_timeout: 60_000,
     types: {
@@ -69,6 +77,7 @@ export function createPostgres(url: string, poolSize: number): Db {
   });
   // An idle client losing its server (database restart) must not crash the process.
   pool.on('error', () => {});
+  const notifier = new Notifier(url);
   const wrap = (c: pg.ClientBase | pg.Pool): Queryable => ({
     async query(text, params, name) {
       const r = name ? await c.query({ name, text, values: params as unknown[] }) : await c.query(text, params as unknown[]);
@@ -78,6 +87,8 @@ export function createPostgres(url: string, poolSize: number): Db {
   return {
     kind: 'postgres',
     ...wrap(pool),
+    listen: (channel, fn) => notifier.subscribe(channel, fn),
+    wake: (channel) => notifier.wake(channel),
     async tx(fn) {
       const client = await pool.connect();
       let broken = false;
@@ -104,6 +115,7 @@ export function createPostgres(url: string, poolSize: number): Db {
       }
     },
     async close() {
+      await notifier.close();
       await pool.end();
     },
   };
@@ -182,9 +194,12 @@ export async function createPglite(dataDir: string | undefined, template?: Blob)
     },
   });
   let closed = false;
+  const notifier = new Notifier(); // one process: this process's wake-ups are all there are
   return {
     kind: 'pglite',
     ...wrap(db),
+    listen: (channel, fn) => notifier.subscribe(channel, fn),
+    wake: (channel) => notifier.wake(channel),
     // PGlite's transaction() holds the single connection exclusively until fn settles.
     tx: (fn) => db.transaction((t) => fn(wrap(t))),
     session: (fn) => fn({ ...wrap(db), exec: async (sql) => void (await db.exec(sql)) }),

@@ -4,11 +4,11 @@
 //
 // Scheduling. Each process has `maxJobs` request slots. Every integration with work gets a fair
 // share of them (a hanging endpoint can hold its share, never the others'), and within an
-// integration the slots are split between first attempts (the log) and the retry queue, so neither
+// integration the slots are split between first attempts (the event log) and the retry queue, so neither
 // starves the other. maxConcurrentRequests, maxItemsPerMinute and 429 pauses are decided while the
 // integration's state row is locked, so they hold across every process and instance.
 //
-// Claims. A claim of the log takes up to sixteen requests per slot at once and sends them as its
+// Claims. A claim of the event log takes up to sixteen requests per slot at once and sends them as its
 // slots free, under a lease it renews; a stopping process hands its claims back.
 //
 // Waking. A commit that stores events wakes this process at once (and other instances through
@@ -16,13 +16,12 @@
 // horizon by a running transaction are looked at again within milliseconds; polling is the fallback.
 import crypto from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
-import pg from 'pg';
 import type { Db, Queryable } from '../db/db.js';
 import { isDatabaseUnavailable } from '../http/errors.js';
-import { deliveryWakeups, NOTIFY_CHANNEL } from '../outbox/outbox.js';
 import type { AttemptRecord, Channel, ChannelLimits, OutMessage } from './channels/channel.js';
-import { loadIntegration, type IntegrationConfig } from './integrations.js';
-import * as queue from './queue.js';
+import type { IntegrationConfig } from './integrations/model.js';
+import { loadIntegration } from './integrations/store.js';
+import * as queue from './queue/index.js';
 
 export interface EngineSettings {
   leaseSeconds: number;
@@ -33,7 +32,7 @@ export interface EngineSettings {
 }
 
 /**
- * Requests a claim takes per slot: one claim of the log feeds each of its slots several times, so
+ * Requests a claim takes per slot: one claim of the event log feeds each of its slots several times, so
  * the claim's cost (a transaction) is shared by that many requests.
  */
 const CLAIM_DEPTH = 16;
@@ -41,7 +40,7 @@ const CLAIM_DEPTH = 16;
 const MAX_CLAIM_EVENTS = 5000;
 const FLUSH_GATHER_MS = 5;
 
-/** A claim of the log this process is sending: at most `slots` of its messages at a time. */
+/** A claim of the event log this process is sending: at most `slots` of its messages at a time. */
 interface LocalClaim {
   id: string;
   generation: number;
@@ -59,7 +58,7 @@ interface Job {
   cfg: IntegrationConfig;
   channel: Channel;
   msg: OutMessage;
-  /** The log claim it belongs to (a first attempt), or null for the retry queue. */
+  /** The event log claim it belongs to (a first attempt), or null for the retry queue. */
   claim: LocalClaim | null;
   /** The retry queue's state of each event (first attempts: none). */
   prior: Map<string, { attempts: number; attemptBase: number; firstAttemptAt: Date | null }>;
@@ -147,15 +146,14 @@ export class DeliveryEngine {
   private readonly retrying = new Map<string, number>();
   /** Integrations paused by a 429 (epoch ms): their claims send nothing until then. */
   private readonly paused = new Map<string, number>();
-  /** Integrations with a single free request alternate between the log and the retry queue. */
+  /** Integrations with a single free request alternate between the event log and the retry queue. */
   private readonly retryTurn = new Set<string>();
   private readonly configs = new Map<string, { whenUpdated: number; cfg: IntegrationConfig }>();
   private completions: queue.RequestOutcome[] = [];
   private flushing?: Promise<void>;
   private wakeResolver?: () => void;
   private woken = false;
-  private listener?: pg.Client;
-  private readonly onWake = () => this.wake();
+  private unlisten?: () => void;
   private sweepTimer?: NodeJS.Timeout;
   private renewTimer?: NodeJS.Timeout;
   private renewing = false;
@@ -170,14 +168,13 @@ export class DeliveryEngine {
     private readonly channels: ReadonlyMap<string, Channel>,
     private readonly s: EngineSettings,
     private readonly log: FastifyBaseLogger,
-    private readonly databaseUrl?: string,
   ) {}
 
   start(): void {
     if (this.running) return;
     this.running = true;
-    deliveryWakeups.on('wake', this.onWake);
-    if (this.databaseUrl) void this.listen();
+    // Any instance's commit that appended events (LISTEN/NOTIFY), and this process's at once.
+    this.unlisten = this.db.listen(queue.EVENT_LOG_CHANNEL, () => this.wake());
     this.loop = this.run();
     this.sweepTimer = setInterval(() => void this.sweep().catch((e) => this.log.warn({ err: e }, 'delivery sweep failed')), 60_000);
     this.sweepTimer.unref();
@@ -244,7 +241,7 @@ export class DeliveryEngine {
     // What is queued and not yet sent is handed back below: another worker takes the claims over.
     const handBack = [...this.claims.values()].filter((c) => c.queue.length > 0);
     for (const c of handBack) c.queue.length = 0;
-    deliveryWakeups.off('wake', this.onWake);
+    this.unlisten?.();
     this.wake();
     await this.loop;
     await Promise.allSettled([...this.jobs]);
@@ -257,7 +254,6 @@ export class DeliveryEngine {
     // After the results are written, so the taker sends only what has no attempt. If the database
     // is away, the leases end by themselves.
     await queue.releaseClaims(this.db, handBack).catch(() => {});
-    await this.listener?.end().catch(() => {});
     await Promise.allSettled([...this.channels.values()].map((c) => c.close()));
   }
 
@@ -286,32 +282,6 @@ export class DeliveryEngine {
     });
   }
 
-  /** LISTEN on PostgreSQL so any instance's commits wake this one; reconnects after failures. */
-  private async listen(): Promise<void> {
-    let backoff = 500;
-    while (this.running) {
-      const client = new pg.Client({ connectionString: this.databaseUrl });
-      try {
-        await client.connect();
-        await client.query(`LISTEN ${NOTIFY_CHANNEL}`);
-        this.listener = client;
-        backoff = 500;
-        client.on('notification', () => this.wake());
-        await new Promise<void>((resolve) => {
-          client.on('error', () => resolve());
-          client.on('end', () => resolve());
-        });
-      } catch {
-        /* the database is away: polling goes on; try again */
-      } finally {
-        this.listener = undefined;
-        await client.end().catch(() => {});
-      }
-      if (this.running) await new Promise((r) => setTimeout(r, backoff));
-      backoff = Math.min(backoff * 2, 10_000);
-    }
-  }
-
   private async run(): Promise<void> {
     let errorBackoff = 0;
     let waitBackoff = 0;
@@ -334,7 +304,7 @@ export class DeliveryEngine {
 
   /**
    * One round over the integrations with work: each may claim up to its share of this process's
-   * free slots. True when something was claimed or the log moved (look again at once).
+   * free slots. True when something was claimed or the position in the event log moved (look again at once).
    */
   private async claimRound(): Promise<{ busy: boolean; waiting: boolean }> {
     const { due, waiting } = await queue.dueIntegrations(this.db);
@@ -396,7 +366,7 @@ export class DeliveryEngine {
 
   /**
    * Claims up to `budget` requests of one integration, its state row locked: first any claim a
-   * dead worker left, then first attempts from the log and the retry queue side by side.
+   * dead worker left, then first attempts from the event log and the retry queue side by side.
    */
   private async claim(
     q: Queryable,
@@ -448,7 +418,7 @@ export class DeliveryEngine {
       }
     }
 
-    // The log and the retry queue share the requests: retries get at most half while first
+    // The event log and the retry queue share the requests: retries get at most half while first
     // attempts wait (Hook0's reserve), and take turns when only one request is free.
     let retryShare = 0;
     if (st.dueRetries > 0 && requests > 0) {
@@ -477,7 +447,7 @@ export class DeliveryEngine {
         const msgs = channel.messages(cfg, live, claimId);
         const slots = Math.min(freshSlots, msgs.length);
         claims.push(local(claimId, 0, msgs, slots));
-        claim = { id: claimId, outboxIds: live.map((e) => e.pos), requests: msgs.length, slots, leaseSeconds: lease };
+        claim = { id: claimId, logIds: live.map((e) => e.pos), requests: msgs.length, slots, leaseSeconds: lease };
         requests -= slots;
         tokens -= live.length;
       }

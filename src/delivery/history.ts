@@ -1,20 +1,20 @@
-// Delivery history (spec 6.4, 6.7; API.md sections 4 and 9): deliveries of an integration with their
-// attempt log, redelivery of one or of all in a time range, the per-channel result stream (NDJSON
-// window, or SSE that keeps following), and the webhook test endpoint of spec 4.3.
+// Delivery history (API guide 4 and 9): deliveries of an integration with their attempt log,
+// redelivery of one or of all in a time range, and the webhook test endpoint. (The result stream
+// is stream.ts.)
 import crypto from 'node:crypto';
-import type { FastifyInstance } from 'fastify';
-import { Type, type Static } from '@sinclair/typebox';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
 import type { Db } from '../db/db.js';
 import { ApiError, badRequest, notFound } from '../http/errors.js';
 import { listPage, PageQuery } from '../http/paging.js';
-import { DateTime, iso, isInt8Id, isUuid, Nullable, Uuid } from '../http/schemas.js';
-import { deliveryWakeups } from '../outbox/outbox.js';
-import * as queue from './queue.js';
+import { DateTime, iso, isInt8Id, Literals, Nullable, Uuid } from '../http/schemas.js';
+import * as queue from './queue/index.js';
 import { AddressRefused, checkUrlShape, type AddressPolicy } from './address.js';
-import { loadIntegration, type WebhookIntegration } from './integrations.js';
+import type { WebhookIntegration } from './integrations/model.js';
+import { getRow, loadIntegration } from './integrations/store.js';
 import { sendWebhook, USER_AGENT } from './channels/webhook/webhook.js';
 
-const Status = Type.Union(['PENDING', 'SUCCEEDED', 'FAILED', 'CANCELLED'].map((s) => Type.Literal(s)));
+const Status = Literals(['PENDING', 'SUCCEEDED', 'FAILED', 'CANCELLED']);
 const Attempt = Type.Object({
   deliveryId: Type.String(),
   requestId: Type.String({ description: 'The request: shared by every event of a batch' }),
@@ -74,16 +74,13 @@ export const attemptApi = (a: AttemptRow) => ({
   truncated: a.truncated,
 });
 
-export async function historyRoutes(app: FastifyInstance, opts: { db: Db; secretsKey: Buffer; policy: AddressPolicy }): Promise<void> {
+export const historyRoutes: FastifyPluginAsyncTypebox<{ db: Db; secretsKey: Buffer; policy: AddressPolicy }> = async (app, opts) => {
   const { db, secretsKey, policy } = opts;
   const admin = { scope: 'admin' as const };
   const tags = ['deliveries'];
   const IntegrationParam = Type.Object({ id: Type.String({ maxLength: 64 }) });
-  const checkIntegration = async (id: string) => {
-    if (!isUuid(id)) throw notFound('integration');
-    const { rows } = await db.query('SELECT 1 FROM integrations WHERE id = $1 AND deleted_at IS NULL', [id]);
-    if (!rows.length) throw notFound('integration');
-  };
+  /** 404 unless the integration exists (and is not deleted). */
+  const checkIntegration = async (id: string) => void (await getRow(db, id));
 
   const List = Type.Intersect([PageQuery, Type.Object({ status: Type.Optional(Status), eventId: Type.Optional(Uuid) })]);
   app.get('/integrations/:id/deliveries', {
@@ -96,13 +93,13 @@ export async function historyRoutes(app: FastifyInstance, opts: { db: Db; secret
       response: { 200: Type.Array(Delivery) },
     },
     handler: async (req, reply) => {
-      const id = (req.params as { id: string }).id;
+      const id = req.params.id;
       await checkIntegration(id);
-      const query = req.query as Static<typeof List>;
+      const query = req.query;
       const pageRows = await listPage<any>(db, req, reply, {
         select: 'd.*',
         from: queue.DELIVERIES_OF_INTEGRATION, // names the integration as $1
-        ownerColumn: null, // operator only
+        owners: null, // operator only
         defaultOrder: 'desc',
         idType: 'int8',
         timeColumn: 'd.when_created',
@@ -149,11 +146,11 @@ export async function historyRoutes(app: FastifyInstance, opts: { db: Db; secret
       response: { 202: Type.Object({ count: Type.Integer() }) },
     },
     handler: async (req, reply) => {
-      const { id, deliveryId } = req.params as { id: string; deliveryId: string };
+      const { id, deliveryId } = req.params;
       await checkIntegration(id);
       if (!isInt8Id(deliveryId)) throw notFound('delivery');
       if (!(await db.tx((q) => queue.redeliverOne(q, id, deliveryId)))) throw notFound('delivery');
-      deliveryWakeups.emit('wake');
+      queue.wakeReaders(db);
       return reply.code(202).send({ count: 1 });
     },
   });
@@ -175,12 +172,12 @@ export async function historyRoutes(app: FastifyInstance, opts: { db: Db; secret
       response: { 202: Type.Object({ count: Type.Integer() }) },
     },
     handler: async (req, reply) => {
-      const id = (req.params as { id: string }).id;
+      const id = req.params.id;
       await checkIntegration(id);
-      const b = req.body as Static<typeof Range>;
+      const b = req.body;
       if (Date.parse(b.from) >= Date.parse(b.to)) throw badRequest('from must be before to.', '/to');
       const count = await db.tx((q) => queue.redeliverRange(q, id, b.status ?? 'FAILED', b.from, b.to));
-      deliveryWakeups.emit('wake');
+      queue.wakeReaders(db);
       return reply.code(202).send({ count });
     },
   });
@@ -206,7 +203,7 @@ export async function historyRoutes(app: FastifyInstance, opts: { db: Db; secret
       },
     },
     handler: async (req) => {
-      const b = req.body as Static<typeof TestBody>;
+      const b = req.body;
       // The URL's shape (scheme, no user info) is judged as when an integration is saved; the
       // address it resolves to is judged when it is dialled, and reported in the answer.
       const url = parseTestUrl(b.url, policy);
@@ -280,7 +277,7 @@ export async function historyRoutes(app: FastifyInstance, opts: { db: Db; secret
       };
     },
   });
-}
+};
 
 /** A URL in the form destinations are compared in (WHATWG serialisation), or the raw text. */
 function normalUrl(raw: string): string {

@@ -6,12 +6,12 @@
 // with a line naming where to continue, and each owner (not each credential: keys are free to
 // mint) has a bounded number of streams open. Any error ends the answer and frees its slot.
 import type { ServerResponse } from 'node:http';
-import type { FastifyInstance } from 'fastify';
-import { Type, type Static } from '@sinclair/typebox';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
 import type { Db } from '../db/db.js';
 import { ApiError, badRequest } from '../http/errors.js';
 import { DateTime } from '../http/schemas.js';
-import * as queue from './queue.js';
+import * as queue from './queue/index.js';
 import { attemptApi } from './history.js';
 
 export interface StreamLimits {
@@ -122,7 +122,7 @@ const StreamQuery = Type.Object({
   ),
 });
 
-export async function streamRoutes(app: FastifyInstance, opts: { db: Db; streams: ResultStreams }): Promise<void> {
+export const streamRoutes: FastifyPluginAsyncTypebox<{ db: Db; streams: ResultStreams }> = async (app, opts) => {
   const { db, streams } = opts;
   const { limits } = streams;
 
@@ -141,7 +141,7 @@ export async function streamRoutes(app: FastifyInstance, opts: { db: Db; streams
       },
     },
     handler: async (req, reply) => {
-      const q = req.query as Static<typeof StreamQuery>;
+      const q = req.query;
       const sse = /text\/event-stream/.test(req.headers.accept ?? '');
       const earliest = Date.now() - limits.maxWindowHours * 3600_000;
       const since = q.since ?? new Date(Math.max(earliest, Date.now() - 86400_000)).toISOString();
@@ -252,4 +252,4 @@ export async function streamRoutes(app: FastifyInstance, opts: { db: Db; streams
       }
     },
   });
-}
+};

@@ -1,13 +1,14 @@
 // Events (spec 2.8, API.md sections 4-5): INFO events from zone enter/leave, and ALERT / INFO
 // events from alert specifications. Read-only over REST; other modules write them only through
 // insertEvents below.
-import type { FastifyInstance } from 'fastify';
-import { Type, type Static } from '@sinclair/typebox';
+import type { FastifyPluginAsync } from 'fastify';
+import { Type } from '@sinclair/typebox';
 import type { Db, Queryable } from '../db/db.js';
-import { notFound } from '../http/errors.js';
-import { listPage, PageQuery } from '../http/paging.js';
-import { DateTime, IdParam, iso, isInt8Id, Nullable, Uuid } from '../http/schemas.js';
+import { filters } from '../http/filters.js';
+import { DateTime, iso, Nullable, Uuid } from '../http/schemas.js';
+import { readRoutes } from '../tenancy/read-routes.js';
 
+const Severity = Type.Union([Type.Literal('INFO'), Type.Literal('ALERT')]);
 const ReadingSchema = Type.Object({ value: Type.String(), whenCreated: DateTime }, { additionalProperties: true });
 export const Event = Type.Object(
   {
@@ -15,22 +16,13 @@ export const Event = Type.Object(
     subject: Type.String(),
     assetId: Uuid,
     ownerId: Uuid,
-    severity: Type.Union([Type.Literal('INFO'), Type.Literal('ALERT')]),
+    severity: Severity,
     currentData: ReadingSchema,
     prevData: Nullable(ReadingSchema),
     whenCreated: DateTime,
   },
   { title: 'Event' },
 );
-const EventList = Type.Intersect([
-  PageQuery,
-  Type.Object({
-    assetId: Type.Optional(Type.Array(Uuid)),
-    ownerId: Type.Optional(Uuid),
-    severity: Type.Optional(Type.Union([Type.Literal('INFO'), Type.Literal('ALERT')])),
-  }),
-]);
-
 interface Row {
   id: string;
   subject: string;
@@ -92,33 +84,23 @@ export async function insertEvents(q: Queryable, events: NewEvent[]): Promise<st
   return rows.map((r) => r.id);
 }
 
-export async function eventRoutes(app: FastifyInstance, { db }: { db: Db }): Promise<void> {
-  const tags = ['events'];
-  app.get('/events', {
-    schema: { tags, summary: 'List events, newest first by default', querystring: EventList, response: { 200: Type.Array(Event) } },
-    handler: async (req, reply) => {
-      const query = req.query as Static<typeof EventList>;
-      const rows = await listPage<Row>(db, req, reply, {
-        select: '*',
-        from: 'events',
-        ownerColumn: 'owner_id',
-        defaultOrder: 'desc',
-        idType: 'int8',
-        filters: (params, where) => {
-          if (query.assetId?.length) where.push(`asset_id = ANY($${params.push(query.assetId)}::uuid[])`);
-          if (query.ownerId !== undefined) where.push(`owner_id = $${params.push(query.ownerId)}::uuid`);
-          if (query.severity !== undefined) where.push(`severity = $${params.push(query.severity)}`);
-        },
-      });
-      return rows.map(toApi);
+export const eventRoutes: FastifyPluginAsync<{ db: Db }> = async (app, { db }) => {
+  readRoutes(app, db, {
+    path: '/events',
+    tags: ['events'],
+    what: 'event',
+    listSummary: 'List events, newest first by default',
+    item: Event,
+    toApi,
+    select: '*',
+    from: 'events',
+    ownerColumn: 'owner_id',
+    idType: 'int8',
+    defaultOrder: 'desc',
+    filters: {
+      assetId: filters.anyUuid('asset_id'),
+      ownerId: filters.uuid('owner_id'),
+      severity: filters.equals('severity', Severity),
     },
   });
-  app.get('/events/:id', {
-    schema: { tags, summary: 'Get an event', params: IdParam, response: { 200: Event } },
-    handler: async (req) => {
-      const id = (req.params as { id: string }).id;
-      if (!isInt8Id(id)) throw notFound('event');
-      return toApi(await req.tenancy.one<Row>(db, { select: '*', from: 'events', ownerColumn: 'owner_id', idType: 'int8' }, id, 'event'));
-    },
-  });
-}
+};

@@ -2,7 +2,9 @@
 // log, so the N+1st request inside any window is refused) and M requests in flight. In memory for
 // one instance; in Redis (one Lua script, atomic) when REDIS_URL is set, so instances share them.
 import crypto from 'node:crypto';
+import type { FastifyInstance } from 'fastify';
 import { Redis } from 'ioredis';
+import { ApiError } from './errors.js';
 
 export interface LimitSettings {
   max: number;
@@ -156,4 +158,47 @@ export class RedisLimiter implements Limiter {
   async close(): Promise<void> {
     await this.redis.quit().catch(() => this.redis.disconnect());
   }
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** Who the limits and idempotency count by: set by authentication, null on public routes. */
+    credential: string | null;
+    /** Ends this request's in-flight count early (a long-lived stream, once its headers are out). */
+    leaveInFlight: () => void;
+  }
+}
+
+/**
+ * Counts every authenticated request (API guide 7): 429 with Retry-After past the rolling window's
+ * limit or the requests in flight, RateLimit-* headers on every answer. Register after authentication.
+ */
+export function installLimits(app: FastifyInstance, deps: { limiter: Limiter; rateLimitMax: number }): void {
+  app.decorateRequest('credential', null);
+  app.decorateRequest('leaveInFlight', null as unknown as () => void);
+  app.addHook('onRequest', async (req, reply) => {
+    if (req.credential === null) return;
+    const admission = await deps.limiter.admit(req.credential);
+    reply.header('RateLimit-Limit', String(deps.rateLimitMax));
+    reply.header('RateLimit-Remaining', String(admission.remaining));
+    reply.header('RateLimit-Reset', String(admission.resetSeconds));
+    if (!admission.ok) {
+      throw new ApiError(
+        admission.reason === 'rate' ? 'RATE_LIMITED' : 'TOO_MANY_CONCURRENT',
+        admission.reason === 'rate'
+          ? `Request limit reached for this credential; retry in ${admission.retryAfterSeconds} s.`
+          : 'Too many requests in flight for this credential; wait for one to finish.',
+        { headers: { 'Retry-After': String(admission.retryAfterSeconds) } },
+      );
+    }
+    // In flight from received to response finished (or the connection closed), or until a stream
+    // leaves early (API guide 7): released once either way.
+    let released = false;
+    req.leaveInFlight = () => {
+      if (released) return;
+      released = true;
+      admission.release();
+    };
+    reply.raw.once('close', req.leaveInFlight);
+  });
 }

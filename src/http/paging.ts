@@ -102,13 +102,19 @@ export function page<R extends { _cursor_ts?: string; id: string }>(
   return out;
 }
 
+/** What limits a list to the owners a caller sees (a request's Tenancy is one). */
+export interface OwnerScope {
+  /** The SQL condition on an owner id column; pushes its parameter. */
+  where(column: string, params: unknown[]): Promise<string>;
+}
+
 export interface ListSpec {
   /** Columns to return (the row needs `id`). */
   select: string;
   /** Table, or a join, to read from. */
   from: string;
-  /** The owner id column the caller's tenancy filters on; null for operator-only lists. */
-  ownerColumn: string | null;
+  /** The owner id column the caller's scope filters on, and that scope; null for operator-only lists. */
+  owners: { column: string; scope: OwnerScope } | null;
   defaultOrder: 'asc' | 'desc';
   idType: 'uuid' | 'int8';
   timeColumn?: string;
@@ -128,7 +134,7 @@ export async function listPage<R extends { id: string }>(
   spec: ListSpec,
 ): Promise<R[]> {
   const params: unknown[] = [];
-  const where = spec.ownerColumn === null ? ['TRUE'] : [await req.tenancy.where(spec.ownerColumn, params)];
+  const where = spec.owners === null ? ['TRUE'] : [await spec.owners.scope.where(spec.owners.column, params)];
   spec.filters?.(params, where);
   const time = spec.timeColumn ?? 'when_created';
   const ks = keyset(req.query as PageQuery, params, {

@@ -1,6 +1,6 @@
 // Schema pieces shared by the resources. The same TypeBox schema validates a request, types its
 // handler and becomes the OpenAPI document (house rule: schemas once).
-import { Type, type TSchema } from '@sinclair/typebox';
+import { type TLiteral, Type, type TSchema, type TUnion } from '@sinclair/typebox';
 
 /** A string of at most `max` code points (the spec's "Size"). */
 export const Str = (max: number, opts: { minLength?: number; description?: string } = {}) => Type.String({ maxLength: max, ...opts });
@@ -11,6 +11,16 @@ export const DateTime = Type.String({ format: 'date-time', description: 'ISO 860
 export const IdParam = Type.Object({ id: Type.String({ maxLength: 64 }) });
 
 export const Nullable = <T extends TSchema>(t: T) => Type.Union([t, Type.Null()]);
+
+/**
+ * A union of the string literals of a list (an enum: its error lists the allowed values), typed as
+ * the list's members so that handlers see them (Type.Union over a mapped array would lose them).
+ */
+export const Literals = <const T extends readonly string[]>(values: T, options: { description?: string } = {}) =>
+  Type.Union(
+    values.map((v) => Type.Literal(v)),
+    options,
+  ) as unknown as TUnion<{ -readonly [K in keyof T]: TLiteral<T[K]> }>;
 
 export const ErrorSchema = Type.Object(
   {

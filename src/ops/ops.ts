@@ -7,7 +7,7 @@ import type { FastifyInstance, FastifyReply } from 'fastify';
 import fp from 'fastify-plugin';
 import client from 'prom-client';
 import type { Db } from '../db/db.js';
-import { oldestTransactionAge, pendingTotal } from '../delivery/queue.js';
+import { oldestTransactionAge, pendingTotal } from '../delivery/queue/index.js';
 
 const require = createRequire(import.meta.url);
 const swaggerUiDir = path.dirname(require.resolve('swagger-ui-dist/package.json'));
@@ -91,7 +91,7 @@ export const opsRoutes = fp(async function opsRoutes(app: FastifyInstance, { db 
   });
   new client.Gauge({
     name: 'database_oldest_transaction_seconds',
-    help: 'Age of the oldest open transaction: while it runs, delivery cannot read the log past it',
+    help: 'Age of the oldest open transaction: while it runs, delivery cannot read the event log past it',
     registers: [registry],
     async collect() {
       try {

@@ -2,11 +2,12 @@
 // `childIds` is derived; only an operator (admin) creates or deletes owners or moves one under
 // another parent; a move that would make a cycle is a 400.
 import crypto from 'node:crypto';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type, type Static } from '@sinclair/typebox';
 import type { Db, Queryable } from '../db/db.js';
 import { badRequest, conflict, forbidden, notFound } from '../http/errors.js';
-import { listPage, PageQuery } from '../http/paging.js';
+import { applyFilters, filters, listQuery } from '../http/filters.js';
+import { listPage } from '../http/paging.js';
 import { DateTime, IdParam, isUuid, iso, Nullable, Str, Uuid } from '../http/schemas.js';
 import type { Tenancy } from '../tenancy/tenancy.js';
 
@@ -33,7 +34,8 @@ const OwnerWrite = Type.Object({
 const OwnerPatch = Type.Partial(OwnerWrite);
 type OwnerWrite = Static<typeof OwnerWrite>;
 
-const OwnerList = Type.Intersect([PageQuery, Type.Object({ name: Type.Optional(Str(255)), ownerId: Type.Optional(Uuid) })]);
+const OWNER_FILTERS = { name: filters.equals('o.name', Str(255)), ownerId: filters.uuid('o.parent_id') };
+const OwnerList = listQuery(OWNER_FILTERS);
 
 interface Row {
   id: string;
@@ -101,25 +103,21 @@ export async function createOwner(
   return id;
 }
 
-export async function ownerRoutes(app: FastifyInstance, { db }: { db: Db }): Promise<void> {
+export const ownerRoutes: FastifyPluginAsyncTypebox<{ db: Db }> = async (app, { db }) => {
   const tags = ['owners'];
 
   app.get('/owners', {
     schema: { tags, summary: 'List visible owners', querystring: OwnerList, response: { 200: Type.Array(Owner) } },
     handler: async (req, reply) => {
-      const query = req.query as Static<typeof OwnerList>;
       const rows = await listPage<Row>(db, req, reply, {
         select: SELECT,
         from: 'owners o',
-        ownerColumn: 'o.id',
+        owners: { column: 'o.id', scope: req.tenancy },
         defaultOrder: 'asc',
         idType: 'uuid',
         timeColumn: 'o.when_created',
         idColumn: 'o.id',
-        filters: (params, where) => {
-          if (query.name !== undefined) where.push(`o.name = $${params.push(query.name)}`);
-          if (query.ownerId !== undefined) where.push(`o.parent_id = $${params.push(query.ownerId)}::uuid`);
-        },
+        filters: (params, where) => applyFilters(OWNER_FILTERS, req.query, params, where),
       });
       return rows.map(toApi);
     },
@@ -129,7 +127,7 @@ export async function ownerRoutes(app: FastifyInstance, { db }: { db: Db }): Pro
     config: { scope: 'admin' },
     schema: { tags, summary: 'Create an owner (admin)', body: OwnerWrite, response: { 201: Owner } },
     handler: async (req, reply) => {
-      const body = req.body as OwnerWrite;
+      const body = req.body;
       const row = await db.tx(async (q) => {
         if (body.ownerId) await req.tenancy.assertOwner(body.ownerId, '/ownerId', q);
         const id = await createOwner(q, {
@@ -147,21 +145,20 @@ export async function ownerRoutes(app: FastifyInstance, { db }: { db: Db }): Pro
 
   app.get('/owners/:id', {
     schema: { tags, summary: 'Get an owner', params: IdParam, response: { 200: Owner } },
-    handler: async (req) => toApi(await getOwner(db, req.tenancy, (req.params as { id: string }).id)),
+    handler: async (req) => toApi(await getOwner(db, req.tenancy, req.params.id)),
   });
 
-  const update = (mode: 'put' | 'patch') => async (req: any) => {
-    const id = (req.params as { id: string }).id;
-    const body = req.body as Partial<OwnerWrite>;
-    return db.tx(async (q) => {
-      const cur = await getOwner(q, req.tenancy, id, true);
+  /** A PUT replaces every writable field (absent optional ones cleared); a PATCH changes those given. */
+  const update = (t: Tenancy, id: string, body: Partial<OwnerWrite>, mode: 'put' | 'patch') =>
+    db.tx(async (q) => {
+      const cur = await getOwner(q, t, id, true);
       const next = {
         name: body.name ?? cur.name,
         note: mode === 'put' ? (body.note ?? null) : body.note !== undefined ? body.note : cur.note,
         disabled: mode === 'put' ? (body.disabled ?? false) : (body.disabled ?? cur.disabled),
         parent: mode === 'put' ? (body.ownerId ?? null) : body.ownerId !== undefined ? body.ownerId : cur.parent_id,
       };
-      await checkParent(q, req.tenancy, next.parent, cur.parent_id, id);
+      await checkParent(q, t, next.parent, cur.parent_id, id);
       await q.query(`UPDATE owners SET name = $2, note = $3, disabled = $4, parent_id = $5, when_updated = now() WHERE id = $1`, [
         id,
         next.name,
@@ -169,24 +166,23 @@ export async function ownerRoutes(app: FastifyInstance, { db }: { db: Db }): Pro
         next.disabled,
         next.parent,
       ]);
-      return toApi(await getOwner(q, req.tenancy, id));
+      return toApi(await getOwner(q, t, id));
     });
-  };
 
   app.put('/owners/:id', {
     schema: { tags, summary: 'Replace an owner', params: IdParam, body: OwnerWrite, response: { 200: Owner } },
-    handler: update('put'),
+    handler: (req) => update(req.tenancy, req.params.id, req.body, 'put'),
   });
   app.patch('/owners/:id', {
     schema: { tags, summary: 'Update an owner (JSON merge patch)', params: IdParam, body: OwnerPatch, response: { 200: Owner } },
-    handler: update('patch'),
+    handler: (req) => update(req.tenancy, req.params.id, req.body, 'patch'),
   });
 
   app.delete('/owners/:id', {
     config: { scope: 'admin' },
     schema: { tags, summary: 'Delete an owner (admin); 409 while it has assets or child owners', params: IdParam },
     handler: async (req, reply) => {
-      const id = (req.params as { id: string }).id;
+      const id = req.params.id;
       await db.tx(async (q) => {
         await getOwner(q, req.tenancy, id, true);
         if (id === req.tenancy.principal.ownerId) throw conflict('A credential cannot delete its own owner.');
@@ -204,4 +200,4 @@ export async function ownerRoutes(app: FastifyInstance, { db }: { db: Db }): Pro
       return reply.code(204).send();
     },
   });
-}
+};

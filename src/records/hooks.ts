@@ -3,7 +3,7 @@
 // inside the storing transaction, so what it derives or writes commits or rolls back with the
 // records themselves.
 import type { Queryable } from '../db/db.js';
-import type { ObjectType } from '../outbox/outbox.js';
+import type { ObjectType } from '../delivery/objects.js';
 
 /** An item about to be stored: the validated body, its asset's owner and its record time. */
 export interface PreparedItem<I = any> {

@@ -1,16 +1,18 @@
 // Data records (spec 2.3, 2.5, 2.6, 2.12; API.md sections 1, 4, 5, 8): locations, sensor data,
 // reefer data, genset data and OEM data. Append-only; each belongs to its asset's owner. A create
 // takes one object or an array of up to 1000 (all or nothing, the bad index named) and stores the
-// whole array, and its outbox rows, in one statement.
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { Type, type Static, type TObject, type TProperties } from '@sinclair/typebox';
+// whole array, and its event log rows, in one statement.
+import type { FastifyPluginAsync, FastifySchema, RouteHandlerMethod } from 'fastify';
+import { Type, type Static, type TObject } from '@sinclair/typebox';
 import type { Config } from '../config.js';
 import type { Db, Queryable } from '../db/db.js';
-import { ApiError, badRequest, notFound } from '../http/errors.js';
-import { listPage, PageQuery } from '../http/paging.js';
-import { DateTime, IdParam, iso, isInt8Id, Nullable, Str, Uuid } from '../http/schemas.js';
-import { appendCtes, ownerPaths } from '../delivery/queue.js';
-import { deliveryWakeups, sqlIso, type ObjectType } from '../outbox/outbox.js';
+import { ApiError, badRequest } from '../http/errors.js';
+import { type Filter, filters } from '../http/filters.js';
+import { readRoutes } from '../tenancy/read-routes.js';
+import { DateTime, iso, Nullable, Str, Uuid, Literals } from '../http/schemas.js';
+import { appendCtes, ownerPaths, wakeReaders } from '../delivery/queue/index.js';
+import type { ObjectType } from '../delivery/objects.js';
+import { sqlIso } from '../db/sql.js';
 import type { Tenancy } from '../tenancy/tenancy.js';
 import type { PreparedItem, RecordHooks } from './hooks.js';
 
@@ -51,8 +53,8 @@ export interface RecordDef<I extends Common = any> {
   toApi: (row: any) => Record<string, unknown>;
   /** jsonb_build_object(...) over alias i: the push shape (spec 2.12). */
   pushPayload: string;
-  /** Extra list filters (schema properties, SQL). */
-  filters?: { schema: TProperties; apply: (q: any, params: unknown[], where: string[]) => void };
+  /** List filters of its own, beside assetId and ownerId. */
+  filters?: Record<string, Filter>;
   /** Extra per-item checks after the schema (pointer prefix given). */
   check?: (item: I, at: string) => void;
 }
@@ -96,7 +98,6 @@ export const SENSOR_TYPES = [
   'PRESSURE',
 ] as const;
 export const REEFER_CLASSES = ['CR', 'CR0', 'CRTT', 'DK', 'MH', 'SC', 'LD', 'TK', 'TKTT'] as const;
-const literalUnion = (values: readonly string[]) => Type.Union(values.map((v) => Type.Literal(v)));
 
 const locationItem = Type.Object({
   ...commonInput,
@@ -156,7 +157,7 @@ export const locations: RecordDef<LocationIn> = {
 const sensorItem = Type.Object({
   ...commonInput,
   sensorId: Str(36, { minLength: 1 }),
-  type: literalUnion(SENSOR_TYPES),
+  type: Literals(SENSOR_TYPES),
   value: Type.Union([Type.Number(), Str(255)], { description: 'A number, or text for sensors that report text' }),
   sensorType: Type.Optional(Nullable(Str(36, { description: 'Sensor model class' }))),
 });
@@ -203,18 +204,12 @@ export const sensorData: RecordDef<SensorIn> = {
     'sensorType', i.type, 'whenCreated', ${sqlIso('i.when_created')},
     'value', COALESCE(i.value_number::text, i.value_text), 'type', CASE WHEN i.value_number IS NULL THEN 'TEXT' ELSE 'DECIMAL' END,
     'when_received', (extract(epoch FROM i.when_received) * 1000)::int8)`,
-  filters: {
-    schema: { type: Type.Optional(literalUnion(SENSOR_TYPES)), sensorId: Type.Optional(Str(36)) },
-    apply: (q, params, where) => {
-      if (q.type !== undefined) where.push(`type = $${params.push(q.type)}`);
-      if (q.sensorId !== undefined) where.push(`sensor_id = $${params.push(q.sensorId)}`);
-    },
-  },
+  filters: { type: filters.equals('type', Literals(SENSOR_TYPES)), sensorId: filters.equals('sensor_id', Str(36)) },
 };
 
 const reeferItem = Type.Object({
   ...commonInput,
-  reeferClass: Type.Optional(Nullable(literalUnion(REEFER_CLASSES))),
+  reeferClass: Type.Optional(Nullable(Literals(REEFER_CLASSES))),
   data: dataObject('Reefer payload'),
   gensetManufacturer: Type.Optional(Nullable(Str(255))),
 });
@@ -252,12 +247,7 @@ export const reeferData: RecordDef<ReeferIn> = {
   }),
   pushPayload: `jsonb_build_object('id', i.id, 'assetId', i.asset_id, 'ownerId', i.owner_id, 'whenCreated', ${sqlIso('i.when_created')},
     'reeferClass', i.reefer_class, 'data', i.data)`,
-  filters: {
-    schema: { reeferClass: Type.Optional(literalUnion(REEFER_CLASSES)) },
-    apply: (q, params, where) => {
-      if (q.reeferClass !== undefined) where.push(`reefer_class = $${params.push(q.reeferClass)}`);
-    },
-  },
+  filters: { reeferClass: filters.equals('reefer_class', Literals(REEFER_CLASSES)) },
   check: (i, at) => checkData(i.data, `${at}/data`),
 };
 
@@ -341,12 +331,7 @@ export const oemData: RecordDef<OemIn> = {
   }),
   pushPayload: `jsonb_build_object('id', i.id, 'assetId', i.asset_id, 'ownerId', i.owner_id, 'whenCreated', ${sqlIso('i.when_created')},
     'payloadType', i.payload_type, 'data', i.data, 'boxId', i.box_id, 'when_received', (extract(epoch FROM i.when_received) * 1000)::int8)`,
-  filters: {
-    schema: { payloadType: Type.Optional(Type.Integer()) },
-    apply: (q, params, where) => {
-      if (q.payloadType !== undefined) where.push(`payload_type = $${params.push(q.payloadType)}`);
-    },
-  },
+  filters: { payloadType: filters.equals('payload_type', Type.Integer()) },
   check: (i, at) => checkData(i.data, `${at}/data`),
 };
 
@@ -387,7 +372,7 @@ async function prepare<I extends Common>(q: Queryable, t: Tenancy, cfg: Config, 
 
 export type Prepared<I> = PreparedItem<I>[];
 
-/** Stores prepared items and their outbox rows in one statement; returns rows in input order. */
+/** Stores prepared items and their event log rows in one statement; returns rows in input order. */
 export async function insertRecords<I extends Common>(q: Queryable, def: RecordDef<I>, prepared: Prepared<I>): Promise<any[]> {
   const cols = ['asset_id', 'owner_id', 'when_created', ...def.columns.map((c) => c.col)];
   const types = ['uuid', 'uuid', 'timestamptz', ...def.columns.map((c) => c.pg)];
@@ -413,70 +398,46 @@ export async function insertRecords<I extends Common>(q: Queryable, def: RecordD
 
 // ---- routes ------------------------------------------------------------------------------------
 
-export async function recordRoutes(app: FastifyInstance, { db, cfg, hooks }: { db: Db; cfg: Config; hooks: RecordHooks }): Promise<void> {
+export const recordRoutes: FastifyPluginAsync<{ db: Db; cfg: Config; hooks: RecordHooks }> = async (app, { db, cfg, hooks }) => {
   for (const def of RECORD_DEFS) {
     const tags = [def.tag];
-    const ListQuery = Type.Intersect([
-      PageQuery,
-      Type.Object({ assetId: Type.Optional(Type.Array(Uuid)), ownerId: Type.Optional(Uuid), ...(def.filters?.schema ?? {}) }),
-    ]);
+    // Generic over the five record types: the body was validated against bulkOf(def.item), one
+    // record or an array of them; each has at least the common members.
+    const create: RouteHandlerMethod = async (req, reply) => {
+      const body = req.body as Common | Common[];
+      const bulk = Array.isArray(body);
+      const items = bulk ? body : [body];
+      const rows = await db.tx(async (q) => {
+        const prepared = await prepare(q, req.tenancy, cfg, def, items, bulk);
+        return hooks.store(q, def.type, prepared, (p) => insertRecords(q, def, p));
+      });
+      wakeReaders(db);
+      const out = rows.map(def.toApi);
+      reply.code(201);
+      if (!bulk) reply.header('Location', `${req.server.publicUrl}/api/v1${def.path}/${out[0]!.id}`);
+      return bulk ? out : out[0];
+    };
+    const schema: FastifySchema = {
+      tags,
+      summary: `Store ${def.what}: one object, or an array of up to ${MAX_BULK} (all or nothing)`,
+      body: bulkOf(def.item),
+      response: { 201: Type.Union([def.output, Type.Array(def.output)]) },
+    };
+    app.route({ method: 'POST', url: def.path, bodyLimit: RECORD_BODY_LIMIT, schema, handler: create });
 
-    app.post(def.path, {
-      bodyLimit: RECORD_BODY_LIMIT,
-      schema: {
-        tags,
-        summary: `Store ${def.what}: one object, or an array of up to ${MAX_BULK} (all or nothing)`,
-        body: bulkOf(def.item),
-        response: { 201: Type.Union([def.output, Type.Array(def.output)]) },
-      },
-      handler: async (req: FastifyRequest, reply: FastifyReply) => {
-        const bulk = Array.isArray(req.body);
-        const items = (bulk ? req.body : [req.body]) as Common[];
-        const rows = await db.tx(async (q) => {
-          const prepared = await prepare(q, req.tenancy, cfg, def, items, bulk);
-          return hooks.store(q, def.type, prepared, (p) => insertRecords(q, def, p));
-        });
-        deliveryWakeups.emit('wake');
-        const out = rows.map(def.toApi);
-        reply.code(201);
-        if (!bulk) reply.header('Location', `${req.server.publicUrl}/api/v1${def.path}/${out[0]!.id}`);
-        return bulk ? out : out[0];
-      },
-    });
-
-    app.get(def.path, {
-      schema: {
-        tags,
-        summary: `List ${def.what}, newest first by default`,
-        querystring: ListQuery,
-        response: { 200: Type.Array(def.output) },
-      },
-      handler: async (req, reply) => {
-        const query = req.query as PageQuery & { assetId?: string[]; ownerId?: string };
-        const rows = await listPage<{ id: string }>(db, req, reply, {
-          select: '*',
-          from: def.table,
-          ownerColumn: 'owner_id',
-          defaultOrder: 'desc',
-          idType: 'int8',
-          filters: (params, where) => {
-            if (query.assetId?.length) where.push(`asset_id = ANY($${params.push(query.assetId)}::uuid[])`);
-            if (query.ownerId !== undefined) where.push(`owner_id = $${params.push(query.ownerId)}::uuid`);
-            def.filters?.apply(query, params, where);
-          },
-        });
-        return rows.map(def.toApi);
-      },
-    });
-
-    app.get(`${def.path}/:id`, {
-      schema: { tags, summary: `Get ${def.what}`, params: IdParam, response: { 200: def.output } },
-      handler: async (req) => {
-        const id = (req.params as { id: string }).id;
-        if (!isInt8Id(id)) throw notFound(def.what);
-        const row = await req.tenancy.one(db, { select: '*', from: def.table, ownerColumn: 'owner_id', idType: 'int8' }, id, def.what);
-        return def.toApi(row);
-      },
+    readRoutes(app, db, {
+      path: def.path,
+      tags,
+      what: def.what,
+      listSummary: `List ${def.what}, newest first by default`,
+      item: def.output,
+      toApi: def.toApi,
+      select: '*',
+      from: def.table,
+      ownerColumn: 'owner_id',
+      idType: 'int8',
+      defaultOrder: 'desc',
+      filters: { assetId: filters.anyUuid('asset_id'), ownerId: filters.uuid('owner_id'), ...def.filters },
     });
   }
-}
+};

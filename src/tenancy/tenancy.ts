@@ -5,6 +5,13 @@ import type { Db, Queryable } from '../db/db.js';
 import type { Scope } from '../auth/tokens.js';
 import { ApiError, notFound } from '../http/errors.js';
 
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** What the caller may see: set by authentication (auth/authenticate.ts) on every /api/v1 route. */
+    tenancy: Tenancy;
+  }
+}
+
 export interface Principal {
   /** Key for rate limits and idempotency: one per API key, or per client+subject of a JWT. */
   credential: string;

@@ -5,12 +5,13 @@
 // to the commit, so concurrent stores for one asset see each other's positions in order.
 // Plugged into the records module as a hook (registered by the app); zone events are written
 // through the events module.
-import type { FastifyInstance } from 'fastify';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { Db, Queryable } from '../db/db.js';
 import { insertEvents, type NewEvent } from '../events/events.js';
-import { listPage, PageQuery } from '../http/paging.js';
-import { iso, Uuid } from '../http/schemas.js';
+import { applyFilters, filters, listQuery } from '../http/filters.js';
+import { listPage } from '../http/paging.js';
+import { iso } from '../http/schemas.js';
 import type { PreparedItem, RecordHook } from '../records/hooks.js';
 import { locations, round } from '../records/records.js';
 import { contains, type Circle, type Geometry } from './geo.js';
@@ -154,33 +155,30 @@ async function after(q: Queryable, rows: any[], { zones, zoneById, inside }: Zon
 /** The zones hook on stored locations (registered by the app). */
 export const zoneHook: RecordHook<ZoneContext> = { name: 'zones', types: ['location'], before, after };
 
+const LATEST_FILTERS = { assetId: filters.anyUuid('p.asset_id'), ownerId: filters.uuid('l.owner_id') };
+
 /** GET /locations/latest: the newest location of each visible asset, kept by the hook above. */
-export async function positionRoutes(app: FastifyInstance, { db }: { db: Db }): Promise<void> {
+export const positionRoutes: FastifyPluginAsyncTypebox<{ db: Db }> = async (app, { db }) => {
   const def = locations;
-  const LatestQuery = Type.Intersect([PageQuery, Type.Object({ assetId: Type.Optional(Type.Array(Uuid)), ownerId: Type.Optional(Uuid) })]);
   app.get(`${def.path}/latest`, {
     schema: {
       tags: [def.tag],
       summary: 'The newest location of each visible asset',
-      querystring: LatestQuery,
+      querystring: listQuery(LATEST_FILTERS),
       response: { 200: Type.Array(def.output) },
     },
     handler: async (req, reply) => {
-      const query = req.query as PageQuery & { assetId?: string[]; ownerId?: string };
       const rows = await listPage<{ id: string }>(db, req, reply, {
         select: 'l.*',
         from: 'asset_positions p JOIN locations l ON l.id = p.location_id',
-        ownerColumn: 'l.owner_id',
+        owners: { column: 'l.owner_id', scope: req.tenancy },
         defaultOrder: 'desc',
         idType: 'int8',
         timeColumn: 'l.when_created',
         idColumn: 'l.id',
-        filters: (params, where) => {
-          if (query.assetId?.length) where.push(`p.asset_id = ANY($${params.push(query.assetId)}::uuid[])`);
-          if (query.ownerId !== undefined) where.push(`l.owner_id = $${params.push(query.ownerId)}::uuid`);
-        },
+        filters: (params, where) => applyFilters(LATEST_FILTERS, req.query, params, where),
       });
       return rows.map(def.toApi);
     },
   });
-}
+};

@@ -1,10 +1,11 @@
 // Zones (spec 2.9, API.md section 8): named areas of an owner, with an optional GeoJSON Polygon /
 // MultiPolygon `geometry` or a `circle`; names unique within the owner.
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type, type Static } from '@sinclair/typebox';
 import type { Db, Queryable } from '../db/db.js';
 import { badRequest, notFound } from '../http/errors.js';
-import { listPage, PageQuery } from '../http/paging.js';
+import { filters } from '../http/filters.js';
+import { readRoutes } from '../tenancy/read-routes.js';
 import { DateTime, IdParam, iso, isInt8Id, Nullable, Str, Uuid } from '../http/schemas.js';
 import type { Tenancy } from '../tenancy/tenancy.js';
 import { mergePatch } from '../http/merge-patch.js';
@@ -46,16 +47,11 @@ const ZoneWrite = Type.Object({
   geometry: Type.Optional(Nullable(GeometrySchema)),
   circle: Type.Optional(Nullable(CircleSchema)),
 });
-type ZoneWrite = Static<typeof ZoneWrite>;
 // A merge patch (RFC 7396) merges into the shape objects too ({circle: {radiusMeters}} keeps the centre);
 // the merged shape is then validated whole by shape().
 const ZonePatch = Type.Partial(
   Type.Object({ ...ZoneWrite.properties, geometry: Nullable(Type.Partial(GeometrySchema)), circle: Nullable(Type.Partial(CircleSchema)) }),
 );
-const ZoneList = Type.Intersect([
-  PageQuery,
-  Type.Object({ ownerId: Type.Optional(Uuid), name: Type.Optional(Str(32)), type: Type.Optional(Str(32)) }),
-]);
 
 interface Row {
   id: string;
@@ -108,32 +104,29 @@ function shape(geometry: Geometry | null, circle: Circle | null) {
   ];
 }
 
-export async function zoneRoutes(app: FastifyInstance, { db }: { db: Db }): Promise<void> {
+type ZoneInput = Static<typeof ZonePatch>;
+
+export const zoneRoutes: FastifyPluginAsyncTypebox<{ db: Db }> = async (app, { db }) => {
   const tags = ['zones'];
-  app.get('/zones', {
-    schema: { tags, summary: 'List visible zones', querystring: ZoneList, response: { 200: Type.Array(Zone) } },
-    handler: async (req, reply) => {
-      const query = req.query as Static<typeof ZoneList>;
-      const rows = await listPage<Row>(db, req, reply, {
-        select: SELECT,
-        from: 'zones',
-        ownerColumn: 'owner_id',
-        defaultOrder: 'asc',
-        idType: 'int8',
-        filters: (params, where) => {
-          if (query.ownerId !== undefined) where.push(`owner_id = $${params.push(query.ownerId)}::uuid`);
-          if (query.name !== undefined) where.push(`name = $${params.push(query.name)}`);
-          if (query.type !== undefined) where.push(`type = $${params.push(query.type)}`);
-        },
-      });
-      return rows.map(toApi);
-    },
+  readRoutes(app, db, {
+    path: '/zones',
+    tags,
+    what: 'zone',
+    listSummary: 'List visible zones',
+    item: Zone,
+    toApi,
+    select: SELECT,
+    from: 'zones',
+    ownerColumn: 'owner_id',
+    idType: 'int8',
+    defaultOrder: 'asc',
+    filters: { ownerId: filters.uuid('owner_id'), name: filters.equals('name', Str(32)), type: filters.equals('type', Str(32)) },
   });
 
   app.post('/zones', {
     schema: { tags, summary: 'Create a zone', body: ZoneWrite, response: { 201: Zone } },
     handler: async (req, reply) => {
-      const b = req.body as ZoneWrite;
+      const b = req.body;
       const ownerId = await req.tenancy.ownerFor(b.ownerId);
       const geo = shape((b.geometry ?? null) as Geometry | null, b.circle ?? null);
       const { rows } = await db.query<Row>(
@@ -146,19 +139,14 @@ export async function zoneRoutes(app: FastifyInstance, { db }: { db: Db }): Prom
     },
   });
 
-  app.get('/zones/:id', {
-    schema: { tags, summary: 'Get a zone', params: IdParam, response: { 200: Zone } },
-    handler: async (req) => toApi(await getZone(db, req.tenancy, (req.params as { id: string }).id)),
-  });
-
-  const update = (mode: 'put' | 'patch') => async (req: FastifyRequest) => {
-    const id = (req.params as { id: string }).id;
-    const b = req.body as Partial<ZoneWrite>;
-    return db.tx(async (q) => {
-      const cur = await getZone(q, req.tenancy, id, true);
+  /** A PUT replaces every writable field (absent optional ones cleared); a PATCH merges, into the shape too. */
+  const update = (t: Tenancy, id: string, b: ZoneInput, mode: 'put' | 'patch') =>
+    db.tx(async (q) => {
+      const cur = await getZone(q, t, id, true);
       const pick = <T>(v: T | undefined, old: T, dflt: T) => (v !== undefined ? v : mode === 'put' ? dflt : old);
       const ownerId = b.ownerId ?? cur.owner_id;
-      if (ownerId !== cur.owner_id) await req.tenancy.assertOwner(ownerId, '/ownerId', q);
+      if (ownerId !== cur.owner_id) await t.assertOwner(ownerId, '/ownerId', q);
+      // The merged shape is checked whole by shape() below.
       const merged = <T>(v: unknown, old: T) => (mode === 'patch' && v ? mergePatch(old, v) : v) as T | null | undefined;
       const geometry = pick(merged(b.geometry, cur.geometry), cur.geometry, null);
       const circle = pick(merged(b.circle, cur.circle), cur.circle, null);
@@ -169,20 +157,19 @@ export async function zoneRoutes(app: FastifyInstance, { db }: { db: Db }): Prom
       );
       return toApi(rows[0]!);
     });
-  };
   app.put('/zones/:id', {
     schema: { tags, summary: 'Replace a zone', params: IdParam, body: ZoneWrite, response: { 200: Zone } },
-    handler: update('put'),
+    handler: (req) => update(req.tenancy, req.params.id, req.body, 'put'),
   });
   app.patch('/zones/:id', {
     schema: { tags, summary: 'Update a zone (JSON merge patch)', params: IdParam, body: ZonePatch, response: { 200: Zone } },
-    handler: update('patch'),
+    handler: (req) => update(req.tenancy, req.params.id, req.body, 'patch'),
   });
 
   app.delete('/zones/:id', {
     schema: { tags, summary: 'Delete a zone', params: IdParam },
     handler: async (req, reply) => {
-      const id = (req.params as { id: string }).id;
+      const id = req.params.id;
       await db.tx(async (q) => {
         await getZone(q, req.tenancy, id, true);
         // Assets inside it simply stop being in it: no "left" events for a deleted zone.
@@ -192,4 +179,4 @@ export async function zoneRoutes(app: FastifyInstance, { db }: { db: Db }): Prom
       return reply.code(204).send();
     },
   });
-}
+};

@@ -1,9 +1,9 @@
-// The alert evaluation (src/alerts/engine.ts; API guide 8) without a database: record time, a
+// The alert evaluation (src/alerts/evaluation.ts; API guide 8) without a database: record time, a
 // violation's duration and repeats, alarm codes, the sweep of a silent asset, a changed
 // specification, the hourly ceiling, and timings that could break the date arithmetic.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { type AlertLimits, type AlertState, Evaluation, rulesOf } from '../../src/alerts/engine.js';
+import { type AlertLimits, type AlertState, Evaluation, rulesOf } from '../../src/alerts/evaluation.js';
 
 const MIN = 60_000;
 const T0 = Date.UTC(2026, 10, 1);

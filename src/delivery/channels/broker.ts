@@ -3,9 +3,9 @@
 // regrouped; topics named from the destination prefix; clients cached per integration and
 // rebuilt when its settings change; a window that bounds messages awaiting acknowledgement.
 import crypto from 'node:crypto';
-import type { IntegrationConfig, KafkaIntegration, MqttIntegration } from '../integrations.js';
-import type { LogEvent } from '../queue.js';
-import type { ObjectType } from '../../outbox/outbox.js';
+import type { IntegrationConfig, KafkaIntegration, MqttIntegration } from '../integrations/model.js';
+import type { LogEvent } from '../queue/index.js';
+import type { ObjectType } from '../objects.js';
 import { type AttemptRecord, type ChannelLimits, groupByType, type OutMessage, stableId } from './channel.js';
 
 export type BrokerIntegration = MqttIntegration | KafkaIntegration;

@@ -3,9 +3,9 @@
 // message and classifies what happened into an attempt record. The engine knows nothing else of
 // it: it claims, schedules, retries and records; adding a channel adds a folder here.
 import crypto from 'node:crypto';
-import type { IntegrationConfig } from '../integrations.js';
-import type { AttemptResponse, LogEvent } from '../queue.js';
-import type { ObjectType } from '../../outbox/outbox.js';
+import type { IntegrationConfig } from '../integrations/model.js';
+import type { AttemptResponse, LogEvent } from '../queue/index.js';
+import type { ObjectType } from '../objects.js';
 
 export interface ChannelLimits {
   /**

@@ -16,8 +16,8 @@
 // vetting one. A producer that failed is closed and built again for the next request.
 import { murmur2, Producer, ProduceAcks, stringSerializers } from '@platformatic/kafka';
 import { type AddressPolicy, AddressRefused, parseHostPort, resolveVetted, vettedLookup } from '../../address.js';
-import type { KafkaIntegration } from '../../integrations.js';
-import type { LogEvent } from '../../queue.js';
+import type { KafkaIntegration } from '../../integrations/model.js';
+import type { LogEvent } from '../../queue/index.js';
 import { getAtPath } from '../../../http/dotted-path.js';
 import {
   brokerLimits,

@@ -13,7 +13,7 @@ import net from 'node:net';
 import tls from 'node:tls';
 import { type IClientOptions, type IClientPublishOptions, MqttClient } from 'mqtt';
 import { type AddressPolicy, AddressRefused, resolveVetted } from '../../address.js';
-import type { MqttIntegration } from '../../integrations.js';
+import type { MqttIntegration } from '../../integrations/model.js';
 import {
   brokerLimits,
   brokerMessages,

@@ -1,8 +1,8 @@
 // The webhook channel: single mode sends each event as one object (webhook-id = the event id);
 // batch mode sends a JSON array of up to batchSize objects of one type under a batch id.
 import type { AddressPolicy } from '../../address.js';
-import type { WebhookIntegration } from '../../integrations.js';
-import type { LogEvent } from '../../queue.js';
+import type { WebhookIntegration } from '../../integrations/model.js';
+import type { LogEvent } from '../../queue/index.js';
 import { type Channel, configOf, groupByType, type OutMessage, stableId } from '../channel.js';
 import { closeAgents, injectEventId, sendWebhook } from './webhook.js';
 

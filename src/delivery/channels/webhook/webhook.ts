@@ -6,7 +6,7 @@ import crypto from 'node:crypto';
 import net from 'node:net';
 import { Agent, request as undiciRequest } from 'undici';
 import { resolveVetted, vettedLookup, AddressRefused, type AddressPolicy } from '../../address.js';
-import type { WebhookIntegration } from '../../integrations.js';
+import type { WebhookIntegration } from '../../integrations/model.js';
 import { setAtPath } from '../../../http/dotted-path.js';
 import { type AttemptRecord, type Outcome, SCHEMA_VERSION } from '../channel.js';
 

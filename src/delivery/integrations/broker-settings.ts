@@ -1,13 +1,13 @@
-// The MQTT and Kafka settings of an integration (spec 5.3, 5.4, 6.3, 6.5, 6.6; API.md 9), checked
+// The MQTT and Kafka settings of an integration (API guide 9), checked
 // and merged as a save needs them: defaults, write-only secrets (kept when left out, but only while
 // they would go to the same broker as before), the address rules for every broker named, TLS before
 // credentials, topic names each broker accepts, and customer-named fields that can neither reach a
 // prototype nor overwrite a member of the pushed object.
-import { badRequest } from '../http/errors.js';
-import { parseDottedPath } from '../http/dotted-path.js';
-import { OBJECT_TYPES, type ObjectType, PUSH_FIELDS } from '../outbox/outbox.js';
-import { AddressRefused, type AddressPolicy, parseHostPort, resolveVetted } from './address.js';
-import type { KafkaIntegration, MqttIntegration } from './integrations.js';
+import { badRequest } from '../../http/errors.js';
+import { parseDottedPath } from '../../http/dotted-path.js';
+import { OBJECT_TYPES, type ObjectType, PUSH_FIELDS } from '../objects.js';
+import { AddressRefused, type AddressPolicy, parseHostPort, resolveVetted } from '../address.js';
+import type { KafkaIntegration, MqttIntegration } from './model.js';
 
 type Json = Record<string, unknown>;
 type MqttSettings = MqttIntegration['mqtt'];

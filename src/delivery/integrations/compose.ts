@@ -1,0 +1,197 @@
+// An integration's settings as a save makes them (API guide 9): the body merged over the stored
+// ones (PATCH) or over the defaults (create, PUT), then checked whole: owners the caller sees,
+// addresses that pass the rules, topics brokers accept, write-only secrets kept only where they
+// would go to the same place, the event id injection neither contradicted nor ignored, and the
+// signing secret generated or rotated.
+import { isDeepStrictEqual } from 'node:util';
+import type { Queryable } from '../../db/db.js';
+import { ApiError, badRequest } from '../../http/errors.js';
+import { parseDottedPath } from '../../http/dotted-path.js';
+import { mergePatch } from '../../http/merge-patch.js';
+import { iso } from '../../http/schemas.js';
+import type { Tenancy } from '../../tenancy/tenancy.js';
+import { AddressRefused, type AddressPolicy, vetUrl } from '../address.js';
+import { OBJECT_TYPES } from '../objects.js';
+import { checkTopics, composeKafka, composeMqtt } from './broker-settings.js';
+import { newSigningSecret, type Row, SECRET_OVERLAP_MS, type Secrets } from './model.js';
+import { type AuthIn, CHANNELS, type ChannelName, DEFAULT_SCHEDULE_SECONDS, type IntegrationInput } from './schemas.js';
+import { type Composed, readSecrets, sealSecrets } from './store.js';
+import { publicAuth, stripSecretFlags } from './view.js';
+
+/** Merges input over the current row (PATCH) or defaults (create/PUT) and validates it all. */
+export async function compose(
+  deps: { secretsKey: Buffer; policy: AddressPolicy },
+  t: Tenancy,
+  q: Queryable,
+  b: IntegrationInput,
+  cur: Row | null,
+  mode: 'create' | 'put' | 'patch',
+): Promise<Composed & { shownSecret: string | undefined }> {
+  const { secretsKey, policy } = deps;
+  const base = mode === 'patch' ? cur : null;
+  const curSecrets = readSecrets(secretsKey, cur?.secrets ?? null);
+  const channel: ChannelName = b.channel ?? cur?.channel ?? 'webhook';
+  if (cur && channel !== cur.channel) {
+    throw badRequest(`/channel: an integration's channel is fixed (${cur.channel}); create a new integration for ${channel}`, '/channel');
+  }
+  for (const other of CHANNELS) {
+    if (other !== channel && b[other] !== undefined) {
+      throw badRequest(`/${other}: settings of the ${other} channel, but this integration's channel is ${channel}`, `/${other}`);
+    }
+  }
+  const ownerIds = b.ownerIds ?? base?.owner_ids ?? [];
+  for (const [n, id] of ownerIds.entries()) {
+    if (!(await t.sees(id, q))) throw new ApiError('NOT_FOUND', `owner ${id} not found`, { field: `/ownerIds/${n}` });
+  }
+  const objectTypes = b.objectTypes ?? base?.object_types ?? [...OBJECT_TYPES];
+  const destination = b.destination ?? base?.destination ?? '';
+  const destinations = (b.destinations ?? base?.destinations ?? {}) as Record<string, string>;
+  if (channel === 'webhook') {
+    if (b.destination !== undefined) await vet(policy, destination, '/destination');
+    for (const [type, url] of Object.entries(b.destinations ?? {})) {
+      if (!(OBJECT_TYPES as readonly string[]).includes(type))
+        throw badRequest(`/destinations: unknown object type "${type}"`, `/destinations/${type}`);
+      await vet(policy, url, `/destinations/${type}`);
+    }
+  } else checkTopics(channel, destination, destinations);
+  const retryIn = { ...(base?.retry ?? {}), ...(b.retry ?? {}) };
+  const retry = {
+    scheduleSeconds: retryIn.scheduleSeconds ?? DEFAULT_SCHEDULE_SECONDS,
+    maxAttempts: retryIn.maxAttempts ?? 30,
+    deadlineHours: retryIn.deadlineHours ?? 24,
+  };
+  const common = {
+    name: b.name ?? base?.name ?? '',
+    channel,
+    enabled: b.enabled ?? base?.enabled ?? true,
+    ownerIds,
+    objectTypes,
+    destination,
+    destinations,
+    retry,
+    maxBacklogHours: b.maxBacklogHours ?? base?.max_backlog_hours ?? 72,
+  };
+  if (channel !== 'webhook') {
+    // The stored public settings without the flags that only describe secrets; PATCH merges over them.
+    const stored = stripSecretFlags(cur?.settings ?? {});
+    // Saved before naming a field turned the injection on: an unused field name is no field.
+    if (stored.setEventId === false) stored.eventIdField = null;
+    const given = (b[channel] ?? {}) as Record<string, unknown>;
+    const input = (mode === 'patch' ? mergePatch(stored, given) : given) as Record<string, unknown>;
+    if (mode === 'patch' && channel === 'mqtt') {
+      // A patch that turns the injection off drops the field; one that names a field turns it on.
+      if (given.setEventId === false && given.eventIdField === undefined) input.eventIdField = null;
+      if (typeof given.eventIdField === 'string' && given.setEventId === undefined) input.setEventId = true;
+    }
+    const curBroker = cur ? { settings: stored, secrets: { password: curSecrets.password ?? null, key: curSecrets.key ?? null } } : null;
+    const made =
+      channel === 'mqtt'
+        ? await composeMqtt(input, curBroker, objectTypes, policy)
+        : await composeKafka(input, curBroker, objectTypes, policy);
+    const secrets: Secrets = { auth: null, signingSecret: null, ...made.secrets };
+    return {
+      ...common,
+      settings: made.settings as Record<string, unknown>,
+      secrets: sealSecrets(secretsKey, secrets),
+      shownSecret: undefined,
+    };
+  }
+  const w = { ...(base?.settings ?? {}), ...(b.webhook ?? {}) } as Record<string, unknown>;
+  const settings = {
+    mode: (w.mode as string) ?? 'single',
+    batchSize: (w.batchSize as number) ?? 100,
+    maxItemsPerMinute: (w.maxItemsPerMinute as number | null) ?? null,
+    maxConcurrentRequests: (w.maxConcurrentRequests as number) ?? 4,
+    timeoutMs: (w.timeoutMs as number) ?? 10_000,
+    ...injection(b.webhook ?? {}, mode === 'patch' ? base?.settings : undefined),
+  };
+  if (settings.injectEventIdPath !== null) parseDottedPath(settings.injectEventIdPath, '/webhook/injectEventIdPath');
+  // Write-only secrets: absent = keep (PUT included), null = remove, a value = replace.
+  const inAuth = b.webhook?.auth;
+  const auth = inAuth === undefined ? curSecrets.auth : keepSecret(inAuth as Record<string, unknown> | null, curSecrets.auth);
+  if (auth?.type === 'oauth2' && 'tokenUrl' in auth) await vet(policy, auth.tokenUrl, '/webhook/auth/tokenUrl');
+  // API.md 9: every webhook is signed. No secret yet: one is generated (shown once in the
+  // answer); a different one given: a rotation, the previous one signing on for 24 h.
+  const signing = rotate(curSecrets, b.webhook?.signingSecret ?? (curSecrets.signingSecret ? undefined : newSigningSecret()));
+  const secrets: Secrets = { auth, ...signing.secrets };
+  return {
+    ...common,
+    settings: {
+      ...settings,
+      auth: publicAuth(auth),
+      signingSecretSet: true,
+      previousSigningSecretExpiresAt: signing.previousExpiresAt,
+    } as Record<string, unknown>,
+    secrets: sealSecrets(secretsKey, secrets),
+    /** The new secret, for the one answer that shows it. */
+    shownSecret: signing.shown,
+  };
+}
+
+/** Applies a new signing secret (or none) to the stored ones; a change keeps the old one for 24 h. */
+function rotate(cur: Secrets, next: string | undefined) {
+  const now = Date.now();
+  const livePrevious = cur.previousSigningSecret && cur.previousSigningSecret.until > now ? cur.previousSigningSecret : null;
+  if (next === undefined || next === cur.signingSecret) {
+    return {
+      secrets: { signingSecret: cur.signingSecret, previousSigningSecret: livePrevious },
+      previousExpiresAt: livePrevious ? iso(new Date(livePrevious.until)) : null,
+      shown: undefined,
+    };
+  }
+  const previous = cur.signingSecret ? { secret: cur.signingSecret, until: now + SECRET_OVERLAP_MS } : null;
+  return {
+    secrets: { signingSecret: next, previousSigningSecret: previous },
+    previousExpiresAt: previous ? iso(new Date(previous.until)) : null,
+    shown: next,
+  };
+}
+
+/** A URL the webhook channel will dial: its shape and every address its host resolves to, as a 400 naming the field. */
+async function vet(policy: AddressPolicy, url: string, field: string): Promise<void> {
+  try {
+    await vetUrl(url, policy);
+  } catch (e) {
+    if (e instanceof AddressRefused) throw badRequest(`${field}: ${e.message}`, field);
+    throw e;
+  }
+}
+
+/**
+ * Auth given without its secret keeps the stored secret only when every other member is unchanged
+ * (a GET body put back): a stored secret never follows a new tokenUrl, header name or username.
+ */
+function keepSecret(given: Record<string, unknown> | null, stored: AuthIn | null): AuthIn | null {
+  if (given === null) return null;
+  const t = given.type;
+  const need =
+    t === 'apiKey' ? 'token' : t === 'header' ? 'value' : t === 'basic' ? 'password' : 'tokenUrl' in given ? 'clientSecret' : 'token';
+  if (given[need] !== undefined) return given as AuthIn;
+  if (stored && isDeepStrictEqual(publicAuth(stored), given)) return stored;
+  throw badRequest(
+    `/webhook/auth/${need} is required (left out, the stored one is kept only when the rest of auth is unchanged).`,
+    `/webhook/auth/${need}`,
+  );
+}
+
+/**
+ * Webhook event id injection (API guide 9): naming a path turns it on; injectEventId alone puts
+ * `eventId` at the top level; off keeps no path. A path given while injectEventId is false would be
+ * accepted and ignored: a 400 instead. A patch that turns it off drops the stored path.
+ */
+function injection(
+  given: { injectEventId?: boolean; injectEventIdPath?: string | null },
+  stored: Record<string, unknown> | undefined,
+): { injectEventId: boolean; injectEventIdPath: string | null } {
+  const path = given.injectEventIdPath;
+  if (given.injectEventId === false && path != null) {
+    throw badRequest(
+      '/webhook/injectEventIdPath is given while injectEventId is false: remove it, or set injectEventId to true',
+      '/webhook/injectEventIdPath',
+    );
+  }
+  if (given.injectEventId === false) return { injectEventId: false, injectEventIdPath: null };
+  const on = given.injectEventId ?? (path != null ? true : ((stored?.injectEventId as boolean | undefined) ?? false));
+  const kept = path !== undefined ? path : ((stored?.injectEventIdPath as string | null | undefined) ?? null);
+  return { injectEventId: on, injectEventIdPath: on ? kept : null };
+}

@@ -1,0 +1,68 @@
+// The read routes owned resources share (API guide 5): a list with keyset paging and the filters
+// the resource declares, and a get by id, both limited to the owners the caller sees (404 for one
+// it does not).
+import type { FastifyInstance, FastifySchema, RouteHandlerMethod } from 'fastify';
+import { type Static, type TObject, Type } from '@sinclair/typebox';
+import type { Db } from '../db/db.js';
+import { notFound } from '../http/errors.js';
+import { applyFilters, type Filter, listQuery } from '../http/filters.js';
+import { listPage } from '../http/paging.js';
+import { IdParam, isInt8Id, isUuid } from '../http/schemas.js';
+
+export interface ReadSpec<T extends TObject, R> {
+  /** The collection's path under /api/v1 (`/events`); the get is `${path}/:id`. */
+  path: string;
+  tags: string[];
+  /** What one is called in summaries and 404s (`event`, `sensor data`). */
+  what: string;
+  listSummary: string;
+  item: T;
+  toApi: (row: R) => Static<T>;
+  select: string;
+  from: string;
+  ownerColumn: string;
+  idType: 'int8' | 'uuid';
+  idColumn?: string;
+  timeColumn?: string;
+  defaultOrder: 'asc' | 'desc';
+  filters: Record<string, Filter>;
+}
+
+/** Registers `GET path` (the list) and `GET path/:id` (one) of an owned resource. */
+export function readRoutes<T extends TObject, R extends { id: string }>(app: FastifyInstance, db: Db, spec: ReadSpec<T, R>): void {
+  // Generic over the item schema, so the handlers are typed by hand: the query and the params were
+  // validated against the schemas given with them, and the answers are checked when sent.
+  const list: RouteHandlerMethod = async (req, reply) => {
+    const rows = await listPage<R>(db, req, reply, {
+      select: spec.select,
+      from: spec.from,
+      owners: { column: spec.ownerColumn, scope: req.tenancy },
+      defaultOrder: spec.defaultOrder,
+      idType: spec.idType,
+      ...(spec.idColumn ? { idColumn: spec.idColumn } : {}),
+      ...(spec.timeColumn ? { timeColumn: spec.timeColumn } : {}),
+      filters: (params, where) => applyFilters(spec.filters, req.query as Record<string, unknown>, params, where),
+    });
+    return rows.map(spec.toApi);
+  };
+  const one: RouteHandlerMethod = async (req) => {
+    const { id } = req.params as Static<typeof IdParam>;
+    if (!(spec.idType === 'int8' ? isInt8Id(id) : isUuid(id))) throw notFound(spec.what);
+    const row = await req.tenancy.one<R>(
+      db,
+      { select: spec.select, from: spec.from, ownerColumn: spec.ownerColumn, idColumn: spec.idColumn ?? 'id', idType: spec.idType },
+      id,
+      spec.what,
+    );
+    return spec.toApi(row);
+  };
+  const listSchema: FastifySchema = {
+    tags: spec.tags,
+    summary: spec.listSummary,
+    querystring: listQuery(spec.filters),
+    response: { 200: Type.Array(spec.item) },
+  };
+  const oneSchema: FastifySchema = { tags: spec.tags, summary: `Get ${spec.what}`, params: IdParam, response: { 200: spec.item } };
+  app.route({ method: 'GET', url: spec.path, schema: listSchema, handler: list });
+  app.route({ method: 'GET', url: `${spec.path}/:id`, schema: oneSchema, handler: one });
+}
