@@ -1,4 +1,4 @@
-// Benchmark (issue 10): bulk ingest of reefer data with the alert engine evaluating every record
+// Benchmark: bulk ingest of reefer data with the alert engine evaluating every record
 // (a specification on every asset) next to the same ingest for assets without specifications, in
 // one run against the same service. The two are interleaved round by round, so a noisy moment on
 // this shared machine costs both sides alike. Target: with alerts >= 70% of without.

@@ -1,4 +1,4 @@
-// Benchmark (issue 3): bulk ingest through the REST API against PostgreSQL, next to a raw `pg`
+// Benchmark: bulk ingest through the REST API against PostgreSQL, next to a raw `pg`
 // insert of the same rows in the same run, the same ingest again with 3 webhook integrations matching
 // the owner (push follow-up, figure 8), and list-query latency for one asset's last day in a table
 // of at least 10 million locations. Run with `npm run bench` (PostgreSQL at BENCH_PG_URL).

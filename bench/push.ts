@@ -1,4 +1,4 @@
-// Push delivery benchmarks against PostgreSQL (issue 4 and its follow-up): the service runs as a
+// Push delivery benchmarks against PostgreSQL: the service runs as a
 // child process (`node --import tsx src/main.ts`, engine defaults) on a fresh database
 // `tracking_bench_push`; records go in through the REST API with a bearer token, integrations are
 // made through the integrations API, and a local receiver records when each pushed object (by its

@@ -1,4 +1,4 @@
-// The dashboard (spec 6.7, API.md 9): a page over the public API. Signed in through the built-in
+// The dashboard (API guide 9): a page over the public API. Signed in through the built-in
 // issuer (authorization code with PKCE for the public `dashboard` client, on the issuer's own
 // sign-in page) or with an API key pasted for the session; tokens live in memory only (a reload
 // signs out), renewed with the refresh token before they expire. An operator sees every

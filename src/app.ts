@@ -84,7 +84,7 @@ export async function buildApp(cfg: Config, opts: { logger?: FastifyServerOption
     // Behind a reverse proxy the client address (token endpoint throttling, logs) comes from
     // X-Forwarded-For, trusted only from these networks.
     trustProxy: cfg.TRUST_PROXY.length ? cfg.TRUST_PROXY : false,
-    // API.md 2: headers and body must arrive within REQUEST_TIMEOUT_SECONDS, else 408 and close,
+    // API guide 2: headers and body must arrive within REQUEST_TIMEOUT_SECONDS, else 408 and close,
     // so a client trickling bytes cannot hold a connection (and a concurrency slot) for minutes.
     requestTimeout: cfg.REQUEST_TIMEOUT_SECONDS * 1000,
     http: {

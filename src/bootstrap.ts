@@ -1,4 +1,4 @@
-// First start with an empty database (issue 2, API.md section 11): create the operator owner,
+// First start with an empty database (API guide 11): create the operator owner,
 // client and user from configuration, or generate the secrets and hand them back to print once.
 // Several instances starting together: a transaction-level advisory lock lets one of them do it.
 import type { Config } from './config.js';

@@ -1,4 +1,4 @@
-// One validated configuration, parsed once at boot (API.md section 11).
+// One validated configuration, parsed once at boot (API guide 11).
 // Every bad variable is listed in a single error so an operator fixes them all at once.
 import path from 'node:path';
 
@@ -78,7 +78,7 @@ const spec = {
   AUTH_EXTERNAL_JWKS_URL: [url(['http:', 'https:']), undefined],
   AUTH_OWNER_CLAIM: [str, 'owner_id'],
   AUTH_ROLES_CLAIM: [str, 'roles'],
-  // API.md 2: a revocation reaches other instances within 10 s; this is how long one trusts its
+  // API guide 2: a revocation reaches other instances within 10 s; this is how long one trusts its
   // cached view of a login (0: ask the database on every request).
   AUTH_SESSION_CACHE_MS: [int(0, 9000), '5000'],
   AUTH_THROTTLE_FAILURES: [int(1, 1_000_000), '10'],
@@ -119,7 +119,7 @@ const spec = {
   STREAM_MAX_OPEN_PER_OWNER: [int(1, 1000), '5'],
   STREAM_MAX_WINDOW_HOURS: [int(1, 24 * 3650), '168'],
   STREAM_MAX_ANSWER_BYTES: [int(1024, 1024 * 1024 * 1024), String(64 * 1024 * 1024)],
-  // The alert sweep (API.md 8): how often it looks for violations that fell due on silent assets,
+  // The alert sweep (API guide 8): how often it looks for violations that fell due on silent assets,
   // and how long an asset must have sent nothing before the sweep acts for it (0 = at once).
   ALERT_SWEEP_SECONDS: [int(1, 3600), '30'],
   ALERT_SILENCE_SECONDS: [int(0, 86400), '60'],

@@ -1,4 +1,4 @@
-// Issue 10's crash test, on PostgreSQL: 20 reefers stay out of range for an hour of record time,
+// The alerts' crash test, on PostgreSQL: 20 reefers stay out of range for an hour of record time,
 // sent minute by minute in bulk posts; the service is SIGKILLed three times in the middle of the
 // violations (each time with a post in flight) and restarted, and the client sends again every
 // post it got no 201 for (which may have been stored: at least once). Each asset must end with

@@ -1,4 +1,4 @@
-// Spec 2.8, 2.10, 2.11 and API.md sections 4, 5, 8: specifications and the alert engine, driven
+// API guide 4, 5 and 8: specifications and the alert engine, driven
 // through the API with time-stamped reefer data (record time, a few days in the past, so every
 // due time is already behind the server clock: the sweep is called with the clock the test owns).
 import assert from 'node:assert/strict';

@@ -1,4 +1,4 @@
-// Spec 4.2 and 5.1, API.md section 2: the token request exactly as the spec writes it, expiry,
+// API guide 2: the token request exactly as the specification writes it, expiry,
 // refresh, and every kind of bad token answering 401; a missing scope answering 403; throttling of
 // failed token requests and equal timing for unknown users.
 import assert from 'node:assert/strict';
@@ -11,10 +11,10 @@ import { OPERATOR, ownerWithKey, passwordToken, startApp, basic, type TestApp } 
 
 const exec = promisify(execFile);
 
-test('the spec 4.2 token request sent by curl returns a JWT that expires 20 minutes after issue', async (t) => {
+test('the API guide 2 token request sent by curl returns a JWT that expires 20 minutes after issue', async (t) => {
   const ta = await startApp(t);
   const u = new URL(ta.url);
-  // Exactly as spec 4.2: POST {auth_url}/protocol/openid-connect/token, client id and secret as the
+  // Exactly as API guide 2: POST {auth_url}/protocol/openid-connect/token, client id and secret as the
   // URL's user and password parts, form body with scope=openid+profile+read.
   const authUrl = `http://${OPERATOR.clientId}:${OPERATOR.clientSecret}@${u.host}/auth/realms/tracking`;
   const { stdout } = await exec('curl', [
@@ -33,7 +33,7 @@ test('the spec 4.2 token request sent by curl returns a JWT that expires 20 minu
   assert.equal(claims.iss, `${ta.url}/auth/realms/tracking`);
   assert.ok(typeof claims.owner_id === 'string');
   assert.deepEqual(claims.roles, ['read', 'write', 'admin']);
-  // The token works on the REST interface as spec 5.1 step 3 says.
+  // The token works on the REST interface as API guide 2 step 3 says.
   const { stdout: owners } = await exec('curl', ['-s', '-H', `Authorization: Bearer ${body.access_token}`, `${ta.url}/api/v1/owners`]);
   assert.ok(Array.isArray(JSON.parse(owners)));
   // Also served without the /auth prefix, and the discovery document and JWKS answer.

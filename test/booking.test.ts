@@ -1,4 +1,4 @@
-// Spec 2.2 and API.md sections 1, 3, 4, 8: booking data. `type` is exactly the configured literal
+// API guide 1, 3, 4 and 8: booking data. `type` is exactly the configured literal
 // (BOOKING_DATA_TYPE, default MAERSK_V1); jsonData is any JSON up to 64 KiB; name at most 50 code
 // points and unique within the owner; ownerId defaults to the caller's; parents see their children's.
 import assert from 'node:assert/strict';

@@ -1,4 +1,4 @@
-// Broker outages (issue 9), on PostgreSQL (the crash guarantees need it: API.md 10): MQTT at QoS 1
+// Broker outages, on PostgreSQL (the crash guarantees need it: API guide 10): MQTT at QoS 1
 // and 2, Kafka at acks 1 and all. Records flow through a child-process service into the test's own
 // broker; the broker is stopped while they flow, the service is SIGKILLed and restarted while the
 // broker is down, records keep coming, and the broker is started again. Then every event id stored

@@ -1,4 +1,4 @@
-// Spec 2.7 and API.md sections 3, 4, 8: commands to reefer-connected assets. Created PENDING;
+// API guide 3, 4 and 8: commands to reefer-connected assets. Created PENDING;
 // PENDING -> SENT -> ACKNOWLEDGED | FAILED; PENDING -> CANCELLED by DELETE; past its time-to-live an
 // open command reads EXPIRED; every other move is a 409.
 import assert from 'node:assert/strict';

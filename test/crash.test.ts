@@ -1,4 +1,4 @@
-// Issue 4's crash test, on PostgreSQL: a child-process service takes 20,000 records in bulk posts
+// The crash test, on PostgreSQL: a child-process service takes 20,000 records in bulk posts
 // for a webhook that answers 500 or 429 to a share of requests and sleeps past the timeout on
 // some (a seeded pattern); the service is killed with SIGKILL three times, each while a post is in
 // flight, and restarted on a new port. Then:

@@ -1,4 +1,4 @@
-// Issue 11's browser tests: the dashboard in a real Chromium (playwright-core with Debian's
+// The browser tests: the dashboard in a real Chromium (playwright-core with Debian's
 // chromium). An operator signs in on the issuer's page (authorization code with PKCE), sees an integration's attempts arrive live, redelivers a failed
 // one and sees it succeed, sees an asset on the map; a customer's API key sees its own fleet and,
 // read-only, its integration's attempts. A hostile response body is shown as text. A screenshot of

@@ -1,4 +1,4 @@
-// Webhook push (spec 4.3, 5.2, 6.1-6.4, 6.7; API.md section 9) against a real local receiver: the
+// Webhook push (API guide 9) against a real local receiver: the
 // delivery rules of 6.4 row by row, single and batch bodies, every auth method, Standard Webhooks
 // signatures (verified with the npm `standardwebhooks` package), event-id injection, per-webhook
 // rate and concurrency limits measured by the receiver, redirects not followed, address refusals,
@@ -471,9 +471,9 @@ test('addresses: http and private hosts refused at save time unless allowed; map
   assert.match(t.body.error, /not a public address/);
 });
 
-test("webhook test endpoint (spec 4.3) sends one sample Asset now, with the integration's auth and signature", async () => {
+test("webhook test endpoint (API guide 9) sends one sample Asset now, with the integration's auth and signature", async () => {
   const f = await fleet({ webhook: { signingSecret: SECRET, auth: { type: 'apiKey', token: 'k-test' } } });
-  // API.md 9: with integrationId, only one of the integration's own destinations gets its auth.
+  // API guide 9: with integrationId, only one of the integration's own destinations gets its auth.
   bad(
     await ta.call('POST', '/api/v1/webhooks/test', { token: f.key, body: { url: `${rx.url}/probe`, integrationId: f.integrationId } }),
     400,
@@ -739,7 +739,7 @@ test('credentials are stored encrypted; a disabled integration keeps its pending
   await store(g.key, g.assetId, 2);
   await rx.waitFor(() => rx.for(g.path).length >= 2, 30_000, 'first attempts');
   assert.equal((await ta.call('DELETE', `/api/v1/integrations/${g.integrationId}`, { token: ta.adminToken })).status, 204);
-  // API.md 9: pending deliveries become CANCELLED at once (an attempt already in flight still
+  // API guide 9: pending deliveries become CANCELLED at once (an attempt already in flight still
   // records its attempt, but cannot bring its delivery back), credentials are wiped, history stays.
   const after = await ta.app.services.db.query<{ status: string }>('SELECT status FROM deliveries WHERE integration_id = $1', [
     g.integrationId,

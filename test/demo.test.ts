@@ -1,4 +1,4 @@
-// Issue 11's demo (`npm run demo`, scripts/demo.ts): on the embedded database, in its own data
+// The demo (`npm run demo`, scripts/demo.ts): on the embedded database, in its own data
 // folder, it starts the service, a receiver and the simulator, prints where to look, delivers, and
 // stops cleanly on Ctrl-C (SIGINT): the database closed, the process gone with status 0.
 // @test-lanes postgres

@@ -1,4 +1,4 @@
-// Delivery engine v2 (issue 8; API.md section 9): the event log is a log that each integration reads from
+// Delivery engine v2 (API guide 9): the event log is a log that each integration reads from
 // its own position (tx_id, id), only below the horizon pg_snapshot_xmin(), so an event whose
 // transaction commits late, behind a newer one, is still delivered, and the result stream follows
 // the attempt log the same way. Also: fresh events are not starved by a large retry backlog (claim
@@ -347,7 +347,7 @@ test('stats: pending, delivered, failed, last error and latency', async () => {
   await store(f.key, f.assetId, [8, 9, 10]);
   assert.equal((await stats(f.integrationId)).pending, 3, 'the disabled backlog counts as pending');
 
-  // The result stream without a channel (API.md 9: all three by default) carries these attempts.
+  // The result stream without a channel (API guide 9: all three by default) carries these attempts.
   const res = await fetch(`${ta.url}/api/v1/deliveries/stream`, { headers: { authorization: `Bearer ${ta.adminToken}` } });
   assert.equal(res.status, 200);
   const lines = (await res.text())

@@ -1,4 +1,4 @@
-// API.md sections 1, 4 and 6 (spec 7): every status >= 400 carries {error, message} as strings plus
+// API guide 1, 4 and 6 (API guide 6): every status >= 400 carries {error, message} as strings plus
 // code and requestId, for unknown routes, wrong verbs, oversized, mistyped and malformed bodies too.
 // Idempotency-Key on a create: a repeat replays the first answer, another body is a 422, a repeat
 // while the first runs is a 409. The OpenAPI document is valid OpenAPI 3.1 and lists every route.
@@ -90,7 +90,7 @@ test('a body over 1 MiB answers 413 (16 MiB on data-record routes), and nothing 
   // Data-record routes take bulk bodies up to 16 MiB.
   const asset = (await ta.call('POST', '/api/v1/assets', { token: o.key, body: { name: 'big-loc' } })).body;
   const loc = { assetId: asset.id, latitude: 1, longitude: 2 };
-  // Padded with JSON whitespace (an unknown member would be a 400, API.md section 1).
+  // Padded with JSON whitespace (an unknown member would be a 400, API guide 1).
   const padded = (bytes: number) => `${' '.repeat(bytes)}${JSON.stringify(loc)}`;
   r = await ta.call('POST', '/api/v1/locations', { token: o.key, body: padded(2 * MiB) });
   assert.equal(r.status, 201, `2 MiB location body: ${r.raw.slice(0, 300)}`);

@@ -70,7 +70,7 @@ if (TEST_DB === 'postgres') {
     assert.ok(sentA > 0 && sentB > 0, `both instances worked (${sentA} + ${sentB})`);
     assert.ok(rx.maxInFlight <= 3, `in flight ${rx.maxInFlight}`);
     // 1200/min is a token bucket of 20 refilled at (1200 - 20) / 60 per second, shared by both
-    // instances (API.md 9): measured on the receiver's clock, never the test's.
+    // instances (API guide 9): measured on the receiver's clock, never the test's.
     const times = rx.for('/hook').map((r) => r.at);
     assertBucket(times, { perMinute: 1200, maxConcurrent: 3 });
     const span = times.at(-1)! - times[0]!;

@@ -1,8 +1,8 @@
-// The Kafka channel (issue 9; spec 5.4, 6.3, 6.6; API.md 9) against a real Apache Kafka broker
+// The Kafka channel (API guide 9) against a real Apache Kafka broker
 // (KRaft, scripts/kafka.sh; the shared instance, each test on its own topics), read back with kcat,
 // an independent client: each acks level, one topic or one per type, keying by a payload field (same
 // key, same partition, as the attempt log says) and an even spread without one, the headers and the
-// metadata fields, each auth method of spec 5.4 (anonymous, SASL/PLAIN, SCRAM-SHA-256 and -512 over
+// metadata fields, each auth method of API guide 9 (anonymous, SASL/PLAIN, SCRAM-SHA-256 and -512 over
 // TLS, a customer CA, a client certificate) with a wrong password or a missing certificate failing
 // clearly and the delivery kept for retry, and the settings' bad input refused with 400.
 import assert from 'node:assert/strict';
@@ -352,7 +352,7 @@ test('a broker that cannot be reached: each send recorded with its error, FAILED
   assert.equal(r.count, 2, 'kept for redelivery');
 });
 
-test("another owner's records never reach the topic; a child owner's do (spec 2.4: descendants included)", async () => {
+test("another owner's records never reach the topic; a child owner's do (API guide 3: descendants included)", async () => {
   const f = await fleet({});
   const stranger = await fleet({}); // another owner, with its own integration and topic
   const child = await ownerWithKey(ta, `kafka-child-${stamp}`, { parentId: f.o.ownerId });

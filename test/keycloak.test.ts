@@ -1,4 +1,4 @@
-// API.md section 2: "A real Keycloak must work." A real Keycloak (scripts/keycloak.sh, realm from
+// API guide 2: "A real Keycloak must work." A real Keycloak (scripts/keycloak.sh, realm from
 // test/fixtures/keycloak-realm.json) issues the tokens; the service verifies them against its JWKS
 // and reads the owner from the `owner_id` claim and the roles from `realm_access.roles`.
 // Users are created through Keycloak's admin REST API at run time, with a unique name per run.

@@ -1,5 +1,5 @@
 // Start-up and shut-down: migrations safe when several instances start at once (PostgreSQL);
-// the embedded database's folder lock, clean shutdown and restart (PGlite, API.md section 10);
+// the embedded database's folder lock, clean shutdown and restart (PGlite, API guide 10);
 // in-flight requests finishing on SIGTERM (configuration parsing: test/unit/config.test.ts).
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';

@@ -1,7 +1,7 @@
-// The MQTT channel (issue 9; spec 5.3, 6.3, 6.5; API.md 9) against a real Mosquitto of the test's
+// The MQTT channel (API guide 9) against a real Mosquitto of the test's
 // own (test/brokers.ts): each QoS with what the broker acknowledged (read from the broker's own
 // log), one topic or one per type, the event id field and the MQTT 5 user properties (seen by
-// mosquitto_sub, an independent client), each auth method of spec 5.3 (anonymous, password over
+// mosquitto_sub, an independent client), each auth method of API guide 9 (anonymous, password over
 // TLS, a customer CA, a client certificate) with a wrong password or a missing certificate failing
 // clearly and the delivery kept for retry, the broker's Receive Maximum respected, and the settings'
 // bad input refused with 400.

@@ -1,4 +1,4 @@
-// Issue 7 (item 11): client generators need a clean OpenAPI document. The served document names
+// Client generators need a clean OpenAPI document. The served document names
 // every operation with a unique camelCase operationId, documents a 2xx answer for each and carries
 // the license; the types openapi-typescript generates from it, and a small client written against
 // them, type-check with the project's TypeScript compiler.

@@ -1,4 +1,4 @@
-// Operations endpoints (API.md section 4): health, readiness, Prometheus metrics, docs page.
+// Operations endpoints (API guide 4): health, readiness, Prometheus metrics, docs page.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { startApp } from './helpers.js';

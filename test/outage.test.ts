@@ -1,4 +1,4 @@
-// A database outage (issue 4): the service runs against a PostgreSQL this test starts itself on a
+// A database outage: the service runs against a PostgreSQL this test starts itself on a
 // Unix socket in its own private folder (no TCP port another process could take while it is down), which is stopped for some seconds and started again. Ingest during the outage fails
 // with a clear 503 and stores nothing; nothing accepted before or after is lost; delivery resumes
 // by itself.

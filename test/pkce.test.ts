@@ -1,4 +1,4 @@
-// API.md 2 and 9: the built-in issuer's authorization code flow with PKCE for the dashboard's
+// API guide 2 and 9: the built-in issuer's authorization code flow with PKCE for the dashboard's
 // public client: the sign-in page, the redirect with a one-time code, the exchange against the
 // verifier, and every way it must refuse (wrong password, foreign redirect, missing or plain PKCE,
 // wrong verifier, a code used twice or for another redirect), then refresh without a secret.

@@ -81,7 +81,7 @@ export class Receiver {
 
 /**
  * Asserts a webhook's maxItemsPerMinute on the arrival times a receiver recorded (single mode: one
- * item a request). The limit is a token bucket (API.md 9) holding one second's worth and refilled
+ * item a request). The limit is a token bucket (API guide 9) holding one second's worth and refilled
  * with the rest of the minute's, so no 60 s window carries more than the limit: any stretch of W ms
  * holds at most capacity + rate x W items, plus the requests already in flight when it began (sent
  * before it, arriving in it; at most maxConcurrentRequests). The bucket's clock is the start of

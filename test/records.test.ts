@@ -1,4 +1,4 @@
-// Data records (spec 2.3, 2.5, 2.6, 2.12; API.md sections 1, 4, 5, 8): every field rule answers a 400
+// Data records (API guide 1, 4, 5 and 8): every field rule answers a 400
 // naming the exact field and stores nothing; bulk is all or nothing; paging is exact while rows
 // arrive; another owner's records are invisible; every stored record reaches the event log in its
 // push shape, in the same transaction.
@@ -43,7 +43,7 @@ async function rejects(ta: TestApp, key: string, path: string, body: unknown, fi
 
 const past = (sec: number) => new Date(Date.now() - sec * 1000).toISOString();
 
-test('location field rules: ranges (API.md 8 coordinates), types, sizes, future time, NUL, ownerId; 6 decimals kept', async (t) => {
+test('location field rules: ranges (API guide 8 coordinates), types, sizes, future time, NUL, ownerId; 6 decimals kept', async (t) => {
   const { ta, key, assetId, ownerId } = await setup(t);
   const ok = { assetId, latitude: 53.5, longitude: 9.9 };
   const path = '/api/v1/locations';
@@ -91,7 +91,7 @@ test('location field rules: ranges (API.md 8 coordinates), types, sizes, future 
   assert.equal(r.status, 201, r.raw);
   const r2 = await ta.call('POST', path, { token: key, body: { ...ok, latitude: 12.3456789, longitude: 121.4737021234 } });
   assert.equal(r2.body.latitude, 12.345679);
-  assert.equal(r2.body.longitude, 121.473702, 'Shanghai is accepted (API.md 8 deviation)');
+  assert.equal(r2.body.longitude, 121.473702, 'Shanghai is accepted (API guide 8 deviation)');
   assert.match(r2.body.id, /^\d+$/);
   assert.match(r2.headers.location as string, new RegExp(`/api/v1/locations/${r2.body.id}$`));
   assert.equal((await ta.call('GET', `/api/v1/locations/${r2.body.id}`, { token: key })).body.latitude, 12.345679);

@@ -1,4 +1,4 @@
-// API.md section 2, revocation: deleting or disabling a user or a client, a new password or
+// API guide 2, revocation: deleting or disabling a user or a client, a new password or
 // narrower scopes end its tokens at once on this instance and within 10 s on another; refresh
 // tokens rotate and a replayed one ends the whole login; API keys belong to their owner. A user moved
 // to another owner counts as changed too: its tokens name the old owner.

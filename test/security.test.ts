@@ -1,5 +1,5 @@
 // Regression tests for the holes found by probing the running service as an attacker would
-// (issue 7; API.md sections 1, 2 and 9): each one reproduced on the old code and pins the fix.
+// (API guide 1, 2 and 9): each one reproduced on the old code and pins the fix.
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import net from 'node:net';

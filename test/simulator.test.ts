@@ -1,4 +1,4 @@
-// Issue 11's fleet simulator (sim/): it signs in with a real credential, makes its fleet through
+// The fleet simulator (sim/): it signs in with a real credential, makes its fleet through
 // the API, and what it reports as stored is what the service holds (its lanes: test/unit/sim-routes.test.ts).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';

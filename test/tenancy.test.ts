@@ -1,4 +1,4 @@
-// API.md section 3 (tenancy): a caller sees its own owner and every descendant, nothing else; a record
+// API guide 3 (tenancy): a caller sees its own owner and every descendant, nothing else; a record
 // of an owner the caller cannot see answers 404 (never 403), admin-only routes answer 403. The id-route
 // sweep is driven by the OpenAPI document, so a new route with a path parameter fails this file until
 // someone teaches it how to supply a foreign record's id (nobody can add an unchecked route).

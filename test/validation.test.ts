@@ -1,4 +1,4 @@
-// Spec 2.1 (asset) and 2.4 (owner) field limits, API.md sections 1, 3 and 5: every size is counted
+// Asset and owner field limits (API guide 1, 3, 5 and 8): every size is counted
 // in Unicode code points; too long, wrong type, missing or NUL-bearing values are a 400 whose `field`
 // is the exact JSON pointer, and a refused request stores nothing. Unique names answer 409. PUT
 // replaces, PATCH merges (null clears). Lists page by keyset with a Link rel="next" header.
@@ -214,7 +214,7 @@ test('owner fields: name and note sizes in code points, disabled boolean, ownerI
   assert.equal(ghost.status, 404, ghost.raw);
   assert.equal(ghost.body.field, '/ownerId');
   assert.deepEqual(await counts(), before);
-  // disabled defaults to false when absent (spec 2.4) and takes a boolean.
+  // disabled defaults to false when absent (API guide 3) and takes a boolean.
   const d = await ta.call('POST', '/api/v1/owners', { token: admin, body: { name: 'olim-default' } });
   assert.equal(d.body.disabled, false);
   assert.equal((await ta.call('PATCH', `/api/v1/owners/${d.body.id}`, { token: admin, body: { disabled: true } })).body.disabled, true);
@@ -466,7 +466,7 @@ test('bad paging parameters and bad or tampered cursors are 400s', async () => {
   }
 });
 
-// ---- unknown fields, ignored response fields, enum messages (API.md section 1) ----------------------
+// ---- unknown fields, ignored response fields, enum messages (API guide 1) ----------------------
 
 /** A 400 naming `field` whose message names the unknown member. */
 function assertUnknown(r: Res, field: string, what: string) {

@@ -1,4 +1,4 @@
-// Spec 2.3, 2.8, 2.9 and API.md sections 1, 3, 5, 8: zone CRUD, and geofencing through the API:
+// API guide 1, 3, 5 and 8: zone CRUD, and geofencing through the API:
 // a location stored without zoneId gets the ascending ids of its owner's containing zones; a location
 // newer than the asset's latest that enters or leaves a zone creates an INFO event; late ones never do.
 import assert from 'node:assert/strict';
@@ -267,7 +267,7 @@ test('zone CRUD: validation with exact fields, size limits, unique names, tenanc
     'longitude missing',
   );
 
-  // Sizes count code points (API.md section 1): 32 astral characters are 64 UTF-16 units.
+  // Sizes count code points (API guide 1): 32 astral characters are 64 UTF-16 units.
   const astral = (k: number) => '\u{1F6A2}'.repeat(k);
   ok(await a.call('POST', '/api/v1/zones', { name: astral(32) }), 201, 'name of 32 code points');
   bad(await a.call('POST', '/api/v1/zones', { name: 'n'.repeat(33) }), 400, '/name', 'name 33');

@@ -34,7 +34,7 @@ interface SpecRow {
 
 const SPEC_TYPE: Partial<Record<ObjectType, SpecType>> = { reeferdata: 'REEFER', gensetdata: 'GENSET' };
 const TABLE: Record<SpecType, string> = { REEFER: 'reefer_data', GENSET: 'genset_data' };
-// The record a notification shows, in its REST shape (spec 2.6; genset data for a GENSET specification).
+// The record a notification shows, in its REST shape (API guide 8; genset data for a GENSET specification).
 const RECORD_JSON: Record<SpecType, string> = {
   REEFER: `jsonb_build_object('id', r.id::text, 'assetId', r.asset_id, 'ownerId', r.owner_id, 'reeferClass', r.reefer_class,
     'gensetManufacturer', r.genset_manufacturer, 'data', r.data, 'whenCreated', ${sqlIso('r.when_created')})`,
@@ -42,7 +42,7 @@ const RECORD_JSON: Record<SpecType, string> = {
     'boxId', r.box_id, 'data', r.data, 'whenCreated', ${sqlIso('r.when_created')})`,
 };
 // The asset's latest location at the alert's time, with the members of the first zone it was in
-// (spec 2.11: "zone-like members name, type, note, whenUpdated").
+// (API guide 8: "zone-like members name, type, note, whenUpdated").
 const LOCATION_JSON = `(SELECT jsonb_build_object('id', l.id::text, 'assetId', l.asset_id, 'ownerId', l.owner_id,
       'latitude', l.latitude, 'longitude', l.longitude, 'altitude', l.altitude, 'heading', l.heading, 'speed', l.speed,
       'zoneId', l.zone_id, 'whenCreated', ${sqlIso('l.when_created')},

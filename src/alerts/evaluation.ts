@@ -285,7 +285,7 @@ export class Evaluation {
     return true;
   }
 
-  /** assetState and cmData (API.md 8) follow the records. */
+  /** assetState and cmData (API guide 8) follow the records. */
   private track(r: StoredRecord) {
     const a = this.state.a;
     const data = r.data as Record<string, unknown>;

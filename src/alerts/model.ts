@@ -77,7 +77,7 @@ export const Ranges = closed(
     cargo: Type.Optional(closed({ sensors: Type.Optional(sensorGroup(CARGO_SENSORS)) })),
     hardware: Type.Optional(closed({ sensors: Type.Optional(sensorGroup(HARDWARE_SENSORS)) })),
   },
-  'Accepted sensor values and when to notify (API.md 8)',
+  'Accepted sensor values and when to notify (API guide 8)',
 );
 const Timing = closed({
   duration: Type.Number({

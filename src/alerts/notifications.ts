@@ -1,4 +1,4 @@
-// Notifications (spec 2.11, API.md sections 4, 5, 8): raised by the alert engine, read-only over
+// Notifications (API guide 4, 5 and 8): raised by the alert engine, read-only over
 // REST. Each carries a snapshot taken when it was raised: the asset's latest location at that
 // time, the reefer data record, assetState and cmData, plus the ALERT event it came with.
 import type { FastifyPluginAsync } from 'fastify';

@@ -1,4 +1,4 @@
-// Specifications (spec 2.10, API.md sections 4, 5, 8): per asset and type (REEFER evaluates reefer
+// Specifications (API guide 4, 5 and 8): per asset and type (REEFER evaluates reefer
 // data, GENSET genset data), the accepted sensor ranges and when to notify. One per asset and type;
 // the owner is the asset's (read through the join); assetName and whoCreated are filled here.
 // Writing one re-checks the asset's open alert state against it (alerts/engine.ts).

@@ -1,4 +1,4 @@
-// Assets (spec 2.1, API.md sections 3-4): names unique within their owner; `assetTags` accepted as
+// Assets (API guide 3, 4 and 8): names unique within their owner; `assetTags` accepted as
 // an alias of `tags` (the spec's sample uses it); deletion refused while data records refer to it.
 import crypto from 'node:crypto';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
@@ -73,7 +73,7 @@ export async function getAsset(q: Queryable, t: Tenancy, id: string, forUpdate =
   return t.one<Row>(q, { select: SELECT, from: 'assets', ownerColumn: 'owner_id' }, id, 'asset', forUpdate);
 }
 
-/** The push shape of an asset (spec 2.12; API.md 8: tags as an array of the comma-separated words). */
+/** The push shape of an asset (API guide 8: tags as an array of the comma-separated words). */
 const toPush = (r: Row) => ({
   id: r.id,
   name: r.name,
@@ -164,7 +164,7 @@ export const assetRoutes: FastifyPluginAsyncTypebox<{ db: Db }> = async (app, { 
         ],
       );
       if (ownerId !== cur.owner_id) {
-        // A data record belongs to its asset's owner (API.md 3): its records move with it.
+        // A data record belongs to its asset's owner (API guide 3): its records move with it.
         for (const t of [...RECORD_DEFS.map((d) => d.table), 'events', 'commands']) {
           await q.query(`UPDATE ${t} SET owner_id = $2 WHERE asset_id = $1`, [id, ownerId]);
         }

@@ -1,4 +1,4 @@
-// Users, OAuth clients and API keys (API.md section 2). Secrets are shown once, in the create
+// Users, OAuth clients and API keys (API guide 2). Secrets are shown once, in the create
 // response, and kept only as digests (API keys, client secrets) or scrypt hashes (passwords).
 // A non-admin creates API keys only for owners it sees, with scopes no wider than its own.
 import crypto from 'node:crypto';
@@ -132,7 +132,7 @@ const clientApi = (r: ClientRow) => ({
   whenCreated: iso(r.when_created)!,
 });
 
-/** Whether `next` drops something `cur` had (narrower scopes or grants revoke tokens, API.md 2). */
+/** Whether `next` drops something `cur` had (narrower scopes or grants revoke tokens, API guide 2). */
 const narrows = (cur: readonly string[], next: readonly string[] | undefined) => next !== undefined && cur.some((s) => !next.includes(s));
 
 export async function createClient(
@@ -268,7 +268,7 @@ export const credentialRoutes: FastifyPluginAsyncTypebox<{ db: Db }> = async (ap
             WHERE id = $1 RETURNING ${USER_SELECT}`,
           [id, b.ownerId ?? cur.owner_id, b.scopes ?? cur.scopes, b.disabled ?? cur.disabled, hash],
         );
-        // API.md 2: a new password, disabling, narrower scopes (or another owner, which the tokens
+        // API guide 2: a new password, disabling, narrower scopes (or another owner, which the tokens
         // name) end every login of the user, in the same transaction as the change.
         const why =
           b.password !== undefined

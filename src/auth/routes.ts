@@ -1,4 +1,4 @@
-// The built-in OpenID Connect issuer on Keycloak-compatible paths (spec 4.2, API.md section 2):
+// The built-in OpenID Connect issuer on Keycloak-compatible paths (API guide 2):
 // token endpoint (password, refresh_token, client_credentials, and authorization_code with PKCE
 // for public clients: authorize.ts), discovery document and JWKS.
 // Served under /auth/realms/{realm} and, as newer Keycloak does, /realms/{realm}.
@@ -215,7 +215,7 @@ export async function authRoutes(app: FastifyInstance, opts: { db: Db; cfg: Conf
         if (refreshed.clientId !== client.client_id)
           throw new OAuthError(400, 'invalid_grant', 'The refresh token was issued to another client.');
         if (!refreshed.sid || !refreshed.jti) throw new OAuthError(400, 'invalid_grant', 'The refresh token has no login.');
-        // Rotation (API.md 2): each refresh token works once; a second use revokes the whole login.
+        // Rotation (API guide 2): each refresh token works once; a second use revokes the whole login.
         refreshJti = crypto.randomUUID();
         const rotated = await tokens.sessions.rotate(refreshed.sid, refreshed.jti, refreshJti, refreshLife);
         if (rotated.status === 'replayed') {
@@ -285,7 +285,7 @@ export async function authRoutes(app: FastifyInstance, opts: { db: Db; cfg: Conf
       config: { public: true },
       schema: {
         tags: ['auth'],
-        summary: 'Token endpoint (spec 4.2): password, refresh_token, client_credentials and authorization_code (PKCE) grants',
+        summary: 'Token endpoint (API guide 2): password, refresh_token, client_credentials and authorization_code (PKCE) grants',
         hide,
         security: [],
         params: Realm,

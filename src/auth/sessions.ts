@@ -1,4 +1,4 @@
-// Logins and revocation (API.md section 2). Every token of the built-in issuer carries the id of
+// Logins and revocation (API guide 2). Every token of the built-in issuer carries the id of
 // its row in auth_sessions (`sid`): a login of the password grant, kept through its rotating refresh
 // tokens, or one client_credentials grant. An access token is accepted only while its row exists and
 // is not revoked, so deleting or disabling a user or a client, a new password or narrower scopes

@@ -1,4 +1,4 @@
-// The built-in OpenID Connect issuer's keys and tokens (API.md section 2), and verification of
+// The built-in OpenID Connect issuer's keys and tokens (API guide 2), and verification of
 // tokens from an external issuer (a real Keycloak). Signing keys live in the database, private half
 // encrypted with SECRETS_KEY, so every instance on one database issues and accepts the same tokens.
 import crypto from 'node:crypto';
@@ -138,7 +138,7 @@ export class TokenService {
   /** Verifies a bearer JWT from the built-in issuer or the configured external one. */
   async verify(token: string, kind: 'access' | 'refresh' = 'access'): Promise<VerifiedToken> {
     const t = await this.verifySigned(token, kind);
-    // API.md 2: a revoked login's access tokens stop at once (refresh tokens are checked, with
+    // API guide 2: a revoked login's access tokens stop at once (refresh tokens are checked, with
     // rotation, by the token endpoint in a transaction). Outside the try below: a database
     // failure here is a 503, not a refused token.
     if (kind === 'access' && t.sid && !(await this.sessions.isActive(t.sid))) {

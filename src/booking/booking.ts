@@ -1,4 +1,4 @@
-// Booking data (spec 2.2, API.md section 8): free JSON per owner; `type` must be the one configured
+// Booking data (API guide 8): free JSON per owner; `type` must be the one configured
 // literal (BOOKING_DATA_TYPE); `name` unique within the owner; `ownerId` defaults to the caller's.
 import crypto from 'node:crypto';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';

@@ -1,4 +1,4 @@
-// Commands to reefer-connected assets (spec 2.7, API.md section 8). Created PENDING; the device side
+// Commands to reefer-connected assets (API guide 8). Created PENDING; the device side
 // (any credential with write on the asset's owner) reads PENDING commands and moves them
 // PENDING -> SENT -> ACKNOWLEDGED | FAILED; DELETE cancels a PENDING one (the record stays). An open
 // command (PENDING or SENT) past its time-to-live reads as EXPIRED and can no longer change.

@@ -1,4 +1,4 @@
-// The dashboard page (spec 6.7, API.md 9) at /dashboard: static files and one script, bundled from
+// The dashboard page (API guide 9) at /dashboard: static files and one script, bundled from
 // dashboard/main.tsx with esbuild when first asked for (Preact and topojson-client from npm, the
 // world's land from world-atlas: nothing comes from a CDN). The page needs no credential; every
 // call it makes carries the one signed in with. A strict Content-Security-Policy: scripts, styles

@@ -1,6 +1,6 @@
 // One database interface over PostgreSQL (pg) and the embedded PGlite, with the same SQL on both
 // (written for PostgreSQL 15; PGlite runs 17). Type parsing is made identical: int8 as decimal
-// strings (ids are 64-bit, API.md section 1), numeric as JS numbers, timestamptz as Date.
+// strings (ids are 64-bit, API guide 1), numeric as JS numbers, timestamptz as Date.
 import fs from 'node:fs';
 import path from 'node:path';
 import pg from 'pg';
@@ -125,7 +125,7 @@ export class DataDirLockedError extends Error {
   readonly code = 'DATA_DIR_LOCKED';
 }
 
-/** Takes DATA_DIR/service.lock for this process; a live holder refuses us (API.md section 10). */
+/** Takes DATA_DIR/service.lock for this process; a live holder refuses us (API guide 10). */
 export function lockDataDir(dir: string): () => void {
   fs.mkdirSync(dir, { recursive: true });
   const file = path.join(dir, 'service.lock');

@@ -1,4 +1,4 @@
-// Customer endpoint address rules (spec 5.2, API.md section 9): https unless PUSH_ALLOW_HTTP; a host
+// Customer endpoint address rules (API guide 9): https unless PUSH_ALLOW_HTTP; a host
 // that resolves to a private, loopback, link-local, metadata or otherwise non-public address
 // (IPv4-mapped, IPv4-translated, NAT64 and 6to4 forms included, classified by ipaddr.js) is refused
 // when saved and again when dialled, unless inside PUSH_ALLOWED_NETWORKS. The vetted address is the one connected to (no second lookup).

@@ -1,4 +1,4 @@
-// The delivery engine (spec 6.4, API.md section 9): claims work from the queue (src/delivery/queue.ts),
+// The delivery engine (API guide 9): claims work from the queue (src/delivery/queue.ts),
 // hands messages to channels (src/delivery/channels), and turns what each send did into the next
 // state of its events. It knows no channel and no SQL.
 //
@@ -78,7 +78,7 @@ export function retryDelaySeconds(schedule: number[], attemptsMade: number, rand
   return base * (1 - JITTER + 2 * JITTER * random());
 }
 
-/** What a send means for each event it carried (spec 6.4): the engine's one retry policy. */
+/** What a send means for each event it carried (API guide 9): the engine's one retry policy. */
 export function outcomeFor(job: Job, r: AttemptRecord, at: Date, random = Math.random): queue.RequestOutcome {
   const { cfg, msg } = job;
   const jitter = random(); // one retry time per request, so a batch's events stay together
@@ -124,7 +124,7 @@ export function outcomeFor(job: Job, r: AttemptRecord, at: Date, random = Math.r
     partitions: r.partitions ?? null,
     qos: r.qos,
     error: r.error,
-    // Spec 6.4: a success keeps status, time and receipt; a failure keeps the whole response.
+    // API guide 9: a success keeps status, time and receipt; a failure keeps the whole response.
     responseHeaders: ok ? null : r.responseHeaders,
     responseBody: ok ? null : r.responseBody,
     responseBodyBytes: ok ? null : r.responseBodyBytes,
@@ -507,7 +507,7 @@ export class DeliveryEngine {
         const outcome = outcomeFor(job, result, new Date());
         const failed = outcome.events.filter((e) => e.status === 'FAILED');
         if (failed.length) {
-          // Spec 6.5, 6.6: undeliverable is logged (and kept for redelivery).
+          // API guide 9: what cannot be delivered is logged (and kept for redelivery).
           this.log.warn(
             {
               reason: result.outcome === 'fail' ? 'not retryable' : 'no attempts left',
@@ -601,7 +601,7 @@ export class DeliveryEngine {
     }
   }
 
-  /** Retention, backlog expiry of disabled integrations and log pruning (API.md 9), in bulk. */
+  /** Retention, backlog expiry of disabled integrations and log pruning (API guide 9), in bulk. */
   async sweep(): Promise<number> {
     return queue.sweep(this.db, { succeededDays: this.s.succeededRetentionDays, failedDays: this.s.failedRetentionDays });
   }

@@ -182,7 +182,7 @@ export const historyRoutes: FastifyPluginAsyncTypebox<{ db: Db; secretsKey: Buff
     },
   });
 
-  // Spec 4.3: send one sample object now and answer the outcome.
+  // API guide 9 ("Webhook test"): send one sample object now and answer the outcome.
   const TestBody = Type.Object({
     url: Type.String({ minLength: 1, maxLength: 2048 }),
     integrationId: Type.Optional(Type.String({ format: 'uuid' })),
@@ -190,7 +190,7 @@ export const historyRoutes: FastifyPluginAsyncTypebox<{ db: Db; secretsKey: Buff
   app.post('/webhooks/test', {
     schema: {
       tags: ['webhooks'],
-      summary: "Send one sample Asset to a URL now (spec 4.3), with an integration's auth and signature when integrationId is given",
+      summary: "Send one sample Asset to a URL now (API guide 9), with an integration's auth and signature when integrationId is given",
       body: TestBody,
       response: {
         200: Type.Object({
@@ -219,7 +219,7 @@ export const historyRoutes: FastifyPluginAsyncTypebox<{ db: Db; secretsKey: Buff
         if (visible !== 'all' && !cfg.ownerIds.every((o) => visible.includes(o))) {
           throw new ApiError('NOT_FOUND', 'integration not found', { field: '/integrationId' });
         }
-        // API.md 9: stored credentials and the signing secret never go to a URL the caller just
+        // API guide 9: stored credentials and the signing secret never go to a URL the caller just
         // named, only to one of the integration's own destinations.
         const own = [cfg.destination, ...Object.values(cfg.destinations)].map(normalUrl);
         if (!own.includes(url.href))

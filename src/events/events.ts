@@ -1,4 +1,4 @@
-// Events (spec 2.8, API.md sections 4-5): INFO events from zone enter/leave, and ALERT / INFO
+// Events (API guide 4, 5 and 8): INFO events from zone enter/leave, and ALERT / INFO
 // events from alert specifications. Read-only over REST; other modules write them only through
 // insertEvents below.
 import type { FastifyPluginAsync } from 'fastify';
@@ -44,7 +44,7 @@ const toApi = (r: Row) => ({
   whenCreated: iso(r.when_created)!,
 });
 
-/** A reading as events carry it (spec 2.8): the value as text and its record time. */
+/** A reading as events carry it (API guide 8): the value as text and its record time. */
 export interface Reading {
   value: string;
   whenCreated: string;

@@ -1,4 +1,4 @@
-// Dotted paths that customers give (`injectEventIdPath`, a Kafka key path, ...): API.md section 1.
+// Dotted paths that customers give (`injectEventIdPath`, a Kafka key path, ...): API guide 1.
 // A customer string that becomes a property name must never reach an object's prototype, so the
 // segments that lead there are refused on input, and the walk below only ever follows own members.
 import { badRequest } from './errors.js';
@@ -19,7 +19,7 @@ const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'obj
 
 /**
  * Sets `value` at `segments` inside `root` (which it changes), creating objects on the way
- * (spec 6.3). Only own members are followed and every member is defined as an own data property,
+ * (API guide 9). Only own members are followed and every member is defined as an own data property,
  * so even a forbidden segment stored by an older version cannot touch a prototype.
  */
 export function setAtPath(root: Record<string, unknown>, segments: readonly string[], value: unknown): void {

@@ -13,7 +13,7 @@ import { IGNORED_KEYWORD, lenientSchema, requestBodySchema, stripIgnored, type S
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
 
-/** API.md section 1: date-times in bodies and query strings lie in 1970..9999 (UTC). */
+/** API guide 1: date-times in bodies and query strings lie in 1970..9999 (UTC). */
 const MIN_DATE_MS = Date.UTC(1970, 0, 1);
 const MAX_DATE_MS = Date.UTC(10000, 0, 1) - 1;
 const isDateTime = (fullFormats['date-time'] as { validate: (s: string) => boolean }).validate;
@@ -38,7 +38,7 @@ export function installValidation(app: FastifyInstance): void {
   const bodyAjv = withFormats(new Ajv({ coerceTypes: false, useDefaults: true, strict: false, allErrors: false, verbose: true }));
   // Query strings and path params arrive as text: coerce, and allow repeated params as arrays.
   const queryAjv = withFormats(new Ajv({ coerceTypes: 'array', useDefaults: true, strict: false, allErrors: false }));
-  // API.md section 1: what a route's 2xx responses carry is ignored in its body (requestBodySchema).
+  // API guide 1: what a route's 2xx responses carry is ignored in its body (requestBodySchema).
   // Form bodies (the OAuth token endpoint) stay open: RFC 6749 section 3.1 says unknown parameters
   // are ignored. Query strings stay lenient too: links carry cache busters and tracking parameters.
   const routes = new Map<string, { responses: unknown[]; form: boolean }>();
@@ -74,7 +74,7 @@ export function installValidation(app: FastifyInstance): void {
     return checked(bodyAjv.compile(body as object), strip);
   });
 
-  // API.md section 1: a NUL anywhere in a string (keys included), or a number that is not finite,
+  // API guide 1: a NUL anywhere in a string (keys included), or a number that is not finite,
   // is a 400 naming where.
   app.addHook('preValidation', async (req) => {
     const q = req.query as Record<string, unknown> | undefined;
@@ -159,7 +159,7 @@ function findBadValue(root: unknown): { at: string; why: string } | undefined {
       const why = bad(v);
       if (why) return { at, why };
     } else if (typeof v === 'number') {
-      // API.md section 1: JSON.parse turns an overflowing literal (1e400) into Infinity, which
+      // API guide 1: JSON.parse turns an overflowing literal (1e400) into Infinity, which
       // PostgreSQL would store as Infinity (or JSONB as null) and JSON cannot carry back out.
       if (!Number.isFinite(v)) return { at, why: 'must be a finite number' };
     } else if (v && typeof v === 'object') {

@@ -1,4 +1,4 @@
-// One error catalogue (API.md section 6): a stable code, its HTTP status and a short title.
+// One error catalogue (API guide 6): a stable code, its HTTP status and a short title.
 // Every response >= 400 is written from here as {error, message, code, requestId[, field]}.
 
 export const ERRORS = {

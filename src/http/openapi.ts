@@ -1,5 +1,5 @@
 // What the OpenAPI document needs beyond the route schemas, so client generators get a clean one
-// (issue 7; Redocly's recommended rules): every operation named by a stable camelCase operationId,
+// (Redocly's recommended rules): every operation named by a stable camelCase operationId,
 // and a documented 2xx answer. Applied to every route in one onRoute hook (app.ts); a route that sets
 // its own operationId or 2xx response keeps it.
 import type { RouteOptions } from 'fastify';

@@ -1,4 +1,4 @@
-// Lists (API.md section 5): plain JSON arrays, keyset paging on (whenCreated, id) with an opaque
+// Lists (API guide 5): plain JSON arrays, keyset paging on (whenCreated, id) with an opaque
 // cursor and a Link rel="next" header. Every row that existed when the first page was read comes
 // back exactly once, because the cursor is the exact (microsecond, id) position of the last row.
 import type { FastifyReply, FastifyRequest } from 'fastify';
@@ -124,7 +124,7 @@ export interface ListSpec {
 }
 
 /**
- * One page of a list (API.md section 5): the tenancy filter, the resource's filters, keyset paging
+ * One page of a list (API guide 5): the tenancy filter, the resource's filters, keyset paging
  * and the Link header, in the one shape every list shares.
  */
 export async function listPage<R extends { id: string }>(

@@ -35,7 +35,7 @@ export const ErrorSchema = Type.Object(
 
 export const ScopeSchema = Type.Union([Type.Literal('read'), Type.Literal('write'), Type.Literal('admin')]);
 
-/** ISO 8601 UTC to the second (API.md section 1; the spec's size 20). */
+/** ISO 8601 UTC to the second (API guide 1; the spec's size 20). */
 export const iso = (d: Date | string | null | undefined): string | null => {
   if (d == null) return null;
   const t = new Date(d);
@@ -49,7 +49,7 @@ export const isUuid = (s: string) => UUID_RE.test(s);
 /** A 64-bit record id as decimal text (1 to 9223372036854775807). */
 export const isInt8Id = (s: string) => /^[1-9]\d{0,18}$/.test(s) && BigInt(s) <= 9223372036854775807n;
 
-// ---- request validation schemas (API.md section 1) -----------------------------------------------
+// ---- request validation schemas (API guide 1) -----------------------------------------------
 // Route modules declare request and response schemas once, for validation, types and OpenAPI alike.
 // The validator compiles a derived copy (the OpenAPI document keeps the declared one):
 // - request body objects refuse unknown members (a typo such as `lat` is a 400 naming it), at every

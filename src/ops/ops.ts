@@ -1,4 +1,4 @@
-// Operations endpoints outside /api/v1 (API.md section 4): /healthz (process up), /readyz
+// Operations endpoints outside /api/v1 (API guide 4): /healthz (process up), /readyz
 // (database answers), /metrics (Prometheus text), the OpenAPI document and the docs page.
 import fs from 'node:fs';
 import { createRequire } from 'node:module';

@@ -1,4 +1,4 @@
-// Owners (spec 2.4, API.md sections 3-4): a hierarchy where a parent sees its descendants.
+// Owners (API guide 3 and 4): a hierarchy where a parent sees its descendants.
 // `childIds` is derived; only an operator (admin) creates or deletes owners or moves one under
 // another parent; a move that would make a cycle is a 400.
 import crypto from 'node:crypto';

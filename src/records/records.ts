@@ -1,4 +1,4 @@
-// Data records (spec 2.3, 2.5, 2.6, 2.12; API.md sections 1, 4, 5, 8): locations, sensor data,
+// Data records (API guide 1, 4, 5 and 8): locations, sensor data,
 // reefer data, genset data and OEM data. Append-only; each belongs to its asset's owner. A create
 // takes one object or an array of up to 1000 (all or nothing, the bad index named) and stores the
 // whole array, and its event log rows, in one statement.
@@ -51,7 +51,7 @@ export interface RecordDef<I extends Common = any> {
   columns: Column<I>[];
   /** Row -> REST object. */
   toApi: (row: any) => Record<string, unknown>;
-  /** jsonb_build_object(...) over alias i: the push shape (spec 2.12). */
+  /** jsonb_build_object(...) over alias i: the push shape (API guide 8). */
   pushPayload: string;
   /** List filters of its own, beside assetId and ownerId. */
   filters?: Record<string, Filter>;
@@ -101,8 +101,8 @@ export const REEFER_CLASSES = ['CR', 'CR0', 'CRTT', 'DK', 'MH', 'SC', 'LD', 'TK'
 
 const locationItem = Type.Object({
   ...commonInput,
-  latitude: Type.Number({ minimum: -90, maximum: 90, description: 'Degrees (API.md 8: -90..90), 6 decimals kept' }),
-  longitude: Type.Number({ minimum: -180, maximum: 180, description: 'Degrees (API.md 8: -180..180), 6 decimals kept' }),
+  latitude: Type.Number({ minimum: -90, maximum: 90, description: 'Degrees (API guide 8: -90..90), 6 decimals kept' }),
+  longitude: Type.Number({ minimum: -180, maximum: 180, description: 'Degrees (API guide 8: -180..180), 6 decimals kept' }),
   altitude: Type.Optional(Nullable(Type.Number({ minimum: -99999.99, maximum: 99999.99, description: 'Metres' }))),
   heading: Type.Optional(Nullable(Type.Number({ minimum: -999.9, maximum: 999.9, description: 'Degrees' }))),
   speed: Type.Optional(Nullable(Type.Number({ minimum: -999.999, maximum: 999.999, description: 'km/h' }))),
@@ -199,7 +199,7 @@ export const sensorData: RecordDef<SensorIn> = {
     sensorType: r.sensor_type,
     whenCreated: iso(r.when_created)!,
   }),
-  // API.md 8: push sensorType = the REST type; value as text; type DECIMAL for numbers, TEXT otherwise.
+  // API guide 8: push sensorType = the REST type; value as text; type DECIMAL for numbers, TEXT otherwise.
   pushPayload: `jsonb_build_object('id', i.id, 'assetId', i.asset_id, 'ownerId', i.owner_id, 'sensorId', i.sensor_id,
     'sensorType', i.type, 'whenCreated', ${sqlIso('i.when_created')},
     'value', COALESCE(i.value_number::text, i.value_text), 'type', CASE WHEN i.value_number IS NULL THEN 'TEXT' ELSE 'DECIMAL' END,

@@ -1,4 +1,4 @@
-// Tenancy (API.md section 3), enforced in this one place: every query that reads or writes owned
+// Tenancy (API guide 3), enforced in this one place: every query that reads or writes owned
 // records takes its owner filter from a Tenancy. A caller sees its own owner and every descendant;
 // an operator (admin scope) sees every owner. Records outside that set answer 404, never 403.
 import type { Db, Queryable } from '../db/db.js';

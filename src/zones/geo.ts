@@ -1,4 +1,4 @@
-// API.md section 8: the pure geometry core for zone geofencing. No I/O, no database.
+// API guide 8: the pure geometry core for zone geofencing. No I/O, no database.
 //
 // A zone is either a GeoJSON Polygon/MultiPolygon (RFC 7946, positions are [longitude, latitude],
 // first ring exterior, further rings holes, planar lon/lat edges) or a circle with a haversine
@@ -154,7 +154,7 @@ function circleBBox(c: Circle): BBox {
     return { minLat: Math.max(-90, minLat), maxLat: Math.min(90, maxLat), minLon: -180, maxLon: 180 };
   }
   const cosLat = Math.cos(c.latitude * DEG);
-  // radius / (cos(lat) * metres-per-degree) as API.md section 8 puts it, widened to the exact
+  // radius / (cos(lat) * metres-per-degree) as API guide 8 puts it, widened to the exact
   // half-width of a spherical cap, asin(sin δ / cos φ), which is larger for big circles.
   const simple = c.radiusMeters / (cosLat * METRES_PER_DEGREE);
   const ratio = Math.sin(delta) / cosLat;

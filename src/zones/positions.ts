@@ -1,4 +1,4 @@
-// Storing locations (API.md section 8): a location without zoneId gets the ascending ids of its
+// Storing locations (API guide 8): a location without zoneId gets the ascending ids of its
 // owner's zones that contain it (as many as fit in 100 characters); a location newer than the
 // asset's latest one that enters or leaves a zone creates an INFO event; late records never do.
 // While the owner has zones, the asset row is locked (FOR NO KEY UPDATE) from reading the position

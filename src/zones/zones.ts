@@ -1,4 +1,4 @@
-// Zones (spec 2.9, API.md section 8): named areas of an owner, with an optional GeoJSON Polygon /
+// Zones (API guide 8): named areas of an owner, with an optional GeoJSON Polygon /
 // MultiPolygon `geometry` or a `circle`; names unique within the owner.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type, type Static } from '@sinclair/typebox';

@@ -1,4 +1,4 @@
-// API.md section 8: the zone geometry core (src/zones/geo.ts). Pure unit tests, no database.
+// API guide 8: the zone geometry core (src/zones/geo.ts). Pure unit tests, no database.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { bbox, contains, haversineMeters, validateCircle, validateGeometry, EARTH_RADIUS_M, type Geometry } from '../../src/zones/geo.js';

@@ -1,4 +1,4 @@
-// The seam between the delivery engine and the ways events leave the service (API.md section 9).
+// The seam between the delivery engine and the ways events leave the service (API guide 9).
 // A channel says what limits an integration has, turns claimed events into messages, sends one
 // message and classifies what happened into an attempt record. The engine knows nothing else of
 // it: it claims, schedules, retries and records; adding a channel adds a folder here.
@@ -35,12 +35,12 @@ export interface OutMessage {
   body: string;
 }
 
-/** API.md 1: the push payloads' version, sent with every message (header or MQTT 5 user property). */
+/** API guide 1: the push payloads' version, sent with every message (header or MQTT 5 user property). */
 export const SCHEMA_VERSION = '1';
 
 export type Outcome = 'success' | 'retry' | 'fail' | 'pause';
 
-/** What one send did: its answer as the attempt log keeps it (API.md 9), and what it means. */
+/** What one send did: its answer as the attempt log keeps it (API guide 9), and what it means. */
 export interface AttemptRecord extends AttemptResponse {
   outcome: Outcome;
   /** A 'pause' (429): how long the whole integration waits. */

@@ -110,7 +110,7 @@ export async function compose(
   const inAuth = b.webhook?.auth;
   const auth = inAuth === undefined ? curSecrets.auth : keepSecret(inAuth as Record<string, unknown> | null, curSecrets.auth);
   if (auth?.type === 'oauth2' && 'tokenUrl' in auth) await vet(policy, auth.tokenUrl, '/webhook/auth/tokenUrl');
-  // API.md 9: every webhook is signed. No secret yet: one is generated (shown once in the
+  // API guide 9: every webhook is signed. No secret yet: one is generated (shown once in the
   // answer); a different one given: a rotation, the previous one signing on for 24 h.
   const signing = rotate(curSecrets, b.webhook?.signingSecret ?? (curSecrets.signingSecret ? undefined : newSigningSecret()));
   const secrets: Secrets = { auth, ...signing.secrets };

@@ -103,7 +103,7 @@ export interface Secrets {
   key?: string | null;
 }
 
-/** API.md 9: after a rotation the previous secret keeps signing this long, as Svix does. */
+/** API guide 9: after a rotation the previous secret keeps signing this long, as Svix does. */
 export const SECRET_OVERLAP_MS = 24 * 3600_000;
 
 /** A Standard Webhooks secret: whsec_ and 32 random bytes in base64. */

@@ -45,7 +45,7 @@ export type AuthIn = Static<typeof AuthIn>;
 export const SECRET_FIELDS: readonly string[] = ['token', 'clientSecret', 'value', 'password'];
 
 /**
- * The body's auth: AuthIn with its secret member optional. API.md 1: a GET body put back carries
+ * The body's auth: AuthIn with its secret member optional. API guide 1: a GET body put back carries
  * auth without the write-only secret; keepSecret then keeps the stored one.
  */
 export const AuthBody = Type.Union(

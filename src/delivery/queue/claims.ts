@@ -153,7 +153,7 @@ export async function saveClaim(
 }
 
 /**
- * Backlog expiry (API.md 9): covered events of the event log older than `hours` at the position become
+ * Backlog expiry (API guide 9): covered events of the event log older than `hours` at the position become
  * FAILED with "backlog expired" instead of being sent.
  */
 export async function expireLogEvents(q: Queryable, integrationId: string, events: LogEvent[]): Promise<void> {

@@ -160,7 +160,7 @@ export async function streamAfter(
   return { rows, next, more: scanned >= o.limit || attempts < scanned };
 }
 
-/** API.md 9: what GET /integrations/{id} reports of its delivery. */
+/** API guide 9: what GET /integrations/{id} reports of its delivery. */
 export interface IntegrationStats {
   pending: number;
   delivered: { lastHour: number; lastDay: number };
@@ -175,7 +175,7 @@ export interface IntegrationStats {
 
 /**
  * Counts for one integration. `pending` counts the event log after the position up to 10,000 (then it is
- * a lower bound: API.md allows an estimate); latency percentiles are over the last hour's newest
+ * a lower bound: the API guide allows an estimate); latency percentiles are over the last hour's newest
  * 10,000 successful requests, each measured from its oldest event's store time.
  */
 export async function stats(q: Queryable, integrationId: string): Promise<IntegrationStats> {

@@ -32,7 +32,7 @@ export interface Position {
 
 /**
  * The owner ancestry of each owner (itself first), as stored with its events: which integrations
- * cover an event is decided by the hierarchy of the moment it was stored (API.md 9).
+ * cover an event is decided by the hierarchy of the moment it was stored (API guide 9).
  */
 export async function ownerPaths(q: Queryable, ownerIds: string[]): Promise<{ owners: string[]; paths: string[] }> {
   const { rows } = await q.query<{ owner_id: string; path: string }>(
@@ -81,7 +81,7 @@ export async function appendEvents(
 }
 
 /**
- * A new integration starts at the moment it is created (API.md 9: no backfill): its position is
+ * A new integration starts at the moment it is created (API guide 9: no backfill): its position is
  * the horizon, and the transactions then running are remembered, so their events, committed after
  * the creation, are delivered while those already committed are not.
  */
@@ -96,7 +96,7 @@ export async function startIntegration(q: Queryable, integrationId: string): Pro
 }
 
 /**
- * Deleting an integration (API.md 9): what it had pending, retries and the unread event log alike,
+ * Deleting an integration (API guide 9): what it had pending, retries and the unread event log alike,
  * becomes CANCELLED at once; its claims end. The attempts stay for the result stream.
  */
 export async function cancelIntegration(q: Queryable, integrationId: string): Promise<void> {

@@ -5,7 +5,7 @@ import { expireLogEvents } from './claims.js';
 import { HORIZON, readLog } from './log.js';
 
 /**
- * Retention and the event log's life (API.md 9), in bulk, never row by row on the hot path:
+ * Retention and the event log's life (API guide 9), in bulk, never row by row on the hot path:
  * - events of the event log the integration has not reached, older than its maxBacklogHours, become
  *   FAILED ("backlog expired"), whether it is enabled or not (an event once attempted, paused or
  *   redelivered is governed by the retry deadline instead, so a redelivery is never expired again);

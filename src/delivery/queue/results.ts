@@ -6,7 +6,7 @@ import type { Queryable } from '../../db/db.js';
 import type { ObjectType } from '../objects.js';
 import type { LogEvent } from './log.js';
 
-/** What the attempt log keeps of one request's answer (API.md 9), whatever the channel. */
+/** What the attempt log keeps of one request's answer (API guide 9), whatever the channel. */
 export interface AttemptResponse {
   httpStatus: number | null;
   responseTimeMs: number;
@@ -176,7 +176,7 @@ export async function writeResults(q: Queryable, results: RequestOutcome[]): Pro
        UPDATE delivery_claims c SET requests = c.requests - r.n FROM done r
         WHERE c.id = r.id AND c.generation = r.generation AND c.requests > r.n
      )
-     -- Spec 6.4: a 429 pauses the whole integration; its events stay queued.
+     -- API guide 9: a 429 pauses the whole integration; its events stay queued.
      UPDATE integration_state s SET paused_until = GREATEST(COALESCE(s.paused_until, now()), now() + make_interval(secs => r.seconds))
        FROM json_to_recordset($6::json) AS r(id uuid, seconds float8)
       WHERE s.integration_id = r.id`,

@@ -1,4 +1,4 @@
-// The Kafka channel (spec 5.4, 6.3, 6.6; API.md 9), on @platformatic/kafka. A request is one
+// The Kafka channel (API guide 9), on @platformatic/kafka. A request is one
 // produce call carrying up to batchSize events, each its own message: the object as JSON (with
 // the integration's metadata members added in front; the object's own members win), headers
 // event-id, webhook-schema-version and webhook-object-type. The channel picks each message's

@@ -1,4 +1,4 @@
-// The MQTT channel (spec 5.3, 6.3, 6.5; API.md 9), on mqtt.js. Each event is one PUBLISH of the
+// The MQTT channel (API guide 9), on mqtt.js. Each event is one PUBLISH of the
 // object as JSON to its topic at the integration's QoS; a request is up to batchSize of them, and
 // it succeeds when every one is acknowledged (QoS 1: PUBACK; QoS 2: PUBREC, PUBREL, PUBCOMP;
 // QoS 0: written to the socket). Never more are unacknowledged than the integration's

@@ -1,4 +1,4 @@
-// The webhook channel (spec 5.2, 6.2-6.4; API.md section 9): one POST of exact bytes with the
+// The webhook channel (API guide 9): one POST of exact bytes with the
 // Standard Webhooks headers, the customer's auth, no redirects, a hard timeout, the vetted address
 // dialled, and the response kept (body cut at 64 KiB). What a response means is decided in one
 // table, `classify`: the engine never guesses.
@@ -14,7 +14,7 @@ export const USER_AGENT = 'asset-tracking-service/0.1 (+webhook)';
 export const MAX_STORED_BODY = 64 * 1024;
 const MAX_READ_BODY = 1024 * 1024;
 
-/** Spec 6.4 and API.md 9: what each answer means. */
+/** API guide 9 ("Answers and retries"): what each answer means. */
 export function classify(status: number | undefined, networkError: boolean, refused = false): Outcome {
   if (refused) return 'fail'; // the address rules refuse the endpoint: retrying cannot help
   if (networkError || status === undefined) return 'retry'; // timeouts, resets, DNS failures
@@ -64,7 +64,7 @@ export function signatureHeader(cfg: WebhookIntegration, msg: WebhookMessage, ti
   return { 'webhook-signature': secrets.map((k) => sign(k, msg.id, timestamp, msg.body)).join(' ') };
 }
 
-/** Puts the event id at a dotted path, creating objects on the way (spec 6.3), own members only. */
+/** Puts the event id at a dotted path, creating objects on the way (API guide 9), own members only. */
 export function injectEventId(obj: Record<string, unknown>, eventId: string, path: string | null): Record<string, unknown> {
   const out = structuredClone(obj);
   setAtPath(out, (path ?? 'eventId').split('.'), eventId);
@@ -217,7 +217,7 @@ async function request(
         break;
       }
     }
-    // A success keeps no headers (spec 6.4); fromEntries defines own members: a header named
+    // A success keeps no headers (API guide 9); fromEntries defines own members: a header named
     // __proto__ stays an ordinary member.
     const hdrs: Record<string, string> | undefined = ok
       ? undefined
