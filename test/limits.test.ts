@@ -1,4 +1,4 @@
-// Spec section 8, API guide 7: 1000 requests per rolling hour and 10 in flight per
+// API guide 7: 1000 requests per rolling hour and 10 in flight per
 // credential; 429 with Retry-After and RateLimit-* headers; counters shared through Redis. Limits
 // are checked over real sockets to the listening service, as clients meet them.
 import assert from 'node:assert/strict';

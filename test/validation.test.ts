@@ -315,7 +315,7 @@ test('PATCH merges (null clears an optional field, absent keeps it); PUT replace
   assert.deepEqual([r.body.name, r.body.note, r.body.tags, r.body.boxId, r.body.disabled], ['merge-1b', null, null, null, false]);
   assert.deepEqual((await ta.call('GET', `/api/v1/assets/${a.id}`, { token: o.key })).body, r.body, 'stored as answered');
 
-  // assetTags (the spec sample's key) on create and on patch, shown as tags.
+  // assetTags (the key published sample payloads use) on create and on patch, shown as tags.
   const t = await ta.call('POST', '/api/v1/assets', { token: o.key, body: { name: 'merge-2', assetTags: 'reefer,40ft' } });
   assert.equal(t.status, 201, t.raw);
   assert.equal(t.body.tags, 'reefer,40ft');

@@ -1,5 +1,5 @@
 // Assets (API guide 3, 4 and 8): names unique within their owner; `assetTags` accepted as
-// an alias of `tags` (the spec's sample uses it); deletion refused while data records refer to it.
+// an alias of `tags` (published sample payloads use it); deletion refused while data records refer to it.
 import crypto from 'node:crypto';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type, type Static } from '@sinclair/typebox';

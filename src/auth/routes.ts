@@ -86,7 +86,7 @@ let unknownHash: Promise<string> | undefined;
 const unknownUserHash = () => (unknownHash ??= hashPassword(crypto.randomBytes(32).toString('hex')));
 
 /**
- * Client credentials from HTTP Basic (the spec's user:password in the URL) or the form body; a
+ * Client credentials from HTTP Basic (user:password in the URL, as curl sends it) or the form body; a
  * public client (the dashboard) names itself with client_id alone (secret null).
  */
 function clientCredentials(req: FastifyRequest<{ Body: TokenBody }>): { id: string; secret: string | null } {

@@ -1,4 +1,4 @@
-// The delivery engine (API guide 9): claims work from the queue (src/delivery/queue.ts),
+// The delivery engine (API guide 9): claims work from the queue (src/delivery/queue/),
 // hands messages to channels (src/delivery/channels), and turns what each send did into the next
 // state of its events. It knows no channel and no SQL.
 //

@@ -1,4 +1,4 @@
-// Per-credential limits (spec section 8, API guide 7): N requests per rolling window (a sliding
+// Per-credential limits (API guide 7): N requests per rolling window (a sliding
 // log, so the N+1st request inside any window is refused) and M requests in flight. In memory for
 // one instance; in Redis (one Lua script, atomic) when REDIS_URL is set, so instances share them.
 import crypto from 'node:crypto';

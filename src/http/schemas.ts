@@ -2,7 +2,7 @@
 // handler and becomes the OpenAPI document (house rule: schemas once).
 import { type TLiteral, Type, type TSchema, type TUnion } from '@sinclair/typebox';
 
-/** A string of at most `max` code points (the spec's "Size"). */
+/** A string of at most `max` code points (a field's "Size" in the API guide). */
 export const Str = (max: number, opts: { minLength?: number; description?: string } = {}) => Type.String({ maxLength: max, ...opts });
 
 export const Uuid = Type.String({ format: 'uuid', description: 'UUID' });
@@ -35,7 +35,7 @@ export const ErrorSchema = Type.Object(
 
 export const ScopeSchema = Type.Union([Type.Literal('read'), Type.Literal('write'), Type.Literal('admin')]);
 
-/** ISO 8601 UTC to the second (API guide 1; the spec's size 20). */
+/** ISO 8601 UTC to the second (API guide 1; size 20). */
 export const iso = (d: Date | string | null | undefined): string | null => {
   if (d == null) return null;
   const t = new Date(d);
