@@ -11,7 +11,8 @@ import { test } from 'node:test';
 import pg from 'pg';
 import { buildApp } from '../src/app.js';
 import { MIGRATION_LOCK_KEY, readMigrations } from '../src/db/migrate.js';
-import { createTestDatabase, postgresAvailable, requireService, testConfig, TEST_DB, ADMIN_PG_URL } from './helpers.js';
+import { Notifier } from '../src/db/notifier.js';
+import { createTestDatabase, postgresAvailable, requireService, testConfig, TEST_DB, ADMIN_PG_URL, waitFor } from './helpers.js';
 
 if (TEST_DB === 'postgres') {
   test('three instances started while the migration lock is held each find every migration applied exactly once', async (t) => {
@@ -59,6 +60,46 @@ if (TEST_DB === 'postgres') {
     } finally {
       await Promise.all(apps.map((a) => a.close()));
       await holder.end();
+    }
+  });
+
+  // An instance stopped right after it started used to wait for ever: its LISTEN connection was
+  // still being dialled, close() did not know it yet, and the loop then waited on it.
+  test('the wake-up connection closes when it is closed while still being dialled, and while listening', { timeout: 60_000 }, async (t) => {
+    if (!requireService(t, await postgresAvailable(), `PostgreSQL at ${ADMIN_PG_URL}`, 'pg_ctlcluster $(ls /etc/postgresql) main start'))
+      return;
+    const url = await createTestDatabase();
+    for (let i = 0; i < 3; i++) {
+      const dialling = new Notifier(url);
+      dialling.subscribe('tracking_test', () => {});
+      await dialling.close();
+    }
+    const listening = new Notifier(url);
+    let woken = 0;
+    listening.subscribe('tracking_test', () => woken++);
+    const sender = new pg.Client({ connectionString: url });
+    await sender.connect();
+    try {
+      await waitFor(
+        () => 'a notification through the LISTEN connection',
+        async () => {
+          await sender.query('NOTIFY tracking_test');
+          return woken > 0;
+        },
+      );
+      await listening.close();
+      // The server drops the session a moment after the client ends it: a condition, not a delay.
+      await waitFor(
+        () => 'the LISTEN session to end',
+        async () =>
+          (
+            await sender.query<{ n: number }>(
+              "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND query ILIKE 'LISTEN%'",
+            )
+          ).rows[0]!.n === 0,
+      );
+    } finally {
+      await sender.end();
     }
   });
 }

@@ -48,18 +48,20 @@ export class Notifier {
   private async listen(): Promise<void> {
     let backoff = 500;
     while (this.running) {
-      const client = new pg.Client({ connectionString: this.url });
+      const client = new pg.Client({ connectionString: this.url, connectionTimeoutMillis: 10_000 });
       const ended = new Promise<void>((resolve) => {
         client.on('error', () => resolve());
         client.on('end', () => resolve());
       });
       try {
+        // A client ended while it is still connecting never settles its connect() (pg 8), so
+        // close() ends only a connected one, and a close that came during the dial is seen here.
         await client.connect();
         for (const channel of this.subscribers.keys()) await client.query(`LISTEN ${channel}`);
         this.client = client;
         backoff = 500;
         client.on('notification', (n) => this.wake(n.channel));
-        await ended;
+        if (this.running) await ended;
       } catch {
         /* the database is away: subscribers poll meanwhile; dial again */
       } finally {
