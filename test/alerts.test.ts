@@ -3,7 +3,7 @@
 // due time is already behind the server clock: the sweep is called with the clock the test owns).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { ownerWithKey, startApp, ok, bad } from './helpers.js';
+import { customer, startApp, ok, bad } from './helpers.js';
 
 const ta = await startApp(undefined, { RATE_LIMIT_MAX: '100000', RATE_LIMIT_CONCURRENT: '1000', ALERT_SILENCE_SECONDS: '3600' });
 const { alerts } = ta.app.services;
@@ -14,10 +14,9 @@ const at = (minutes: number) => new Date(BASE + minutes * 60_000).toISOString().
 
 let n = 0;
 async function tenant(label = 'alerts') {
-  const o = await ownerWithKey(ta, `${label}-${++n}`);
-  const call = (method: string, path: string, body?: unknown) =>
-    ta.call(method, `/api/v1${path}`, { token: o.key, ...(body === undefined ? {} : { body }) });
-  const asset = async (name = `reefer-${++n}`): Promise<string> => ok(await call('POST', '/assets', { name }), 201, `asset ${name}`).id;
+  const c = await customer(ta, label, { base: '/api/v1' });
+  const { call } = c;
+  const asset = (name = `reefer-${++n}`): Promise<string> => c.asset(name);
   const spec = async (body: Record<string, unknown>): Promise<any> => ok(await call('POST', '/specifications', body), 201, 'specification');
   /** Posts reefer data: [minute, data] pairs, as one bulk in the given order. */
   const reefer = async (assetId: string, ...items: [number, Record<string, unknown>][]) =>
@@ -37,7 +36,7 @@ async function tenant(label = 'alerts') {
     );
   const notifications = async (assetId: string): Promise<any[]> =>
     ok(await call('GET', `/notifications?assetId=${assetId}&order=asc&limit=1000`), 200, 'notifications');
-  return { ...o, call, asset, spec, reefer, events, notifications };
+  return { ...c, asset, spec, reefer, events, notifications };
 }
 
 /** A REEFER specification with one cargo range. */

@@ -3,20 +3,18 @@
 // points and unique within the owner; ownerId defaults to the caller's; parents see their children's.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { ownerWithKey, startApp, type TestApp, ok, bad } from './helpers.js';
+import { customer, startApp, type TestApp, ok, bad } from './helpers.js';
 
 const ta = await startApp(undefined, { RATE_LIMIT_MAX: '100000', RATE_LIMIT_CONCURRENT: '1000' });
 const TYPE = 'MAERSK_V1';
 
-let n = 0;
 async function tenant(app: TestApp, label: string, opts: { parentId?: string; scopes?: ('read' | 'write')[] } = {}) {
-  const o = await ownerWithKey(app, `${label}-${++n}`, opts);
-  const call = (method: string, path: string, body?: unknown) =>
-    app.call(method, path, { token: o.key, ...(body === undefined ? {} : { body }) });
+  const c = await customer(app, label, opts);
+  const { call } = c;
   const create = async (body: Record<string, unknown>): Promise<any> =>
     ok(await call('POST', '/api/v1/booking-data', body), 201, `create ${JSON.stringify(body).slice(0, 100)}`);
   const get = async (id: string): Promise<any> => ok(await call('GET', `/api/v1/booking-data/${id}`), 200, `get ${id}`);
-  return { ...o, call, create, get };
+  return { ...c, create, get };
 }
 
 test('type must be exactly the configured literal (default MAERSK_V1)', async () => {

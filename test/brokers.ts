@@ -32,6 +32,52 @@ export interface CertFiles {
   otherClientKey: string;
 }
 
+/** The PEM files a broker folder's `certs` holds (made by makeCerts), by role. */
+function certFiles(certs: string): CertFiles {
+  return {
+    ca: path.join(certs, 'ca.pem'),
+    clientCert: path.join(certs, 'client.pem'),
+    clientKey: path.join(certs, 'client-key.pem'),
+    otherCa: path.join(certs, 'other-ca.pem'),
+    otherClientCert: path.join(certs, 'other-client.pem'),
+    otherClientKey: path.join(certs, 'other-client-key.pem'),
+  };
+}
+
+/** What every test broker here is: its certificates as text and as files, its folder, its user, start and stop. */
+interface TestBroker extends BrokerCerts {
+  name: string;
+  /** the same certificates as files (for CLI tools: kcat, mosquitto_pub --cafile/--cert/--key) */
+  files: CertFiles;
+  /** the broker's folder (configuration, data, certs, its log) */
+  dir: string;
+  user: { username: string; password: string };
+  /** starts it (idempotent); resolves once it accepts connections */
+  start(): Promise<void>;
+  /** stops it; resolves once the process has exited */
+  stop(): Promise<void>;
+}
+
+/** The parts of a TestBroker that come from its folder, read once the broker has made its certificates. */
+function brokerBasics(name: string, dir: string, start: () => Promise<void>, stop: () => Promise<void>): TestBroker {
+  const files = certFiles(path.join(dir, 'certs'));
+  const read = (f: string) => fs.readFileSync(f, 'utf8');
+  return {
+    name,
+    ca: read(files.ca),
+    clientCert: read(files.clientCert),
+    clientKey: read(files.clientKey),
+    otherCa: read(files.otherCa),
+    otherClientCert: read(files.otherClientCert),
+    otherClientKey: read(files.otherClientKey),
+    files,
+    dir,
+    user: { ...BROKER_USER },
+    start,
+    stop,
+  };
+}
+
 // ---------------------------------------------------------------------------------------------
 // Processes
 
@@ -155,8 +201,7 @@ export interface BrokerCerts {
   otherClientKey: string;
 }
 
-export interface KafkaBroker extends BrokerCerts {
-  name: string;
+export interface KafkaBroker extends TestBroker {
   portBase: number;
   /** "127.0.0.1:port" of each listener */
   plaintext: string;
@@ -164,15 +209,6 @@ export interface KafkaBroker extends BrokerCerts {
   ssl: string;
   mtls: string;
   saslSsl: string;
-  /** the same certificates as files */
-  files: CertFiles;
-  /** the instance folder (config, data, certs, kafka.log) */
-  dir: string;
-  user: { username: string; password: string };
-  /** runs scripts/kafka.sh start for this instance (idempotent) */
-  start(): Promise<void>;
-  /** scripts/kafka.sh stop; resolves once the broker has exited (data kept for the next start) */
-  stop(): Promise<void>;
 }
 
 /**
@@ -191,37 +227,20 @@ async function kafkaScript(cmd: 'start' | 'stop', name: string, portBase: number
 /** Starts (idempotent) the Kafka instance `name` on portBase..portBase+5 and describes it; default the shared one. */
 export async function kafkaBroker(name = 'shared', portBase = 19092): Promise<KafkaBroker> {
   await kafkaScript('start', name, portBase);
-  const dir = path.join(CACHE_DIR, 'kafka-instances', name);
-  const certs = path.join(dir, 'certs');
-  const files: CertFiles = {
-    ca: path.join(certs, 'ca.pem'),
-    clientCert: path.join(certs, 'client.pem'),
-    clientKey: path.join(certs, 'client-key.pem'),
-    otherCa: path.join(certs, 'other-ca.pem'),
-    otherClientCert: path.join(certs, 'other-client.pem'),
-    otherClientKey: path.join(certs, 'other-client-key.pem'),
-  };
-  const read = (f: string) => fs.readFileSync(f, 'utf8');
   const at = (offset: number) => `127.0.0.1:${portBase + offset}`;
   return {
-    name,
+    ...brokerBasics(
+      name,
+      path.join(CACHE_DIR, 'kafka-instances', name),
+      () => kafkaScript('start', name, portBase),
+      () => kafkaScript('stop', name, portBase),
+    ),
     portBase,
     plaintext: at(0),
     sasl: at(1),
     ssl: at(2),
     mtls: at(3),
     saslSsl: at(4),
-    ca: read(files.ca),
-    clientCert: read(files.clientCert),
-    clientKey: read(files.clientKey),
-    otherCa: read(files.otherCa),
-    otherClientCert: read(files.otherClientCert),
-    otherClientKey: read(files.otherClientKey),
-    files,
-    dir,
-    user: { ...BROKER_USER },
-    start: () => kafkaScript('start', name, portBase),
-    stop: () => kafkaScript('stop', name, portBase),
   };
 }
 
@@ -462,8 +481,7 @@ async function makeCerts(dir: string, label: string): Promise<void> {
 // ---------------------------------------------------------------------------------------------
 // Mosquitto
 
-export interface MosquittoBroker extends BrokerCerts {
-  name: string;
+export interface MosquittoBroker extends TestBroker {
   /** anonymous, plain */
   port: number;
   /** password file, no anonymous */
@@ -472,15 +490,6 @@ export interface MosquittoBroker extends BrokerCerts {
   tlsPort: number;
   /** TLS with client certificates required; the certificate's CN is the username */
   mtlsPort: number;
-  /** the same certificates as files (for mosquitto_pub --cafile/--cert/--key) */
-  files: CertFiles;
-  /** the broker's folder (mosquitto.conf, mosquitto.log, certs) */
-  dir: string;
-  user: { username: string; password: string };
-  /** starts it (no-op when this process already runs it); resolves once every port accepts */
-  start(): Promise<void>;
-  /** stops it; resolves once the process has exited */
-  stop(): Promise<void>;
 }
 
 interface RunningMosquitto {
@@ -535,14 +544,7 @@ export async function mosquittoBroker(name: string, portBase: number, opts: Mosq
       fs.rmSync(tmp, { recursive: true, force: true });
     }
   }
-  const files: CertFiles = {
-    ca: path.join(certs, 'ca.pem'),
-    clientCert: path.join(certs, 'client.pem'),
-    clientKey: path.join(certs, 'client-key.pem'),
-    otherCa: path.join(certs, 'other-ca.pem'),
-    otherClientCert: path.join(certs, 'other-client.pem'),
-    otherClientKey: path.join(certs, 'other-client-key.pem'),
-  };
+  const files = certFiles(certs);
   const ports = [portBase, portBase + 1, portBase + 2, portBase + 3];
   const conf = path.join(dir, 'mosquitto.conf');
   const log = path.join(dir, 'mosquitto.log');
@@ -675,24 +677,12 @@ export async function mosquittoBroker(name: string, portBase: number, opts: Mosq
     fs.writeFileSync(log, '');
   }
   await start();
-  const read = (f: string) => fs.readFileSync(f, 'utf8');
   return {
-    name,
+    ...brokerBasics(name, dir, start, stop),
     port: portBase,
     authPort: portBase + 1,
     tlsPort: portBase + 2,
     mtlsPort: portBase + 3,
-    ca: read(files.ca),
-    clientCert: read(files.clientCert),
-    clientKey: read(files.clientKey),
-    otherCa: read(files.otherCa),
-    otherClientCert: read(files.otherClientCert),
-    otherClientKey: read(files.otherClientKey),
-    files,
-    dir,
-    user: { ...BROKER_USER },
-    start,
-    stop,
   };
 }
 

@@ -3,17 +3,17 @@
 // open command reads EXPIRED; every other move is a 409.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { ownerWithKey, startApp, ok, bad } from './helpers.js';
+import { customer, startApp, ok, bad } from './helpers.js';
 
 const ta = await startApp(undefined, { RATE_LIMIT_MAX: '100000', RATE_LIMIT_CONCURRENT: '1000' });
 
 let n = 0;
 async function tenant(label: string, opts: { parentId?: string } = {}) {
-  const o = await ownerWithKey(ta, `${label}-${++n}`, opts);
-  const call = (method: string, path: string, body?: unknown) =>
-    ta.call(method, path, { token: o.key, ...(body === undefined ? {} : { body }) });
+  const c = await customer(ta, label, opts);
+  const { call } = c;
+  /** An asset that has sent reefer data (so it may be commanded) unless `reefer` is false. */
   const asset = async (name: string, reefer = true): Promise<string> => {
-    const id = ok(await call('POST', '/api/v1/assets', { name }), 201, `asset ${name}`).id;
+    const id = await c.asset(name);
     if (reefer)
       ok(
         await call('POST', '/api/v1/reefer-data', { assetId: id, reeferClass: 'MH', data: { supplyAirTemperature: 4.5 } }),
@@ -26,7 +26,7 @@ async function tenant(label: string, opts: { parentId?: string } = {}) {
     ok(await call('POST', '/api/v1/commands', body), 201, `command ${JSON.stringify(body)}`);
   const status = async (id: string): Promise<string> => ok(await call('GET', `/api/v1/commands/${id}`), 200, `get ${id}`).status;
   const list = async (query: string): Promise<any[]> => ok(await call('GET', `/api/v1/commands?${query}`), 200, `list ?${query}`);
-  return { ...o, call, asset, command, status, list };
+  return { ...c, asset, command, status, list };
 }
 
 async function readOnlyKey(ownerId: string): Promise<string> {

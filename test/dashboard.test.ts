@@ -17,13 +17,30 @@ const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const ARTIFACTS = path.resolve('test-artifacts');
 const HOSTILE = '<img src=x onerror="window.__xss=1">';
 
+/** Debian's Chromium, headless, closed when the test ends. */
+async function launchChromium() {
+  const { chromium } = await import('playwright-core');
+  const browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
+  });
+  atEnd(() => browser.close());
+  return browser;
+}
+
 // One browser run per suite: PGlite or PostgreSQL makes no difference to the page.
 if (TEST_DB === 'postgres') {
   test('dashboard: sign in, live attempts, redeliver a failed one, the fleet map; a customer sees its own', {
     timeout: 240_000,
   }, async (t) => {
     if (!requireService(t, fs.existsSync(CHROMIUM), 'Chromium', 'apt-get install -y chromium (or bash scripts/services.sh)')) return;
-    const { chromium } = await import('playwright-core');
     const ta = await startApp(t, {
       PUSH_ALLOW_HTTP: 'true',
       PUSH_ALLOWED_NETWORKS: '127.0.0.0/8',
@@ -74,18 +91,7 @@ if (TEST_DB === 'postgres') {
     assert.equal((await fetch(`${ta.url}/dashboard/app.js`)).status, 200);
 
     fs.mkdirSync(ARTIFACTS, { recursive: true });
-    const browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-      ],
-    });
-    atEnd(() => browser.close());
+    const browser = await launchChromium();
     const pageErrors: string[] = [];
     const signIn = async (credential: string) => {
       const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
@@ -184,7 +190,6 @@ if (TEST_DB === 'postgres') {
     timeout: 180_000,
   }, async (t) => {
     if (!requireService(t, fs.existsSync(CHROMIUM), 'Chromium', 'apt-get install -y chromium (or bash scripts/services.sh)')) return;
-    const { chromium } = await import('playwright-core');
     const ta = await startApp(t, { PUSH_ALLOW_HTTP: 'true', PUSH_ALLOWED_NETWORKS: '127.0.0.0/8', RATE_LIMIT_MAX: '100000' });
     const o = await ownerWithKey(ta, 'poll');
     for (const k of [1, 2, 3]) {
@@ -196,18 +201,7 @@ if (TEST_DB === 'postgres') {
         201,
       );
     }
-    const browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-      ],
-    });
-    atEnd(() => browser.close());
+    const browser = await launchChromium();
 
     // The page's clock is the test's: 15 s of it pass when the test says so.
     const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });

@@ -10,7 +10,7 @@ import { Webhook } from 'standardwebhooks';
 import { addressPolicy, vetUrl, vettedLookup } from '../src/delivery/address.js';
 import { closeAgents, sendWebhook } from '../src/delivery/channels/webhook/webhook.js';
 import type { IntegrationConfig } from '../src/delivery/integrations/model.js';
-import { bad, ownerWithKey, startApp, type TestApp } from './helpers.js';
+import { bad, deliveryHistory, fleet, ownerWithKey, startApp, storeLocations, type TestApp } from './helpers.js';
 import { assertBucket, Receiver } from './receiver.js';
 
 const SECRET = `whsec_${crypto.randomBytes(24).toString('base64')}`;
@@ -24,59 +24,26 @@ const rx = await new Receiver().start();
 after(() => rx.close());
 
 let n = 0;
-async function fleet(integration: Record<string, unknown>) {
-  const name = `fleet-${++n}`;
-  const o = await ownerWithKey(ta, name);
-  const asset = await ta.call('POST', '/api/v1/assets', { token: o.key, body: { name: 'A1' } });
-  const path = `/hook-${n}`;
-  const body = {
-    name: `int-${n}`,
+/** An owner with one asset and a webhook integration to a receiver path of its own. */
+async function hookFleet(integration: Record<string, unknown>) {
+  const path = `/hook-${++n}`;
+  const f = await fleet(ta, `fleet-${n}`, {
     channel: 'webhook',
-    ownerIds: [o.ownerId],
-    objectTypes: ['location'],
     destination: rx.url + path,
     retry: { scheduleSeconds: [0.2] },
     ...integration,
-  };
-  const r = await ta.call('POST', '/api/v1/integrations', { token: ta.adminToken, body });
-  assert.equal(r.status, 201, r.raw);
-  return { ...o, assetId: asset.body.id as string, integrationId: r.body.id as string, path, integration: r.body };
+  });
+  return { ...f, path };
 }
 
-async function store(key: string, assetId: string, count: number) {
-  const items = Array.from({ length: count }, (_, i) => ({
-    assetId,
-    latitude: i % 90,
-    longitude: 1,
-    whenCreated: new Date(Date.now() - 60_000 + i).toISOString(),
-  }));
-  const r = await ta.call('POST', '/api/v1/locations', { token: key, body: items });
-  assert.equal(r.status, 201, r.raw);
-  return r.body as { id: string }[];
-}
-
-async function deliveries(integrationId: string) {
-  const r = await ta.call('GET', `/api/v1/integrations/${integrationId}/deliveries?limit=1000`, { token: ta.adminToken });
-  assert.equal(r.status, 200, r.raw);
-  return r.body as any[];
-}
-
-async function until(integrationId: string, cond: (d: any[]) => boolean, ms = 60_000) {
-  const end = Date.now() + ms;
-  for (;;) {
-    const d = await deliveries(integrationId);
-    if (cond(d)) return d;
-    if (Date.now() > end) throw new Error(`deliveries did not settle: ${JSON.stringify(d.map((x) => [x.status, x.attempts]))}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
+const { deliveries, until } = deliveryHistory(() => ta);
 
 test('single mode: one signed POST per record, stored status, time and receipt id; secrets never returned', async () => {
-  const f = await fleet({ webhook: { signingSecret: SECRET, auth: { type: 'apiKey', token: 'cust-key-1' } } });
+  const f = await hookFleet({ webhook: { signingSecret: SECRET, auth: { type: 'apiKey', token: 'cust-key-1' } } });
   assert.equal(f.integration.webhook.signingSecretSet, true);
   assert.deepEqual(f.integration.webhook.auth, { type: 'apiKey' });
   assert.ok(!JSON.stringify(f.integration).includes('cust-key-1'));
-  const stored = await store(f.key, f.assetId, 3);
+  const stored = await f.store(3);
   const done = await until(f.integrationId, (d) => d.length === 3 && d.every((x) => x.status === 'SUCCEEDED'));
   const got = rx.for(f.path);
   assert.equal(got.length, 3);
@@ -93,7 +60,7 @@ test('single mode: one signed POST per record, stored status, time and receipt i
     assert.equal(r.headers.authorization, 'Bearer cust-key-1');
     assert.match(String(r.headers['user-agent']), /asset-tracking-service/);
     assert.ok(!Array.isArray(payload), 'one object, no wrapper');
-    assert.ok(stored.some((s) => Number(s.id) === payload.id));
+    assert.ok(stored.some((s) => Number(s) === payload.id));
     assert.ok(
       done.some((d) => d.eventId === r.headers['webhook-id']),
       'webhook-id is the event id',
@@ -120,7 +87,7 @@ test('single mode: one signed POST per record, stored status, time and receipt i
 test('5xx and timeouts are retried until success; 4xx and 3xx fail at once with the response stored; redirects are not followed', async () => {
   // The second answer never comes while the sender waits: the receiver holds it until the test has
   // seen that attempt time out. The others answer at once, well inside the 2 s timeout.
-  const retry = await fleet({ webhook: { timeoutMs: 2000 } });
+  const retry = await hookFleet({ webhook: { timeoutMs: 2000 } });
   let release!: () => void;
   const released = new Promise<void>((r) => (release = r));
   rx.on(retry.path, async (_r, k) => {
@@ -131,7 +98,7 @@ test('5xx and timeouts are retried until success; 4xx and 3xx fail at once with 
     }
     return { status: 200, body: '{"success":true,"id":"ok-3"}' };
   });
-  await store(retry.key, retry.assetId, 1);
+  await retry.store(1);
   try {
     await until(retry.integrationId, (x) => x[0]?.attemptsLog.length >= 2);
   } finally {
@@ -151,25 +118,25 @@ test('5xx and timeouts are retried until success; 4xx and 3xx fail at once with 
   assert.match(d.attemptsLog[1].error, /timed out/);
   assert.equal(d.receiptId, 'ok-3');
 
-  const gone = await fleet({});
+  const gone = await hookFleet({});
   rx.on(gone.path, () => ({ status: 404, headers: { 'x-why': 'nope' }, body: '{"error":"unknown endpoint"}' }));
   rx.on(`${gone.path}-target`, () => ({ status: 200 }));
-  await store(gone.key, gone.assetId, 1);
+  await gone.store(1);
   const [g] = await until(gone.integrationId, (x) => x[0]?.status === 'FAILED');
   assert.equal(g.attempts, 1);
   assert.equal(g.attemptsLog[0].httpStatus, 404);
   assert.equal(g.attemptsLog[0].responseHeaders['x-why'], 'nope');
   assert.equal(g.attemptsLog[0].responseBody, '{"error":"unknown endpoint"}');
 
-  const moved = await fleet({});
+  const moved = await hookFleet({});
   rx.on(moved.path, () => ({ status: 302, headers: { location: `${rx.url}${moved.path}-target` } }));
-  await store(moved.key, moved.assetId, 1);
+  await moved.store(1);
   const [m] = await until(moved.integrationId, (x) => x[0]?.status === 'FAILED');
   assert.equal(m.attemptsLog[0].httpStatus, 302);
   assert.equal(m.attemptsLog.length, 1);
   // No sleep to show nothing more comes: a second record, sent after the first one's outcome, is
   // the barrier; by its own FAILED, a retry or a followed redirect of the first would have shown.
-  await store(moved.key, moved.assetId, 1);
+  await moved.store(1);
   await until(moved.integrationId, (x) => x.length === 2 && x.every((y) => y.status === 'FAILED'));
   assert.equal(rx.for(`${moved.path}-target`).length, 0, 'the redirect was not followed');
   assert.equal(rx.for(moved.path).length, 2, 'no further attempts: one request per record');
@@ -177,9 +144,9 @@ test('5xx and timeouts are retried until success; 4xx and 3xx fail at once with 
 
 test('429 pauses the whole integration for Retry-After without using up an attempt', async () => {
   // Five events wait; one request at a time, so every request after the 429 starts after it.
-  const f = await fleet({ retry: { scheduleSeconds: [0.1], maxAttempts: 1 }, webhook: { maxConcurrentRequests: 1 } });
+  const f = await hookFleet({ retry: { scheduleSeconds: [0.1], maxAttempts: 1 }, webhook: { maxConcurrentRequests: 1 } });
   rx.on(f.path, (_r, k) => (k === 1 ? { status: 429, headers: { 'retry-after': '2' } } : { status: 200 }));
-  await store(f.key, f.assetId, 5);
+  await f.store(5);
   const done = await until(f.integrationId, (x) => x.length === 5 && x.every((d) => d.status === 'SUCCEEDED'));
   const times = rx.for(f.path).map((r) => r.at);
   assert.equal(times.length, 6, 'five deliveries and the one refused request');
@@ -204,10 +171,10 @@ test('429 pauses the whole integration for Retry-After without using up an attem
 });
 
 test('the retry schedule ends in FAILED after maxAttempts, and redeliver sends it again', async () => {
-  const f = await fleet({ retry: { scheduleSeconds: [0.05, 0.1], maxAttempts: 3 } });
+  const f = await hookFleet({ retry: { scheduleSeconds: [0.05, 0.1], maxAttempts: 3 } });
   let healthy = false;
   rx.on(f.path, () => (healthy ? { status: 200 } : { status: 500 }));
-  await store(f.key, f.assetId, 4);
+  await f.store(4);
   const failed = await until(f.integrationId, (x) => x.length === 4 && x.every((d) => d.status === 'FAILED'));
   assert.ok(failed.every((d) => d.attempts === 3 && d.attemptsLog.length === 3));
   const [d0, d1, d2, d3] = [...failed].sort((a, b) => Number(a.id) - Number(b.id));
@@ -279,12 +246,12 @@ test('the retry schedule ends in FAILED after maxAttempts, and redeliver sends i
 });
 
 test('batch mode: JSON arrays of one type, at most batchSize, retried with the same body and id; event ids injected at a nested path', async () => {
-  const f = await fleet({
+  const f = await hookFleet({
     objectTypes: ['location', 'sensordata'],
     webhook: { mode: 'batch', batchSize: 4, injectEventId: true, injectEventIdPath: 'meta.trace.eventId', signingSecret: SECRET },
   });
   rx.on(f.path, (_r, k) => (k === 1 ? { status: 500 } : { status: 200 }));
-  await store(f.key, f.assetId, 10);
+  await f.store(10);
   await ta.call('POST', '/api/v1/sensor-data', {
     token: f.key,
     body: [{ assetId: f.assetId, sensorId: 's', type: 'TEMPERATURE', value: 1 }],
@@ -317,9 +284,9 @@ test('batch mode: JSON arrays of one type, at most batchSize, retried with the s
 });
 
 test('naming injectEventIdPath alone turns injection on; a path named while it is off is a 400; a patch turning it off drops the path', async () => {
-  const f = await fleet({ webhook: { injectEventIdPath: 'meta.eventId' } });
+  const f = await hookFleet({ webhook: { injectEventIdPath: 'meta.eventId' } });
   assert.deepEqual([f.integration.webhook.injectEventId, f.integration.webhook.injectEventIdPath], [true, 'meta.eventId']);
-  await store(f.key, f.assetId, 1);
+  await f.store(1);
   const [d] = await until(f.integrationId, (x) => x.length === 1 && x[0].status === 'SUCCEEDED');
   assert.equal(JSON.parse(rx.for(f.path)[0]!.body).meta.eventId, d.eventId);
   const o = await ownerWithKey(ta, `inject-${++n}`);
@@ -377,7 +344,7 @@ test('an address refused when dialled is a configuration error on every channel:
     await ta.app.services.db.query(`UPDATE integrations SET ${change}, enabled = true, when_updated = clock_timestamp() WHERE id = $1`, [
       i.body.id,
     ]);
-    await store(o.key, asset.body.id, 1);
+    await storeLocations(ta, o.key, asset.body.id, 1);
     const [d] = await until(i.body.id, (x) => x.length === 1 && x[0].status === 'FAILED');
     assert.equal(d.attempts, 1, `${channel}: not retried (the old MQTT channel tried again and again)`);
     assert.match(d.attemptsLog[0].error, /10\.255\.255\.1.*not a public address/, channel);
@@ -404,8 +371,8 @@ test('auth methods: OAuth 2.0 static and client credentials (token fetched once 
     [{ type: 'basic', username: 'u', password: 'p w' }, (h: any) => h.authorization === `Basic ${Buffer.from('u:p w').toString('base64')}`],
   ] as const;
   for (const [auth, check] of cases) {
-    const f = await fleet({ webhook: { auth } });
-    await store(f.key, f.assetId, 2);
+    const f = await hookFleet({ webhook: { auth } });
+    await f.store(2);
     await until(f.integrationId, (x) => x.length === 2 && x.every((d) => d.status === 'SUCCEEDED'));
     for (const r of rx.for(f.path)) assert.ok(check(r.headers), `${auth.type}: ${JSON.stringify(r.headers)}`);
     const got = await ta.call('GET', `/api/v1/integrations/${f.integrationId}`, { token: ta.adminToken });
@@ -415,7 +382,7 @@ test('auth methods: OAuth 2.0 static and client credentials (token fetched once 
 });
 
 test('maxConcurrentRequests and maxItemsPerMinute hold, as the receiver measures them', async () => {
-  const conc = await fleet({ webhook: { maxConcurrentRequests: 2 } });
+  const conc = await hookFleet({ webhook: { maxConcurrentRequests: 2 } });
   // Each request is held until a second one is in flight (or all ten came), so the limit is
   // reached whatever the load, then 150 ms more, in which a third would arrive if it were let.
   let active = 0;
@@ -428,15 +395,15 @@ test('maxConcurrentRequests and maxItemsPerMinute hold, as the receiver measures
     active--;
     return { status: 200 };
   });
-  await store(conc.key, conc.assetId, 10);
+  await conc.store(10);
   await until(conc.integrationId, (x) => x.length === 10 && x.every((d) => d.status === 'SUCCEEDED'));
   assert.ok(most <= 2, `max in flight ${most}`);
   assert.equal(most, 2);
 
   // 120/min: a bucket of 2 refilled at 118/60 per second, one request at a time: 10 items need
   // about 3.5 s at the receiver, and every stretch between two arrivals is checked (receiver.ts).
-  const rate = await fleet({ webhook: { maxItemsPerMinute: 120, maxConcurrentRequests: 1 } });
-  await store(rate.key, rate.assetId, 10);
+  const rate = await hookFleet({ webhook: { maxItemsPerMinute: 120, maxConcurrentRequests: 1 } });
+  await rate.store(10);
   await until(rate.integrationId, (x) => x.length === 10 && x.every((d) => d.status === 'SUCCEEDED'));
   const t = rx.for(rate.path).map((r) => r.at);
   assert.equal(t.length, 10);
@@ -472,7 +439,7 @@ test('addresses: http and private hosts refused at save time unless allowed; map
 });
 
 test("webhook test endpoint (API guide 9) sends one sample Asset now, with the integration's auth and signature", async () => {
-  const f = await fleet({ webhook: { signingSecret: SECRET, auth: { type: 'apiKey', token: 'k-test' } } });
+  const f = await hookFleet({ webhook: { signingSecret: SECRET, auth: { type: 'apiKey', token: 'k-test' } } });
   // API guide 9: with integrationId, only one of the integration's own destinations gets its auth.
   bad(
     await ta.call('POST', '/api/v1/webhooks/test', { token: f.key, body: { url: `${rx.url}/probe`, integrationId: f.integrationId } }),
@@ -511,8 +478,8 @@ test("webhook test endpoint (API guide 9) sends one sample Asset now, with the i
 });
 
 test('the result stream gives one line per attempt for the channel, as NDJSON and as SSE', async () => {
-  const f = await fleet({});
-  await store(f.key, f.assetId, 2);
+  const f = await hookFleet({});
+  await f.store(2);
   await until(f.integrationId, (x) => x.length === 2 && x.every((d) => d.status === 'SUCCEEDED'));
   const res = await fetch(`${ta.url}/api/v1/deliveries/stream?channel=webhook`, {
     headers: { authorization: `Bearer ${ta.adminToken}` },
@@ -535,7 +502,7 @@ test('the result stream gives one line per attempt for the channel, as NDJSON an
   assert.match(sse.headers.get('content-type') ?? '', /event-stream/);
   const reader = sse.body!.getReader();
   const decoder = new TextDecoder();
-  await store(f.key, f.assetId, 1);
+  await f.store(1);
   // Follow the stream until the new attempt shows; a stream that stays silent fails after 30 s.
   const want = new RegExp(`data: \\{.*"integrationId":"${f.integrationId}"`);
   let text = '';
@@ -605,9 +572,9 @@ test('the result stream gives one line per attempt for the channel, as NDJSON an
 });
 
 test('retention: succeeded deliveries go after 7 days, failed and cancelled after 30, removed in bulk', async () => {
-  const f = await fleet({ retry: { scheduleSeconds: [0.05], maxAttempts: 1 } });
+  const f = await hookFleet({ retry: { scheduleSeconds: [0.05], maxAttempts: 1 } });
   rx.on(f.path, (_r, k) => (k <= 2 ? { status: 200 } : { status: 400 }));
-  await store(f.key, f.assetId, 6);
+  await f.store(6);
   const done = await until(f.integrationId, (x) => x.length === 6 && x.every((d) => d.status !== 'PENDING'));
   const ok = done.filter((d) => d.status === 'SUCCEEDED').map((d) => d.id);
   const failed = done.filter((d) => d.status === 'FAILED').map((d) => d.id);
@@ -689,7 +656,7 @@ test('https is required unless allowed, and a host name is vetted again when dia
 });
 
 test('credentials are stored encrypted; a disabled integration keeps its pending deliveries, a deleted one sends nothing more', async () => {
-  const f = await fleet({
+  const f = await hookFleet({
     retry: { scheduleSeconds: [0.5] },
     webhook: { auth: { type: 'apiKey', token: 'plain-token-7' }, signingSecret: SECRET },
   });
@@ -707,7 +674,7 @@ test('credentials are stored encrypted; a disabled integration keeps its pending
     await held;
     return { status: 503 };
   });
-  await store(f.key, f.assetId, 1);
+  await f.store(1);
   await rx.waitFor(() => rx.for(f.path).length === 1, 30_000, 'first attempt');
   const off = await ta.call('PATCH', `/api/v1/integrations/${f.integrationId}`, { token: ta.adminToken, body: { enabled: false } });
   assert.equal(off.status, 200);
@@ -725,8 +692,8 @@ test('credentials are stored encrypted; a disabled integration keeps its pending
     assert.ok(Date.now() < end, 'the retry never became due');
     await new Promise((r) => setTimeout(r, 50));
   }
-  const barrier = await fleet({});
-  await store(barrier.key, barrier.assetId, 1);
+  const barrier = await hookFleet({});
+  await barrier.store(1);
   await rx.waitFor(() => rx.for(barrier.path).length === 1, 30_000, 'the barrier delivery');
   assert.equal(rx.for(f.path).length, 1, 'nothing is sent while disabled');
   const [pending] = await deliveries(f.integrationId);
@@ -734,9 +701,9 @@ test('credentials are stored encrypted; a disabled integration keeps its pending
   await ta.call('PATCH', `/api/v1/integrations/${f.integrationId}`, { token: ta.adminToken, body: { enabled: true } });
   await until(f.integrationId, (x) => x[0]?.status === 'SUCCEEDED');
 
-  const g = await fleet({ retry: { scheduleSeconds: [0.5] }, webhook: { auth: { type: 'apiKey', token: 'wiped-on-delete' } } });
+  const g = await hookFleet({ retry: { scheduleSeconds: [0.5] }, webhook: { auth: { type: 'apiKey', token: 'wiped-on-delete' } } });
   rx.on(g.path, () => ({ status: 503 }));
-  await store(g.key, g.assetId, 2);
+  await g.store(2);
   await rx.waitFor(() => rx.for(g.path).length >= 2, 30_000, 'first attempts');
   assert.equal((await ta.call('DELETE', `/api/v1/integrations/${g.integrationId}`, { token: ta.adminToken })).status, 204);
   // API guide 9: pending deliveries become CANCELLED at once (an attempt already in flight still
@@ -776,7 +743,7 @@ test('credentials are stored encrypted; a disabled integration keeps its pending
     await new Promise((r) => setTimeout(r, 100));
   }
   // New records of its owners make no deliveries for it, and its name is free again.
-  await store(g.key, g.assetId, 1);
+  await g.store(1);
   const still = await ta.app.services.db.query<{ n: number }>('SELECT count(*)::int AS n FROM deliveries WHERE integration_id = $1', [
     g.integrationId,
   ]);

@@ -10,7 +10,7 @@ import { after, test } from 'node:test';
 import pg from 'pg';
 import type { Queryable } from '../src/db/db.js';
 import { appendEvents } from '../src/delivery/queue/index.js';
-import { bad, ownerWithKey, startApp, TEST_DB, type TestApp } from './helpers.js';
+import { bad, deliveryHistory, fleet, ownerWithKey, startApp, storeLocations, TEST_DB, type TestApp, waitFor } from './helpers.js';
 import { Receiver } from './receiver.js';
 
 const ta: TestApp = await startApp(undefined, {
@@ -24,65 +24,19 @@ after(() => rx.close());
 const db = ta.app.services.db;
 
 let n = 0;
-async function fleet(integration: Record<string, unknown>, parentId?: string) {
-  const name = `engine-${++n}`;
-  const o = await ownerWithKey(ta, name, parentId ? { parentId } : {});
-  const asset = await ta.call('POST', '/api/v1/assets', { token: o.key, body: { name: 'A1' } });
-  assert.equal(asset.status, 201, asset.raw);
-  const path = `/engine-${n}`;
-  const body = {
-    name: `int-${n}`,
-    channel: 'webhook',
-    ownerIds: [o.ownerId],
-    objectTypes: ['location'],
-    destination: rx.url + path,
-    retry: { scheduleSeconds: [0.2] },
-    ...integration,
-  };
-  const r = await ta.call('POST', '/api/v1/integrations', { token: ta.adminToken, body });
-  assert.equal(r.status, 201, r.raw);
-  return { ...o, assetId: asset.body.id as string, integrationId: r.body.id as string, path, integration: r.body };
+/** An owner (under parentId when given) with one asset and a webhook integration to a receiver path of its own. */
+async function hookFleet(integration: Record<string, unknown>, parentId?: string) {
+  const path = `/engine-${++n}`;
+  const f = await fleet(
+    ta,
+    `engine-${n}`,
+    { channel: 'webhook', destination: rx.url + path, retry: { scheduleSeconds: [0.2] }, ...integration },
+    parentId ? { parentId } : {},
+  );
+  return { ...f, path };
 }
 
-/** Stores locations (one POST, one transaction) at the given latitudes; returns their ids. */
-async function store(key: string, assetId: string, latitudes: number[]): Promise<string[]> {
-  const items = latitudes.map((latitude, i) => ({
-    assetId,
-    latitude,
-    longitude: 1,
-    whenCreated: new Date(Date.now() - 60_000 + i).toISOString(),
-  }));
-  const r = await ta.call('POST', '/api/v1/locations', { token: key, body: items });
-  assert.equal(r.status, 201, r.raw);
-  return (r.body as { id: string }[]).map((x) => String(x.id));
-}
-
-async function deliveries(integrationId: string) {
-  const r = await ta.call('GET', `/api/v1/integrations/${integrationId}/deliveries?limit=1000`, { token: ta.adminToken });
-  assert.equal(r.status, 200, r.raw);
-  return r.body as any[];
-}
-
-async function until(integrationId: string, cond: (d: any[]) => boolean, ms = 120_000, what = 'deliveries') {
-  const end = Date.now() + ms;
-  for (;;) {
-    const d = await deliveries(integrationId);
-    if (cond(d)) return d;
-    if (Date.now() > end) throw new Error(`${what} did not settle: ${JSON.stringify(d.map((x) => [x.id, x.status, x.attempts]))}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
-/** Polls until cond holds; fails after a generous deadline (never waits for a duration). */
-async function poll<T>(probe: () => Promise<T>, cond: (v: T) => boolean, what: string, ms = 120_000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await probe();
-    if (cond(v)) return v;
-    if (Date.now() > end) throw new Error(`${what} not met in ${ms} ms (last: ${JSON.stringify(v)})`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
+const { deliveries, until } = deliveryHistory(() => ta);
 
 async function stats(integrationId: string) {
   const r = await ta.call('GET', `/api/v1/integrations/${integrationId}`, { token: ta.adminToken });
@@ -101,7 +55,8 @@ async function patch(integrationId: string, body: Record<string, unknown>) {
  * another session's short transaction may hold the horizon for a moment: a condition, not a delay.
  */
 async function belowHorizon(locationIds: string[]): Promise<void> {
-  await poll(
+  await waitFor(
+    () => 'the log rows below the horizon',
     async () => {
       const { rows } = await db.query<{ ok: boolean }>(
         `SELECT bool_and(tx_id < pg_snapshot_xmin(pg_current_snapshot())::text::bigint) AS ok
@@ -110,8 +65,6 @@ async function belowHorizon(locationIds: string[]): Promise<void> {
       );
       return rows[0]?.ok === true;
     },
-    (ok) => ok,
-    'the log rows below the horizon',
   );
 }
 
@@ -185,14 +138,14 @@ async function follow(query: string) {
 const postgresOnly: typeof test = TEST_DB === 'postgres' ? test : ((() => undefined) as unknown as typeof test);
 
 postgresOnly('events committed out of order are all delivered (none skipped)', async () => {
-  const f = await fleet({ objectTypes: ['asset', 'location'] });
+  const f = await hookFleet({ objectTypes: ['asset', 'location'] });
   const late = await rawSession();
   try {
     // An asset event appended in a transaction that stays open: it takes its log id now...
     await late.q.query('BEGIN');
     await appendEvents(late.q, 'asset', [{ objectId: f.assetId, ownerId: f.ownerId, payload: { id: f.assetId, marker: 'late' } }]);
     // ...and a location stored through the API commits meanwhile, with a higher id.
-    const [locationId] = await store(f.key, f.assetId, [1]);
+    const [locationId] = await f.store([1]);
     const { rows } = await late.q.query<{ id: string; object_type: string }>(
       `SELECT id, object_type FROM event_log
           WHERE (object_type = 'asset' AND object_id = $1 AND payload->>'marker' = 'late')
@@ -229,7 +182,7 @@ postgresOnly('events committed out of order are all delivered (none skipped)', a
         await held;
         return { status: 200 };
       });
-      const [next] = await store(f.key, f.assetId, [2]);
+      const [next] = await f.store([2]);
       await rx.waitFor(() => locationsAt(f.path).includes(next!), 120_000, 'the next location, in flight');
       await lateAttempt.q.query('BEGIN');
       const { rows: raw } = await lateAttempt.q.query<{ id: string; tx_id: string }>(
@@ -244,16 +197,15 @@ postgresOnly('events committed out of order are all delivered (none skipped)', a
       );
       const nextId = nextOutbox[0]!.id;
       // The newer attempt is committed (visible to another session) while the raw one is open.
-      const newer = await poll(
-        async () =>
-          (
-            await db.query<{ id: string; tx_id: string }>(
-              'SELECT id::text, tx_id::text FROM delivery_attempts WHERE log_ids && ARRAY[$1::int8] AND success',
-              [nextId],
-            )
-          ).rows,
-        (r) => r.length === 1,
-        'the newer attempt committed',
+      const newer = await waitFor(
+        () => 'the newer attempt committed',
+        async () => {
+          const { rows } = await db.query<{ id: string; tx_id: string }>(
+            'SELECT id::text, tx_id::text FROM delivery_attempts WHERE log_ids && ARRAY[$1::int8] AND success',
+            [nextId],
+          );
+          return rows.length === 1 ? rows : undefined;
+        },
       );
       assert.ok(BigInt(newer[0]!.tx_id) > BigInt(raw[0]!.tx_id), 'the newer attempt is of a younger transaction');
       assert.ok(BigInt(newer[0]!.id) > BigInt(raw[0]!.id), 'and has the higher id');
@@ -289,13 +241,9 @@ postgresOnly('events committed out of order are all delivered (none skipped)', a
 });
 
 test('fresh events are claimed beside a large retry backlog', async () => {
-  const f = await fleet({ retry: { scheduleSeconds: [3600] }, webhook: { maxConcurrentRequests: 1 } });
+  const f = await hookFleet({ retry: { scheduleSeconds: [3600] }, webhook: { maxConcurrentRequests: 1 } });
   rx.on(f.path, (_r, k) => (k <= 40 ? { status: 400 } : { status: 200 }));
-  const stored = await store(
-    f.key,
-    f.assetId,
-    Array.from({ length: 40 }, (_, i) => i),
-  );
+  const stored = await f.store(Array.from({ length: 40 }, (_, i) => i));
   await until(f.integrationId, (d) => d.length === 40 && d.every((x) => x.status === 'FAILED'));
   await patch(f.integrationId, { enabled: false });
   const redeliver = await ta.call('POST', `/api/v1/integrations/${f.integrationId}/deliveries/redeliver`, {
@@ -308,7 +256,7 @@ test('fresh events are claimed beside a large retry backlog', async () => {
   });
   assert.equal(redeliver.status, 202, redeliver.raw);
   assert.deepEqual(redeliver.body, { count: 40 }, '40 PENDING, due now');
-  const [fresh] = await store(f.key, f.assetId, [45]);
+  const [fresh] = await f.store([45]);
   await belowHorizon([fresh!]);
   const before = rx.for(f.path).length;
   assert.equal(before, 40);
@@ -325,9 +273,9 @@ test('fresh events are claimed beside a large retry backlog', async () => {
 });
 
 test('stats: pending, delivered, failed, last error and latency', async () => {
-  const f = await fleet({});
+  const f = await hookFleet({});
   rx.on(f.path, (r) => (JSON.parse(r.body).latitude === 7 ? { status: 400 } : { status: 200 }));
-  await store(f.key, f.assetId, [1, 2, 3, 4, 5, 7]);
+  await f.store([1, 2, 3, 4, 5, 7]);
   const done = await until(f.integrationId, (d) => d.length === 6 && d.every((x) => x.status !== 'PENDING'));
   assert.deepEqual(done.map((d) => d.status).sort(), ['FAILED', 'SUCCEEDED', 'SUCCEEDED', 'SUCCEEDED', 'SUCCEEDED', 'SUCCEEDED']);
   const s = await stats(f.integrationId);
@@ -344,7 +292,7 @@ test('stats: pending, delivered, failed, last error and latency', async () => {
   assert.equal(s.pausedUntil, null);
 
   await patch(f.integrationId, { enabled: false });
-  await store(f.key, f.assetId, [8, 9, 10]);
+  await f.store([8, 9, 10]);
   assert.equal((await stats(f.integrationId)).pending, 3, 'the disabled backlog counts as pending');
 
   // The result stream without a channel (API guide 9: all three by default) carries these attempts.
@@ -367,8 +315,8 @@ test('a backlog older than maxBacklogHours fails visibly and can be redelivered'
     bad(await ta.call('POST', '/api/v1/integrations', { token: ta.adminToken, body }), 400, '/maxBacklogHours', String(maxBacklogHours));
   }
   assert.equal((await ta.call('GET', '/api/v1/integrations?name=bad-backlog', { token: ta.adminToken })).body.length, 0);
-  const f = await fleet({ maxBacklogHours: 1, enabled: false });
-  const ids = await store(f.key, f.assetId, [1, 2]);
+  const f = await hookFleet({ maxBacklogHours: 1, enabled: false });
+  const ids = await f.store([1, 2]);
   await belowHorizon(ids);
   // The test owns this clock: the events were stored two hours ago.
   await db.query(`UPDATE event_log SET when_created = now() - interval '2 hours' WHERE object_type = 'location' AND object_id = ANY($1)`, [
@@ -407,7 +355,7 @@ test('a new integration starts at the moment it is created; an event keeps the o
   };
   const parentAsset = await asset(parent.key);
   const childAsset = await asset(child.key);
-  const [before] = await store(child.key, childAsset, [1]);
+  const [before] = await storeLocations(ta, child.key, childAsset, [1]);
   // On the parent: its descendants are covered. One request at a time, so the receiver sees log order.
   const path = `/engine-${n}`;
   const r = await ta.call('POST', '/api/v1/integrations', {
@@ -424,17 +372,17 @@ test('a new integration starts at the moment it is created; an event keeps the o
   });
   assert.equal(r.status, 201, r.raw);
   const integrationId = r.body.id as string;
-  const [e1] = await store(child.key, childAsset, [2]);
+  const [e1] = await storeLocations(ta, child.key, childAsset, [2]);
   // The child leaves the parent (to the root): what it stores from now on is no longer covered.
   const moved = await ta.call('PATCH', `/api/v1/owners/${child.ownerId}`, { token: ta.adminToken, body: { ownerId: null } });
   assert.equal(moved.status, 200, moved.raw);
   assert.equal(moved.body.ownerId, null);
-  const [e2] = await store(child.key, childAsset, [3]);
+  const [e2] = await storeLocations(ta, child.key, childAsset, [3]);
   await patch(integrationId, { enabled: true });
   await rx.waitFor(() => locationsAt(path).includes(e1!), 120_000, 'e1, stored under the parent while disabled');
   // A barrier after everything above in the log: once it arrives, the integration has read past
   // them, and one request at a time means nothing before it can still be on its way.
-  const [barrier] = await store(parent.key, parentAsset, [4]);
+  const [barrier] = await storeLocations(ta, parent.key, parentAsset, [4]);
   await rx.waitFor(() => locationsAt(path).includes(barrier!), 120_000, 'the barrier');
   assert.deepEqual(locationsAt(path), [e1, barrier], 'neither the location stored before the integration nor the one after the move');
   assert.ok(!locationsAt(path).includes(before!) && !locationsAt(path).includes(e2!));

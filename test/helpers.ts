@@ -201,6 +201,84 @@ export async function ownerWithKey(
   return { ownerId: o.body.id, key: k.body.key };
 }
 
+let customers = 0;
+
+/**
+ * A customer of the service as tests use one: an owner (named `label` and a number, under
+ * `parentId` when given) with an API key, `call` with that key (paths start with `base`, so a file
+ * may write '/zones' for '/api/v1/zones'), and `asset` to create one of its assets.
+ */
+export async function customer(
+  ta: TestApp,
+  label: string,
+  opts: { parentId?: string; scopes?: ('read' | 'write' | 'admin')[]; base?: string } = {},
+) {
+  const { base = '', ...keyOpts } = opts;
+  const name = `${label}-${++customers}`;
+  const o = await ownerWithKey(ta, name, keyOpts);
+  const call = (method: string, path: string, body?: unknown) =>
+    ta.call(method, `${base}${path}`, { token: o.key, ...(body === undefined ? {} : { body }) });
+  const asset = async (name: string): Promise<string> =>
+    ok(await ta.call('POST', '/api/v1/assets', { token: o.key, body: { name } }), 201, `asset ${name}`).id;
+  return { ...o, name, call, asset };
+}
+
+/**
+ * A customer with `assets` assets (one by default) and an integration, created by the operator,
+ * that pushes its locations: `integration` is laid over {name, ownerIds: [the owner], objectTypes:
+ * ['location']} and must name the channel and destination. `store` stores locations of its assets.
+ */
+export async function fleet(
+  ta: TestApp,
+  label: string,
+  integration: Record<string, unknown>,
+  opts: { parentId?: string; assets?: number } = {},
+) {
+  const c = await customer(ta, label, opts.parentId ? { parentId: opts.parentId } : {});
+  const assetIds: string[] = [];
+  for (let a = 1; a <= (opts.assets ?? 1); a++) assetIds.push(await c.asset(`${c.name}-A${a}`));
+  const created = ok(
+    await ta.call('POST', '/api/v1/integrations', {
+      token: ta.adminToken,
+      body: { name: `${c.name}-integration`, ownerIds: [c.ownerId], objectTypes: ['location'], ...integration },
+    }),
+    201,
+    'integration',
+  );
+  return {
+    ...c,
+    assetId: assetIds[0]!,
+    assetIds,
+    integration: created,
+    integrationId: created.id as string,
+    store: (latitudes: number | number[]) => storeLocations(ta, c.key, assetIds, latitudes),
+  };
+}
+
+/**
+ * Stores locations in one bulk (one transaction): one per latitude, or `count` of them at latitudes
+ * 0, 1, 2, ..., spread over the assets in turn, a millisecond apart from a minute ago. Returns the
+ * stored ids in order.
+ */
+export async function storeLocations(
+  ta: TestApp,
+  key: string,
+  assetIds: string | string[],
+  latitudes: number | number[],
+): Promise<string[]> {
+  const assets = typeof assetIds === 'string' ? [assetIds] : assetIds;
+  const lats = typeof latitudes === 'number' ? Array.from({ length: latitudes }, (_, i) => i % 90) : latitudes;
+  const body = lats.map((latitude, i) => ({
+    assetId: assets[i % assets.length],
+    latitude,
+    longitude: 1,
+    whenCreated: new Date(Date.now() - 60_000 + i).toISOString(),
+  }));
+  return (ok(await ta.call('POST', '/api/v1/locations', { token: key, body }), 201, 'locations') as { id: string }[]).map((x) =>
+    String(x.id),
+  );
+}
+
 /** Asserts a status and returns the body. */
 export function ok(r: Res, status: number, what = ''): any {
   assert.equal(r.status, status, `${what}: expected ${status}, got ${r.status} ${r.raw.slice(0, 500)}`);
@@ -245,17 +323,32 @@ export function deliveryHistory(app: () => TestApp) {
       }),
       200,
     );
+  /** Resolves with the deliveries once `cond` holds for them; a timeout shows the last ones seen. */
+  const until = (id: string, cond: (d: any[]) => boolean, ms = 120_000): Promise<any[]> => {
+    let last: any[] = [];
+    return waitFor(
+      () => `the deliveries of ${id} to settle (last: ${JSON.stringify(last.map((x) => [x.id, x.status, x.attempts]))})`,
+      async () => {
+        last = await deliveries(id);
+        return cond(last) ? last : undefined;
+      },
+      ms,
+    );
+  };
+  /** Resolves with the deliveries in `status` once there are at least `count`. */
+  const reached = (id: string, count: number, status: string) =>
+    waitFor(
+      () => `${count} deliveries of ${id} to be ${status}`,
+      async () => {
+        const d = await deliveries(id, status);
+        return d.length >= count ? d : undefined;
+      },
+    );
   return {
     deliveries,
-    /** Resolves with the SUCCEEDED deliveries once there are at least `count`. */
-    allSucceeded: (id: string, count: number) =>
-      waitFor(
-        () => `${count} deliveries of ${id} to succeed`,
-        async () => {
-          const d = await deliveries(id, 'SUCCEEDED');
-          return d.length >= count ? d : undefined;
-        },
-      ),
+    until,
+    reached,
+    allSucceeded: (id: string, count: number) => reached(id, count, 'SUCCEEDED'),
     /** Resolves with the first delivery that has an attempt (a test expecting it to have failed checks). */
     firstAttempted: (id: string) =>
       waitFor(

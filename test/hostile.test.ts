@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { after, test } from 'node:test';
-import { bad, ok, ownerWithKey, startApp, type TestApp, waitFor } from './helpers.js';
+import { bad, deliveryHistory, fleet, ok, startApp, type TestApp, waitFor } from './helpers.js';
 import { Receiver } from './receiver.js';
 
 const ta: TestApp = await startApp(undefined, {
@@ -18,63 +18,32 @@ const ta: TestApp = await startApp(undefined, {
 const rx = await new Receiver().start();
 after(() => rx.close());
 
-let n = 0;
 /** An owner with a key, one asset, and a single-mode webhook integration to a receiver path. */
-async function tenant(path: string, integration: Record<string, unknown> = {}) {
-  const name = `tenant-${++n}`;
-  const o = await ownerWithKey(ta, name);
-  const asset = ok(await ta.call('POST', '/api/v1/assets', { token: o.key, body: { name: `${name}-A1` } }), 201);
-  const i = ok(
-    await ta.call('POST', '/api/v1/integrations', {
-      token: ta.adminToken,
-      body: {
-        name: `${name}-hook`,
-        channel: 'webhook',
-        ownerIds: [o.ownerId],
-        objectTypes: ['location'],
-        destination: rx.url + path,
-        retry: { scheduleSeconds: [0.2], maxAttempts: 2 },
-        ...integration,
-      },
-    }),
-    201,
-  );
-  return { ...o, assetId: asset.id as string, integrationId: i.id as string };
-}
+const hookFleet = (path: string, integration: Record<string, unknown> = {}) =>
+  fleet(ta, `tenant${path.replaceAll('/', '-')}`, {
+    channel: 'webhook',
+    destination: rx.url + path,
+    retry: { scheduleSeconds: [0.2], maxAttempts: 2 },
+    ...integration,
+  });
 
-async function locations(t: { key: string; assetId: string }, count: number) {
-  const body = Array.from({ length: count }, (_, i) => ({ assetId: t.assetId, latitude: i % 90, longitude: 1 }));
-  return ok(await ta.call('POST', '/api/v1/locations', { token: t.key, body }), 201) as { id: string }[];
-}
-
-const deliveries = async (integrationId: string): Promise<any[]> =>
-  ok(await ta.call('GET', `/api/v1/integrations/${integrationId}/deliveries?limit=1000`, { token: ta.adminToken }), 200);
-
-const settled = (integrationId: string, count: number, status: string) =>
-  waitFor(
-    () => `${count} ${status} deliveries of ${integrationId}`,
-    async () => {
-      const d = (await deliveries(integrationId)).filter((x) => x.status === status);
-      return d.length >= count ? d : undefined;
-    },
-    60_000,
-  );
+const { reached } = deliveryHistory(() => ta);
 
 test("a receiver answering NUL and invalid UTF-8 is recorded byte for byte, and every other tenant's results go on being written", async () => {
   // A 500 whose body holds a NUL, the UTF-8 form of a lone surrogate and a byte that is never UTF-8.
   rx.on('/nul-500', () => ({ status: 500, body: Buffer.from([0x62, 0x00, 0xed, 0xa0, 0x80, 0xff, 0x7a]) }));
   // A 200 whose receipt id holds a NUL, and one whose receipt id is a lone surrogate (as JSON escapes).
   rx.on('/nul-receipt', (_r, k) => ({ status: 200, body: k % 2 ? '{"success":true,"id":"r\\u0000x"}' : '{"id":"\\ud800"}' }));
-  const hostile = await tenant('/nul-500');
-  const receipts = await tenant('/nul-receipt');
-  const healthy = await tenant('/healthy');
-  await locations(hostile, 2);
-  await locations(receipts, 2);
-  await locations(healthy, 3);
+  const hostile = await hookFleet('/nul-500');
+  const receipts = await hookFleet('/nul-receipt');
+  const healthy = await hookFleet('/healthy');
+  await hostile.store(2);
+  await receipts.store(2);
+  await healthy.store(3);
 
   // The healthy tenant's results are written (on the old code one refused row held back all of them).
-  await settled(healthy.integrationId, 3, 'SUCCEEDED');
-  const failed = await settled(hostile.integrationId, 2, 'FAILED');
+  await reached(healthy.integrationId, 3, 'SUCCEEDED');
+  const failed = await reached(hostile.integrationId, 2, 'FAILED');
   for (const d of failed) {
     assert.equal(d.attempts, 2);
     const a = d.attemptsLog[0];
@@ -83,7 +52,7 @@ test("a receiver answering NUL and invalid UTF-8 is recorded byte for byte, and 
     assert.equal(a.responseBody, 'b\u0000\ufffd\ufffd\ufffd\ufffdz');
     assert.equal(a.responseBodyBytes, 7);
   }
-  const got = await settled(receipts.integrationId, 2, 'SUCCEEDED');
+  const got = await reached(receipts.integrationId, 2, 'SUCCEEDED');
   assert.deepEqual(got.map((d) => d.receiptId).sort(), ['r\ufffdx', '\ufffd']);
   // The result stream carries them too.
   const { lines } = await readWindow('channel=webhook');
@@ -101,12 +70,12 @@ test('a result row the database refuses is written without its response, or park
     WHEN (NEW.error = 'HTTP 507') EXECUTE FUNCTION refuse_poison()`);
   try {
     rx.on('/poison', () => ({ status: 507, body: 'poison' }));
-    const poisoned = await tenant('/poison', { retry: { scheduleSeconds: [0.2], maxAttempts: 1 } });
-    const healthy = await tenant('/healthy-2');
-    await locations(poisoned, 3);
-    await locations(healthy, 3);
-    await settled(healthy.integrationId, 3, 'SUCCEEDED');
-    const failed = await settled(poisoned.integrationId, 3, 'FAILED');
+    const poisoned = await hookFleet('/poison', { retry: { scheduleSeconds: [0.2], maxAttempts: 1 } });
+    const healthy = await hookFleet('/healthy-2');
+    await poisoned.store(3);
+    await healthy.store(3);
+    await reached(healthy.integrationId, 3, 'SUCCEEDED');
+    const failed = await reached(poisoned.integrationId, 3, 'FAILED');
     for (const d of failed) {
       const a = d.attemptsLog[0];
       assert.equal(a.httpStatus, 507);
@@ -125,7 +94,7 @@ const minute = (m: number) => new Date(BASE + m * 60_000).toISOString();
 
 /** An owner with a key and a reefer, with helpers for specifications, reefer data and events. */
 async function reeferTenant() {
-  const t = await tenant('/reefers');
+  const t = await hookFleet('/reefers');
   const call = (method: string, path: string, body?: unknown) =>
     ta.call(method, `/api/v1${path}`, { token: t.key, ...(body === undefined ? {} : { body }) });
   return {
@@ -225,9 +194,9 @@ async function readWindow(query: string, token = ta.adminToken): Promise<{ lines
 test("the result stream: a batch's body once, answers capped in bytes and continued, positions and windows checked, streams counted per owner", async () => {
   const big = 'x'.repeat(64 * 1024);
   rx.on('/batch-500', () => ({ status: 500, body: big }));
-  const t = await tenant('/batch-500', { retry: { scheduleSeconds: [0.2], maxAttempts: 1 }, webhook: { mode: 'batch', batchSize: 50 } });
-  await locations(t, 300);
-  await settled(t.integrationId, 300, 'FAILED');
+  const t = await hookFleet('/batch-500', { retry: { scheduleSeconds: [0.2], maxAttempts: 1 }, webhook: { mode: 'batch', batchSize: 50 } });
+  await t.store(300);
+  await reached(t.integrationId, 300, 'FAILED');
   const since = encodeURIComponent(new Date(Date.now() - 3600_000).toISOString());
   // STREAM_MAX_ANSWER_BYTES is 256 KiB here: six attempts of 64 KiB come in several answers.
   const { lines, answers } = await readWindow(`channel=webhook&since=${since}`);
@@ -282,7 +251,7 @@ test("the result stream: a batch's body once, answers capped in bytes and contin
       await r.text();
     }
     // Another owner is not affected.
-    const other = await tenant('/unused');
+    const other = await hookFleet('/unused');
     const r = await fetch(`${ta.url}/api/v1/deliveries/stream`, { headers: { authorization: `Bearer ${other.key}` } });
     assert.equal(r.status, 200);
     await r.text();
@@ -298,9 +267,9 @@ test("the result stream: a batch's body once, answers capped in bytes and contin
 test('a stream whose client never reads holds one page in memory, not the window; closing it frees its slot', async () => {
   const body = 'y'.repeat(64 * 1024);
   rx.on('/single-500', () => ({ status: 500, body }));
-  const t = await tenant('/single-500', { retry: { scheduleSeconds: [0.2], maxAttempts: 1 } });
-  await locations(t, 300);
-  await settled(t.integrationId, 300, 'FAILED');
+  const t = await hookFleet('/single-500', { retry: { scheduleSeconds: [0.2], maxAttempts: 1 } });
+  await t.store(300);
+  await reached(t.integrationId, 300, 'FAILED');
   // About 19 MiB of lines in the window. A raw socket asks for it and reads nothing.
   const since = new Date(Date.now() - 3600_000).toISOString();
   const socket = net.connect(Number(new URL(ta.url).port), '127.0.0.1');

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import net from 'node:net';
 import { after, before, test } from 'node:test';
 import { createTopic, endOffsets, type KafkaBroker, kafkaBroker, kcatConsume, topicExists } from './brokers.js';
-import { bad, deliveryHistory, ok, ownerWithKey, startApp, streamLines, type TestApp, waitFor } from './helpers.js';
+import { bad, deliveryHistory, fleet, ok, ownerWithKey, startApp, streamLines, type TestApp } from './helpers.js';
 
 let ta: TestApp;
 let kb: KafkaBroker;
@@ -20,48 +20,34 @@ before(async () => {
 
 let n = 0;
 const stamp = `${process.env.TEST_DB ?? 'postgres'}${Date.now()}`;
-/** An owner with `assets` assets and a Kafka integration for it. */
-async function fleet(kafka: Record<string, unknown>, extra: Record<string, unknown> = {}, assets = 1) {
-  const i = ++n;
-  const o = await ownerWithKey(ta, `kafka-${i}-${stamp}`);
-  const ids: string[] = [];
-  for (let a = 0; a < assets; a++)
-    ids.push(ok(await ta.call('POST', '/api/v1/assets', { token: o.key, body: { name: `K${i}-${a}` } }), 201).id);
-  const prefix = `t-${stamp}-${i}`;
-  const integration = ok(
-    await ta.call('POST', '/api/v1/integrations', {
-      token: ta.adminToken,
-      body: {
-        name: `kafka-${i}`,
-        channel: 'kafka',
-        ownerIds: [o.ownerId],
-        objectTypes: ['location'],
-        destination: prefix,
-        retry: { scheduleSeconds: [0.3], maxAttempts: 1000 },
-        kafka: { brokers: [kb.plaintext], ...kafka },
-        ...extra,
-      },
-    }),
-    201,
+/** An owner with `assets` assets and a Kafka integration for its locations, to a topic prefix of its own. */
+async function kafkaFleet(kafka: Record<string, unknown>, extra: Record<string, unknown> = {}, assets = 1) {
+  const prefix = `t-${stamp}-${++n}`;
+  const f = await fleet(
+    ta,
+    `kafka-${n}`,
+    {
+      channel: 'kafka',
+      destination: prefix,
+      retry: { scheduleSeconds: [0.3], maxAttempts: 1000 },
+      kafka: { brokers: [kb.plaintext], ...kafka },
+      ...extra,
+    },
+    { assets },
   );
-  /** Posts `count` locations spread over the assets in turn. */
-  const post = async (count: number) => {
-    const body = Array.from({ length: count }, (_, k) => ({ assetId: ids[k % ids.length], latitude: k % 80, longitude: 10 }));
-    return ok(await ta.call('POST', '/api/v1/locations', { token: o.key, body }), 201) as { id: string }[];
-  };
-  return { o, assets: ids, prefix, topic: `${prefix}.events`, integration, post };
+  return { ...f, prefix, topic: `${prefix}.events` };
 }
 
-const { deliveries, allSucceeded, firstAttempted } = deliveryHistory(() => ta);
+const { allSucceeded, firstAttempted, reached } = deliveryHistory(() => ta);
 
 for (const acks of [0, 1, 'all'] as const) {
   test(`acks=${acks}: every event stored once in the topic, with the headers event-id and webhook-schema-version`, async () => {
-    const f = await fleet({ acks });
-    const ids = await f.post(30);
+    const f = await kafkaFleet({ acks });
+    const ids = await f.store(30);
     const done = await allSucceeded(f.integration.id, 30);
     const records = await kcatConsume(kb.plaintext, f.topic, { minCount: 30 });
     assert.equal(records.length, 30, 'stored exactly once each (no producer duplicates)');
-    assert.deepEqual(new Set(records.map((r) => JSON.parse(r.value).id)), new Set(ids.map((x) => Number(x.id))));
+    assert.deepEqual(new Set(records.map((r) => JSON.parse(r.value).id)), new Set(ids.map(Number)));
     const eventIds = new Set(done.map((d) => d.eventId));
     for (const r of records) {
       assert.ok(eventIds.has(r.headers['event-id']!), 'event-id header');
@@ -85,12 +71,12 @@ for (const acks of [0, 1, 'all'] as const) {
 }
 
 test('keyed by a payload field: the same key always in the same partition, as the attempt log says; without a key an even spread', async () => {
-  const keyed = await fleet({ keyPath: 'assetId' }, {}, 5);
-  const even = await fleet({}, {}, 1);
+  const keyed = await kafkaFleet({ keyPath: 'assetId' }, {}, 5);
+  const even = await kafkaFleet({}, {}, 1);
   await createTopic(kb.plaintext, keyed.topic, 4);
   await createTopic(kb.plaintext, even.topic, 4);
-  await keyed.post(200);
-  await even.post(400);
+  await keyed.store(200);
+  await even.store(400);
   const kDone = await allSucceeded(keyed.integration.id, 200);
   await allSucceeded(even.integration.id, 400);
 
@@ -122,15 +108,15 @@ test('keyed by a payload field: the same key always in the same partition, as th
 });
 
 test('one topic per type, a per-type topic override, metadata fields added and the object otherwise unchanged', async () => {
-  const f = await fleet(
+  const f = await kafkaFleet(
     { topicPerType: true, metadata: { source: 'tracking', tier: 2, live: true } },
     { objectTypes: ['asset', 'location', 'sensordata'], destinations: { sensordata: `custom-${stamp}` } },
   );
-  await f.post(2);
+  await f.store(2);
   ok(
     await ta.call('POST', '/api/v1/sensor-data', {
-      token: f.o.key,
-      body: [{ assetId: f.assets[0], sensorId: 's1', type: 'TEMPERATURE', value: 4.5 }],
+      token: f.key,
+      body: [{ assetId: f.assetIds[0], sensorId: 's1', type: 'TEMPERATURE', value: 4.5 }],
     }),
     201,
   );
@@ -138,7 +124,7 @@ test('one topic per type, a per-type topic override, metadata fields added and t
   const sensors = await kcatConsume(kb.plaintext, `custom-${stamp}`, { minCount: 1 });
   assert.equal(loc.length, 2);
   assert.equal(sensors.length, 1);
-  const stored = ok(await ta.call('GET', `/api/v1/locations?assetId=${f.assets[0]}`, { token: f.o.key }), 200) as any[];
+  const stored = ok(await ta.call('GET', `/api/v1/locations?assetId=${f.assetIds[0]}`, { token: f.key }), 200) as any[];
   for (const r of loc) {
     const obj = JSON.parse(r.value);
     assert.equal(obj.source, 'tracking');
@@ -166,30 +152,30 @@ test('one topic per type, a per-type topic override, metadata fields added and t
 test('auth: SASL/PLAIN, SCRAM-SHA-256 and -512 over TLS, a customer CA, a client certificate; a wrong password and a missing certificate fail clearly and the delivery is kept for retry', async () => {
   const user = kb.user;
   for (const mechanism of ['plain', 'scram-sha-256', 'scram-sha-512']) {
-    const f = await fleet({ brokers: [kb.saslSsl], sasl: { mechanism, ...user }, ssl: { ca: kb.ca } });
-    await f.post(2);
+    const f = await kafkaFleet({ brokers: [kb.saslSsl], sasl: { mechanism, ...user }, ssl: { ca: kb.ca } });
+    await f.store(2);
     await allSucceeded(f.integration.id, 2);
     assert.equal(f.integration.kafka.sasl.passwordSet, true);
     assert.equal(f.integration.kafka.sasl.password, undefined, 'write-only');
     assert.equal((await kcatConsume(kb.plaintext, f.topic, { minCount: 2 })).length, 2, mechanism);
   }
   // TLS with the customer's CA, no client certificate.
-  const tls = await fleet({ brokers: [kb.ssl], ssl: { ca: kb.ca } });
-  await tls.post(2);
+  const tls = await kafkaFleet({ brokers: [kb.ssl], ssl: { ca: kb.ca } });
+  await tls.store(2);
   await allSucceeded(tls.integration.id, 2);
   // A client certificate where the broker requires one.
-  const mtls = await fleet({ brokers: [kb.mtls], ssl: { ca: kb.ca, cert: kb.clientCert, key: kb.clientKey } });
-  await mtls.post(2);
+  const mtls = await kafkaFleet({ brokers: [kb.mtls], ssl: { ca: kb.ca, cert: kb.clientCert, key: kb.clientKey } });
+  await mtls.store(2);
   await allSucceeded(mtls.integration.id, 2);
   assert.equal(mtls.integration.kafka.ssl.keySet, true);
 
   // A wrong password: a clear error, PENDING, delivered once corrected.
-  const wrong = await fleet({
+  const wrong = await kafkaFleet({
     brokers: [kb.saslSsl],
     sasl: { mechanism: 'scram-sha-512', username: user.username, password: 'wrong' },
     ssl: { ca: kb.ca },
   });
-  await wrong.post(1);
+  await wrong.store(1);
   const failed = await firstAttempted(wrong.integration.id);
   assert.equal(failed.status, 'PENDING', 'kept for retry');
   assert.match(failed.attemptsLog[0].error, /auth|SASL|credentials/i);
@@ -203,20 +189,20 @@ test('auth: SASL/PLAIN, SCRAM-SHA-256 and -512 over TLS, a customer CA, a client
   await allSucceeded(wrong.integration.id, 1);
 
   // No client certificate where one is required.
-  const nocert = await fleet({ brokers: [kb.mtls], ssl: { ca: kb.ca } });
-  await nocert.post(1);
+  const nocert = await kafkaFleet({ brokers: [kb.mtls], ssl: { ca: kb.ca } });
+  await nocert.store(1);
   const refused = await firstAttempted(nocert.integration.id);
   assert.equal(refused.status, 'PENDING');
   assert.ok(refused.attemptsLog[0].error.length > 0);
   // A client certificate from a CA the broker does not trust.
-  const otherCert = await fleet({ brokers: [kb.mtls], ssl: { ca: kb.ca, cert: kb.otherClientCert, key: kb.otherClientKey } });
-  await otherCert.post(1);
+  const otherCert = await kafkaFleet({ brokers: [kb.mtls], ssl: { ca: kb.ca, cert: kb.otherClientCert, key: kb.otherClientKey } });
+  await otherCert.store(1);
   assert.equal((await firstAttempted(otherCert.integration.id)).status, 'PENDING');
 });
 
 test('stats, the result stream (channel=kafka) and redelivery work as for webhooks', async () => {
-  const f = await fleet({});
-  await f.post(3);
+  const f = await kafkaFleet({});
+  await f.store(3);
   const done = await allSucceeded(f.integration.id, 3);
   const got = ok(await ta.call('GET', `/api/v1/integrations/${f.integration.id}`, { token: ta.adminToken }), 200);
   assert.equal(got.stats.delivered.lastHour, 3);
@@ -325,15 +311,9 @@ test('every broker the metadata advertises passes the address rules before any r
 
 test('a broker that cannot be reached: each send recorded with its error, FAILED after maxAttempts, kept for redelivery', async () => {
   // 19099: in this project's Kafka range (19092-19097 the shared broker), where nothing listens.
-  const f = await fleet({ brokers: ['127.0.0.1:19099'], timeoutMs: 1000 }, { retry: { scheduleSeconds: [0.2], maxAttempts: 2 } });
-  await f.post(2);
-  const failed = await waitFor(
-    () => 'FAILED deliveries',
-    async () => {
-      const d = await deliveries(f.integration.id, 'FAILED');
-      return d.length === 2 ? d : undefined;
-    },
-  );
+  const f = await kafkaFleet({ brokers: ['127.0.0.1:19099'], timeoutMs: 1000 }, { retry: { scheduleSeconds: [0.2], maxAttempts: 2 } });
+  await f.store(2);
+  const failed = await reached(f.integration.id, 2, 'FAILED');
   for (const d of failed) {
     assert.equal(d.attempts, 2);
     assert.equal(d.attemptsLog.length, 2);
@@ -353,12 +333,12 @@ test('a broker that cannot be reached: each send recorded with its error, FAILED
 });
 
 test("another owner's records never reach the topic; a child owner's do (API guide 3: descendants included)", async () => {
-  const f = await fleet({});
-  const stranger = await fleet({}); // another owner, with its own integration and topic
-  const child = await ownerWithKey(ta, `kafka-child-${stamp}`, { parentId: f.o.ownerId });
+  const f = await kafkaFleet({});
+  const stranger = await kafkaFleet({}); // another owner, with its own integration and topic
+  const child = await ownerWithKey(ta, `kafka-child-${stamp}`, { parentId: f.ownerId });
   const childAsset = ok(await ta.call('POST', '/api/v1/assets', { token: child.key, body: { name: 'KC' } }), 201).id;
-  const mine = await f.post(2);
-  const theirs = await stranger.post(3);
+  const mine = await f.store(2);
+  const theirs = await stranger.store(3);
   const childIds = (
     ok(
       await ta.call('POST', '/api/v1/locations', { token: child.key, body: [{ assetId: childAsset, latitude: 1, longitude: 1 }] }),
@@ -372,8 +352,8 @@ test("another owner's records never reach the topic; a child owner's do (API gui
   const got = (await kcatConsume(kb.plaintext, f.topic, { minCount: 3 })).map((r) => JSON.parse(r.value).id as number);
   assert.deepEqual(
     got.sort((a, b) => a - b),
-    [...mine.map((x) => Number(x.id)), ...childIds].sort((a, b) => a - b),
+    [...mine.map(Number), ...childIds].sort((a, b) => a - b),
   );
-  for (const t of theirs) assert.ok(!got.includes(Number(t.id)), "no record of another owner's");
+  for (const t of theirs) assert.ok(!got.includes(Number(t)), "no record of another owner's");
   assert.equal((await kcatConsume(kb.plaintext, stranger.topic, { minCount: 3 })).length, 3, 'only its own in the other topic');
 });

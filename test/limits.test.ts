@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import { test, type TestContext } from 'node:test';
 import { Redis } from 'ioredis';
-import { ownerWithKey, REDIS_URL, requireService, startApp, TEST_DB, type TestApp } from './helpers.js';
+import { ownerWithKey, waitFor, REDIS_URL, requireService, startApp, TEST_DB, type TestApp } from './helpers.js';
 
 /**
  * Counts the requests the service's own limiter has admitted and not yet released: the server-side
@@ -30,14 +30,6 @@ function watchInFlight(ta: TestApp): () => number {
     };
   };
   return () => n;
-}
-
-async function waitFor(cond: () => boolean | Promise<boolean>, what: string, ms = 30_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error(`${what}: not within ${ms} ms`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
 }
 
 /** A GET over a real socket to the listening service. */
@@ -99,7 +91,10 @@ async function holdAll(t: TestContext, targets: TestApp[], key: string, inFlight
       () => early++,
       () => early++,
     );
-  await waitFor(() => inFlight() === before + held.length || early > 0, `${held.length} held requests admitted`);
+  await waitFor(
+    () => `${held.length} held requests admitted`,
+    async () => inFlight() === before + held.length || early > 0,
+  );
   assert.equal(early, 0, 'a held request was answered before it was finished');
   return held;
 }
@@ -165,16 +160,25 @@ test('over a socket: the 11th request held in flight answers 429; finishing one,
   assert.equal(inFlight(), 10, 'a refused request holds no slot');
   held[0]!.finish();
   assert.equal(await held[0]!.response, 201);
-  await waitFor(() => inFlight() === 9, 'the finished request released its slot');
+  await waitFor(
+    () => 'the finished request released its slot',
+    async () => inFlight() === 9,
+  );
   assert.equal((await get(ta, '/api/v1/assets', a.key)).status, 200);
   // A client that goes away mid-request frees its slot too, and exactly one.
   held[1]!.abort();
-  await waitFor(() => inFlight() === 8, 'the abandoned request released its slot');
+  await waitFor(
+    () => 'the abandoned request released its slot',
+    async () => inFlight() === 8,
+  );
   const more = await holdAll(t, [ta, ta], a.key, inFlight);
   assert.equal((await get(ta, '/api/v1/assets', a.key)).status, 429, 'ten in flight again');
   for (const h of [...held.slice(2), ...more]) h.finish();
   assert.deepEqual(await Promise.all([...held.slice(2), ...more].map((h) => h.response)), Array(10).fill(201));
-  await waitFor(() => inFlight() === 0, 'every slot released');
+  await waitFor(
+    () => 'every slot released',
+    async () => inFlight() === 0,
+  );
 });
 
 async function redisAvailable(): Promise<boolean> {
@@ -218,7 +222,10 @@ if (TEST_DB === 'postgres') {
     assert.equal(r.body.code, 'TOO_MANY_CONCURRENT');
     assert.equal(r2.status, 429, JSON.stringify(r2.body));
     assert.deepEqual(await Promise.all(held.map((h) => h.response)), [201, 201, 201, 201]);
-    await waitFor(() => inFlight() === 0, 'every slot released on both instances');
+    await waitFor(
+      () => 'every slot released on both instances',
+      async () => inFlight() === 0,
+    );
     assert.equal((await get(one, '/api/v1/assets', b.key)).status, 200);
     assert.equal((await get(two, '/api/v1/assets', b.key)).status, 200);
   });

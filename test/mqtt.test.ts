@@ -10,7 +10,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { LANE_PORT_OFFSET, mosquittoBroker, type MosquittoBroker, mosquittoSub } from './brokers.js';
-import { bad, deliveryHistory, ok, ownerWithKey, startApp, streamLines, type TestApp, waitFor } from './helpers.js';
+import { bad, deliveryHistory, fleet, ok, ownerWithKey, startApp, streamLines, type TestApp, waitFor } from './helpers.js';
 
 // This file's broker: 18850-18853, and one announcing Receive Maximum 10: 18860-18863 (PGlite lane: +1000).
 const PORT_BASE = 18850 + LANE_PORT_OFFSET;
@@ -28,36 +28,20 @@ after(async () => {
 });
 
 let n = 0;
-/** An owner with one asset, and an MQTT integration for it; returns what a test needs. */
-async function fleet(mqtt: Record<string, unknown>, extra: Record<string, unknown> = {}) {
-  const i = ++n;
-  const o = await ownerWithKey(ta, `mqtt-${i}-${Date.now()}`);
-  const asset = ok(await ta.call('POST', '/api/v1/assets', { token: o.key, body: { name: `M${i}` } }), 201);
-  const prefix = `t${Date.now()}-${i}`;
-  const integration = ok(
-    await ta.call('POST', '/api/v1/integrations', {
-      token: ta.adminToken,
-      body: {
-        name: `mqtt-${i}`,
-        channel: 'mqtt',
-        ownerIds: [o.ownerId],
-        objectTypes: ['location'],
-        destination: prefix,
-        retry: { scheduleSeconds: [0.3], maxAttempts: 1000 },
-        mqtt: { url: `mqtt://127.0.0.1:${mq.port}`, clientId: `ats-test-${i}-${Date.now()}`, ...mqtt },
-        ...extra,
-      },
-    }),
-    201,
-  );
-  const post = async (count: number) => {
-    const body = Array.from({ length: count }, (_, k) => ({ assetId: asset.id, latitude: k % 80, longitude: 10 }));
-    return ok(await ta.call('POST', '/api/v1/locations', { token: o.key, body }), 201) as { id: string }[];
-  };
-  return { o, asset, prefix, integration, post };
+/** An owner with one asset and an MQTT integration for its locations, to a topic prefix of its own. */
+async function mqttFleet(mqtt: Record<string, unknown>, extra: Record<string, unknown> = {}) {
+  const prefix = `t${Date.now()}-${++n}`;
+  const f = await fleet(ta, `mqtt-${n}`, {
+    channel: 'mqtt',
+    destination: prefix,
+    retry: { scheduleSeconds: [0.3], maxAttempts: 1000 },
+    mqtt: { url: `mqtt://127.0.0.1:${mq.port}`, clientId: `ats-test-${n}-${Date.now()}`, ...mqtt },
+    ...extra,
+  });
+  return { ...f, prefix };
 }
 
-const { deliveries, allSucceeded, firstAttempted } = deliveryHistory(() => ta);
+const { allSucceeded, firstAttempted, reached } = deliveryHistory(() => ta);
 
 /** What the broker logged about a client: how many of each acknowledgement it sent or received. */
 function ackCounts(clientId: string) {
@@ -74,15 +58,15 @@ function ackCounts(clientId: string) {
 
 for (const qos of [0, 1, 2] as const) {
   test(`QoS ${qos}: every event published at QoS ${qos}, with the broker's acknowledgements, event-id and schema version as MQTT 5 user properties`, async () => {
-    const f = await fleet({ qos });
+    const f = await mqttFleet({ qos });
     const clientId = f.integration.mqtt.clientId as string;
     const sub = mosquittoSub({ port: mq.port, topic: `${f.prefix}/#`, qos: 2, v5: true });
     try {
       await sub.ready;
-      const ids = await f.post(20);
+      const ids = await f.store(20);
       const done = await allSucceeded(f.integration.id, 20);
       await sub.waitFor(20);
-      assert.deepEqual(new Set(sub.messages.map((m) => JSON.parse(m.payload).id)), new Set(ids.map((x) => Number(x.id))));
+      assert.deepEqual(new Set(sub.messages.map((m) => JSON.parse(m.payload).id)), new Set(ids.map(Number)));
       for (const m of sub.messages) {
         assert.equal(m.topic, `${f.prefix}/events`);
         assert.equal(m.qos, qos, 'delivered to a QoS 2 subscriber at the publish QoS');
@@ -120,7 +104,7 @@ for (const qos of [0, 1, 2] as const) {
 }
 
 test('one topic per type, a per-type topic override, and the event id under a configured field name', async () => {
-  const f = await fleet(
+  const f = await mqttFleet(
     { qos: 1, topicPerType: true, setEventId: true, eventIdField: 'evt' },
     { objectTypes: ['asset', 'location', 'sensordata'], destinations: { sensordata: 'custom/sensors' } },
   );
@@ -128,12 +112,12 @@ test('one topic per type, a per-type topic override, and the event id under a co
   const custom = mosquittoSub({ port: mq.port, topic: 'custom/sensors', qos: 1, v5: true });
   try {
     await Promise.all([sub.ready, custom.ready]);
-    ok(await ta.call('PATCH', `/api/v1/assets/${f.asset.id}`, { token: f.o.key, body: { note: 'moved' } }), 200);
-    await f.post(3);
+    ok(await ta.call('PATCH', `/api/v1/assets/${f.assetId}`, { token: f.key, body: { note: 'moved' } }), 200);
+    await f.store(3);
     ok(
       await ta.call('POST', '/api/v1/sensor-data', {
-        token: f.o.key,
-        body: [{ assetId: f.asset.id, sensorId: 's1', type: 'TEMPERATURE', value: 4.5 }],
+        token: f.key,
+        body: [{ assetId: f.assetId, sensorId: 's1', type: 'TEMPERATURE', value: 4.5 }],
       }),
       201,
     );
@@ -155,24 +139,24 @@ test('one topic per type, a per-type topic override, and the event id under a co
 test('auth: password over TLS with the customer CA, a client certificate, anonymous; a wrong password and a missing certificate fail clearly and the delivery is kept for retry', async () => {
   const tlsUrl = `mqtts://localhost:${mq.tlsPort}`;
   // Password over TLS, the broker's certificate checked against the CA the customer gave.
-  const pw = await fleet({ url: tlsUrl, qos: 1, username: mq.user.username, password: mq.user.password, ca: mq.ca });
+  const pw = await mqttFleet({ url: tlsUrl, qos: 1, username: mq.user.username, password: mq.user.password, ca: mq.ca });
   const sub = mosquittoSub({ port: mq.port, topic: '#', qos: 1 });
   try {
     await sub.ready;
-    await pw.post(2);
+    await pw.store(2);
     await allSucceeded(pw.integration.id, 2);
     assert.equal(pw.integration.mqtt.passwordSet, true);
     assert.equal(pw.integration.mqtt.password, undefined, 'write-only');
 
     // A client certificate (the broker requires one on this listener).
-    const cert = await fleet({ url: `mqtts://localhost:${mq.mtlsPort}`, qos: 1, ca: mq.ca, cert: mq.clientCert, key: mq.clientKey });
-    await cert.post(2);
+    const cert = await mqttFleet({ url: `mqtts://localhost:${mq.mtlsPort}`, qos: 1, ca: mq.ca, cert: mq.clientCert, key: mq.clientKey });
+    await cert.store(2);
     await allSucceeded(cert.integration.id, 2);
     assert.equal(cert.integration.mqtt.keySet, true);
 
     // A wrong password: the attempt says why, the delivery stays PENDING and goes once corrected.
-    const wrong = await fleet({ url: tlsUrl, qos: 1, username: mq.user.username, password: 'wrong-password', ca: mq.ca });
-    await wrong.post(1);
+    const wrong = await mqttFleet({ url: tlsUrl, qos: 1, username: mq.user.username, password: 'wrong-password', ca: mq.ca });
+    await wrong.store(1);
     const failed = await firstAttempted(wrong.integration.id);
     assert.equal(failed.status, 'PENDING', 'kept for retry');
     assert.match(failed.attemptsLog[0].error, /Bad username or password|Not authorized/i);
@@ -187,15 +171,15 @@ test('auth: password over TLS with the customer CA, a client certificate, anonym
     await allSucceeded(wrong.integration.id, 1);
 
     // No client certificate where one is required.
-    const nocert = await fleet({ url: `mqtts://localhost:${mq.mtlsPort}`, qos: 1, ca: mq.ca });
-    await nocert.post(1);
+    const nocert = await mqttFleet({ url: `mqtts://localhost:${mq.mtlsPort}`, qos: 1, ca: mq.ca });
+    await nocert.store(1);
     const refused = await firstAttempted(nocert.integration.id);
     assert.equal(refused.status, 'PENDING');
     assert.match(refused.attemptsLog[0].error, /certificate|handshake|closed|alert|socket/i);
 
     // A CA that did not sign the broker's certificate.
-    const otherCa = await fleet({ url: tlsUrl, qos: 1, username: mq.user.username, password: mq.user.password, ca: mq.otherCa });
-    await otherCa.post(1);
+    const otherCa = await mqttFleet({ url: tlsUrl, qos: 1, username: mq.user.username, password: mq.user.password, ca: mq.otherCa });
+    await otherCa.store(1);
     const untrusted = await firstAttempted(otherCa.integration.id);
     assert.equal(untrusted.status, 'PENDING');
     assert.match(untrusted.attemptsLog[0].error, /certificate/i);
@@ -208,11 +192,11 @@ test("never more in flight than the broker's Receive Maximum: 600 events at QoS 
   const rm = await mosquittoBroker(`mqtt-rm-${process.env.TEST_DB ?? 'postgres'}`, RM_PORT_BASE, { maxInflight: 10 });
   await rm.start();
   try {
-    const f = await fleet({ url: `mqtt://127.0.0.1:${rm.port}`, qos: 2, maxInFlight: 1000, batchSize: 200 });
+    const f = await mqttFleet({ url: `mqtt://127.0.0.1:${rm.port}`, qos: 2, maxInFlight: 1000, batchSize: 200 });
     const sub = mosquittoSub({ port: rm.port, topic: `${f.prefix}/#`, qos: 2 });
     try {
       await sub.ready;
-      await f.post(600);
+      await f.store(600);
       const done = await allSucceeded(f.integration.id, 600);
       // Had the service sent more than 10 unacknowledged, Mosquitto would refuse with "Quota exceeded".
       for (const d of done) assert.equal(d.attemptsLog.length, 1, `one attempt each (${JSON.stringify(d.attemptsLog)})`);
@@ -227,8 +211,8 @@ test("never more in flight than the broker's Receive Maximum: 600 events at QoS 
 });
 
 test('stats, the result stream (channel=mqtt) and redelivery work as for webhooks', async () => {
-  const f = await fleet({ qos: 1 });
-  await f.post(3);
+  const f = await mqttFleet({ qos: 1 });
+  await f.store(3);
   const done = await allSucceeded(f.integration.id, 3);
   const got = ok(await ta.call('GET', `/api/v1/integrations/${f.integration.id}`, { token: ta.adminToken }), 200);
   assert.equal(got.stats.delivered.lastHour, 3);
@@ -332,18 +316,12 @@ test('bad MQTT settings: 400 naming the field, nothing saved; credentials only o
 
 test('a broker that cannot be reached: each send recorded with its error, FAILED after maxAttempts, kept for redelivery; MQTT 3.1.1 works too', async () => {
   // Next to this file's broker (18850-18853), where nothing listens.
-  const f = await fleet(
+  const f = await mqttFleet(
     { url: `mqtt://127.0.0.1:${PORT_BASE + 4}`, timeoutMs: 1000 },
     { retry: { scheduleSeconds: [0.2], maxAttempts: 2 } },
   );
-  await f.post(2);
-  const failed = await waitFor(
-    () => 'FAILED deliveries',
-    async () => {
-      const d = await deliveries(f.integration.id, 'FAILED');
-      return d.length === 2 ? d : undefined;
-    },
-  );
+  await f.store(2);
+  const failed = await reached(f.integration.id, 2, 'FAILED');
   for (const d of failed) {
     assert.equal(d.attempts, 2);
     for (const a of d.attemptsLog) assert.match(a.error, /ECONNREFUSED|connection/i);
@@ -358,11 +336,11 @@ test('a broker that cannot be reached: each send recorded with its error, FAILED
   assert.equal(r.count, 2, 'kept for redelivery');
 
   // MQTT 3.1.1 (protocolVersion 4): no user properties, the event id only where asked for.
-  const v4 = await fleet({ protocolVersion: 4, qos: 1, setEventId: true });
+  const v4 = await mqttFleet({ protocolVersion: 4, qos: 1, setEventId: true });
   const sub = mosquittoSub({ port: mq.port, topic: `${v4.prefix}/#`, qos: 1 });
   try {
     await sub.ready;
-    await v4.post(2);
+    await v4.store(2);
     await allSucceeded(v4.integration.id, 2);
     await sub.waitFor(2);
     for (const m of sub.messages) assert.match(JSON.parse(m.payload).eventId, /^[0-9a-f-]{36}$/);
@@ -372,13 +350,13 @@ test('a broker that cannot be reached: each send recorded with its error, FAILED
 });
 
 test('naming eventIdField alone turns the event id on; setEventId alone uses eventId; a patch turning it off drops the field', async () => {
-  const f = await fleet({ qos: 1, eventIdField: 'evtId' });
+  const f = await mqttFleet({ qos: 1, eventIdField: 'evtId' });
   assert.equal(f.integration.mqtt.setEventId, true);
   assert.equal(f.integration.mqtt.eventIdField, 'evtId');
   const sub = mosquittoSub({ port: mq.port, topic: `${f.prefix}/#`, qos: 1, v5: true });
   try {
     await sub.ready;
-    await f.post(2);
+    await f.store(2);
     await sub.waitFor(2);
     for (const m of sub.messages) {
       const o = JSON.parse(m.payload);

@@ -9,13 +9,13 @@ import { Webhook } from 'standardwebhooks';
 import { addressPolicy, isAllowedAddress, vetUrl } from '../src/delivery/address.js';
 import { signatureHeader } from '../src/delivery/channels/webhook/webhook.js';
 import { getAtPath, setAtPath } from '../src/http/dotted-path.js';
-import { bad, ok, ownerWithKey, startApp, TEST_DB, type TestApp } from './helpers.js';
+import { bad, customer, ok, startApp, TEST_DB, type TestApp } from './helpers.js';
 import { Receiver } from './receiver.js';
 
-async function fleet(ta: TestApp, name = 'fleet') {
-  const o = await ownerWithKey(ta, name);
-  const asset = ok(await ta.call('POST', '/api/v1/assets', { token: o.key, body: { name: `${name}-MSKU1` } }), 201);
-  return { ...o, assetId: asset.id as string };
+/** A customer with one asset. */
+async function fleet(ta: TestApp) {
+  const c = await customer(ta, 'fleet');
+  return { ...c, assetId: await c.asset('fleet-MSKU1') };
 }
 
 /** Counts rows straight from the database (not capped by any page size). */

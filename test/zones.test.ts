@@ -3,7 +3,7 @@
 // newer than the asset's latest that enters or leaves a zone creates an INFO event; late ones never do.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { ownerWithKey, startApp, ok, bad } from './helpers.js';
+import { customer, startApp, ok, bad } from './helpers.js';
 
 // One service for the whole file (PGlite takes seconds to start); every test makes its own owners.
 const ta = await startApp(undefined, { RATE_LIMIT_MAX: '100000', RATE_LIMIT_CONCURRENT: '1000' });
@@ -14,12 +14,9 @@ const DEG = Math.PI / 180;
 const BASE = Math.floor(Date.now() / 1000) * 1000 - 3 * 86400_000;
 const at = (minutes: number) => new Date(BASE + minutes * 60_000).toISOString().replace(/\.\d{3}Z$/, 'Z');
 
-let n = 0;
 async function tenant(label: string, opts: { parentId?: string } = {}) {
-  const o = await ownerWithKey(ta, `${label}-${++n}`, opts);
-  const call = (method: string, path: string, body?: unknown) =>
-    ta.call(method, path, { token: o.key, ...(body === undefined ? {} : { body }) });
-  const asset = async (name: string): Promise<string> => ok(await call('POST', '/api/v1/assets', { name }), 201, `asset ${name}`).id;
+  const c = await customer(ta, label, opts);
+  const { call } = c;
   const zone = async (body: Record<string, unknown>): Promise<any> =>
     ok(await call('POST', '/api/v1/zones', body), 201, `zone ${JSON.stringify(body).slice(0, 80)}`);
   const locate = async (
@@ -35,7 +32,7 @@ async function tenant(label: string, opts: { parentId?: string } = {}) {
       `location ${latitude},${longitude}@${minute}`,
     );
   const events = async (query: string): Promise<any[]> => ok(await call('GET', `/api/v1/events?${query}`), 200, `events ?${query}`);
-  return { ...o, call, asset, zone, locate, events };
+  return { ...c, zone, locate, events };
 }
 
 const polygon = (...rings: [number, number][][]) => ({ type: 'Polygon', coordinates: rings.map((r) => [...r, r[0]]) });
