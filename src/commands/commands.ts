@@ -159,10 +159,9 @@ export const commandRoutes: FastifyPluginAsyncTypebox<{ db: Db; cfg: Config }> =
     handler: async (req, reply) => {
       const b = req.body;
       const range = SET_POINTS[b.type];
-      if (range && typeof b.parameters?.value !== 'number') {
-        throw badRequest(`${b.type} needs a numeric parameters.value.`, '/parameters/value');
-      }
-      if (range && (b.parameters!.value! < range.min || b.parameters!.value! > range.max)) {
+      const value = b.parameters?.value;
+      if (range && typeof value !== 'number') throw badRequest(`${b.type} needs a numeric parameters.value.`, '/parameters/value');
+      if (range && typeof value === 'number' && (value < range.min || value > range.max)) {
         throw badRequest(`${b.type} takes parameters.value from ${range.min} to ${range.max} (${range.unit}).`, '/parameters/value');
       }
       const row = await db.tx(async (q) => {

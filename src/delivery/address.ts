@@ -5,6 +5,7 @@
 import dns from 'node:dns';
 import net from 'node:net';
 import ipaddr from 'ipaddr.js';
+import { badRequest } from '../http/errors.js';
 
 export interface AddressPolicy {
   allowHttp: boolean;
@@ -79,6 +80,16 @@ export function isAllowedAddress(ip: string, policy: AddressPolicy): boolean {
 
 export class AddressRefused extends Error {
   readonly code = 'ADDRESS_REFUSED';
+}
+
+/** Runs an address check for a request: a refusal is a 400 naming `field`; other errors pass through. */
+export async function refusedAs400<T>(field: string, check: () => T | Promise<T>): Promise<T> {
+  try {
+    return await check();
+  } catch (e) {
+    if (e instanceof AddressRefused) throw badRequest(`${field}: ${e.message}`, field);
+    throw e;
+  }
 }
 
 /** Checks a URL's shape as saving does: parseable, https (or http when allowed), no user info. */

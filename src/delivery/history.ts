@@ -9,7 +9,7 @@ import { ApiError, badRequest, notFound } from '../http/errors.js';
 import { listPage, PageQuery } from '../http/paging.js';
 import { DateTime, iso, isInt8Id, Literals, Nullable, Uuid } from '../http/schemas.js';
 import * as queue from './queue/index.js';
-import { AddressRefused, checkUrlShape, type AddressPolicy } from './address.js';
+import { checkUrlShape, refusedAs400, type AddressPolicy } from './address.js';
 import type { WebhookIntegration } from './integrations/model.js';
 import { getRow, loadIntegration } from './integrations/store.js';
 import { sendWebhook, USER_AGENT } from './channels/webhook/webhook.js';
@@ -206,7 +206,7 @@ export const historyRoutes: FastifyPluginAsyncTypebox<{ db: Db; secretsKey: Buff
       const b = req.body;
       // The URL's shape (scheme, no user info) is judged as when an integration is saved; the
       // address it resolves to is judged when it is dialled, and reported in the answer.
-      const url = parseTestUrl(b.url, policy);
+      const url = await refusedAs400('/url', () => checkUrlShape(b.url, policy));
       let cfg: WebhookIntegration | null = null;
       if (b.integrationId) {
         const found = await loadIntegration(db, b.integrationId, secretsKey);
@@ -285,15 +285,5 @@ function normalUrl(raw: string): string {
     return new URL(raw).href;
   } catch {
     return raw;
-  }
-}
-
-/** The test URL's shape, checked as saving an integration checks it (400 on /url). */
-function parseTestUrl(raw: string, policy: AddressPolicy): URL {
-  try {
-    return checkUrlShape(raw, policy);
-  } catch (e) {
-    if (e instanceof AddressRefused) throw badRequest(`url: ${e.message}`, '/url');
-    throw e;
   }
 }

@@ -10,7 +10,8 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { Db } from '../db/db.js';
 import { ApiError, badRequest } from '../http/errors.js';
-import { DateTime } from '../http/schemas.js';
+import { DateTime, Literals } from '../http/schemas.js';
+import { CHANNELS } from './integrations/schemas.js';
 import * as queue from './queue/index.js';
 import { attemptApi } from './history.js';
 
@@ -113,9 +114,7 @@ function pause(res: ServerResponse, ms: number): Promise<void> {
 }
 
 const StreamQuery = Type.Object({
-  channel: Type.Optional(
-    Type.Union([Type.Literal('webhook'), Type.Literal('mqtt'), Type.Literal('kafka')], { description: 'Default: all three' }),
-  ),
+  channel: Type.Optional(Literals(CHANNELS, { description: 'Default: all three' })),
   since: Type.Optional(DateTime),
   after: Type.Optional(
     Type.String({ maxLength: 40, description: 'Continue after this position (from an answer\'s "next" line, or an SSE id)' }),

@@ -3,7 +3,8 @@
 // segments that lead there are refused on input, and the walk below only ever follows own members.
 import { badRequest } from './errors.js';
 
-const FORBIDDEN_SEGMENTS = new Set(['__proto__', 'prototype', 'constructor']);
+/** Names that lead to an object's prototype: never a customer-given member or path segment. */
+export const FORBIDDEN_SEGMENTS: ReadonlySet<string> = new Set(['__proto__', 'prototype', 'constructor']);
 
 /** Splits and checks a dotted path: 400 naming `field` for an empty or forbidden segment. */
 export function parseDottedPath(path: string, field: string): string[] {

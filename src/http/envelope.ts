@@ -102,36 +102,17 @@ export function installJsonParsers(app: FastifyInstance): void {
   app.addContentTypeParser('application/merge-patch+json', { parseAs: 'buffer' }, utf8Json);
 }
 
-/** The offset of the first byte that breaks UTF-8 (RFC 3629: no overlongs, surrogates or values past U+10FFFF). */
+/**
+ * The offset of the first byte that breaks UTF-8, or -1. The platform's decoder judges (RFC 3629:
+ * no overlongs, surrogates or values past U+10FFFF) and puts U+FFFD where a sequence breaks; every
+ * character before the first such place was whole, so its bytes count up to the offset. A U+FFFD
+ * that the input itself carries (EF BF BD) is not a break.
+ */
 export function firstInvalidUtf8(b: Uint8Array): number {
-  let i = 0;
-  while (i < b.length) {
-    const c = b[i]!;
-    const [n, lo, hi] =
-      c < 0x80
-        ? [0, 0, 0]
-        : c >= 0xc2 && c <= 0xdf
-          ? [1, 0x80, 0xbf]
-          : c === 0xe0
-            ? [2, 0xa0, 0xbf]
-            : c === 0xed
-              ? [2, 0x80, 0x9f]
-              : c >= 0xe1 && c <= 0xef
-                ? [2, 0x80, 0xbf]
-                : c === 0xf0
-                  ? [3, 0x90, 0xbf]
-                  : c >= 0xf1 && c <= 0xf3
-                    ? [3, 0x80, 0xbf]
-                    : c === 0xf4
-                      ? [3, 0x80, 0x8f]
-                      : [-1, 0, 0];
-    if (n < 0) return i;
-    for (let k = 1; k <= n; k++) {
-      const x = b[i + k];
-      // The second byte has the lead's own range; the others are plain continuation bytes.
-      if (x === undefined || x < (k === 1 ? lo : 0x80) || x > (k === 1 ? hi : 0xbf)) return i;
-    }
-    i += n + 1;
+  let at = 0;
+  for (const ch of new TextDecoder('utf-8', { ignoreBOM: true }).decode(b)) {
+    if (ch === '\uFFFD' && !(b[at] === 0xef && b[at + 1] === 0xbf && b[at + 2] === 0xbd)) return at;
+    at += Buffer.byteLength(ch);
   }
   return -1;
 }

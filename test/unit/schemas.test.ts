@@ -60,4 +60,6 @@ test('UTF-8: the first byte that breaks it, or -1 (overlongs, surrogates and val
   assert.equal(at(0x41, 0xe2, 0x82), 1, 'cut short at the end');
   assert.equal(at(0xe2, 0x82, 0xac), -1, 'the euro sign');
   assert.equal(at(0xf0, 0x9f, 0x98, 0x80), -1, 'an emoji');
+  assert.equal(at(0xef, 0xbf, 0xbd, 0x41, 0x80), 4, 'a U+FFFD the input carries is no break; the stray byte after it is');
+  assert.equal(at(0xef, 0xbb, 0xbf, 0xff), 3, 'a byte order mark counts as the three bytes it is');
 });

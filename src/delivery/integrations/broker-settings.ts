@@ -4,9 +4,9 @@
 // credentials, topic names each broker accepts, and customer-named fields that can neither reach a
 // prototype nor overwrite a member of the pushed object.
 import { badRequest } from '../../http/errors.js';
-import { parseDottedPath } from '../../http/dotted-path.js';
+import { FORBIDDEN_SEGMENTS, parseDottedPath } from '../../http/dotted-path.js';
 import { OBJECT_TYPES, type ObjectType, PUSH_FIELDS } from '../objects.js';
-import { AddressRefused, type AddressPolicy, parseHostPort, resolveVetted } from '../address.js';
+import { type AddressPolicy, parseHostPort, refusedAs400, resolveVetted } from '../address.js';
 import type { KafkaIntegration, MqttIntegration } from './model.js';
 
 type Json = Record<string, unknown>;
@@ -19,20 +19,9 @@ export interface BrokerSecrets {
   key: string | null;
 }
 
-const FORBIDDEN_NAMES = new Set(['__proto__', 'prototype', 'constructor']);
-
-async function vetHost(host: string, policy: AddressPolicy, field: string): Promise<void> {
-  try {
-    await resolveVetted(host, policy);
-  } catch (e) {
-    if (e instanceof AddressRefused) throw badRequest(`${field}: ${e.message}`, field);
-    throw e;
-  }
-}
-
 /** A name added to every pushed object: no prototype segment, and no member of the objects it covers. */
 function checkAddedField(name: string, types: readonly string[], field: string): void {
-  if (FORBIDDEN_NAMES.has(name)) throw badRequest(`${field}: the name "${name}" is not allowed`, field);
+  if (FORBIDDEN_SEGMENTS.has(name)) throw badRequest(`${field}: the name "${name}" is not allowed`, field);
   for (const t of types) {
     if (PUSH_FIELDS[t as ObjectType]?.includes(name)) {
       throw badRequest(`${field}: "${name}" is a field of the ${t} object and would overwrite it`, field);
@@ -121,7 +110,7 @@ export async function composeMqtt(
   if ((url.pathname && url.pathname !== '/') || url.search || url.hash) {
     throw badRequest('/mqtt/url: only a scheme, host and port (the topic is the destination)', '/mqtt/url');
   }
-  await vetHost(url.hostname.replace(/^\[|\]$/g, ''), policy, '/mqtt/url');
+  await refusedAs400('/mqtt/url', () => resolveVetted(url.hostname.replace(/^\[|\]$/g, ''), policy));
   const tls = url.protocol === 'mqtts:';
   const username = (input.username as string | null | undefined) ?? null;
   const sameBroker = cur !== null && cur.settings.url === input.url;
@@ -152,14 +141,9 @@ export async function composeMqtt(
   checkPem(ca, '/mqtt/ca', 'CERTIFICATE');
   checkPem(cert, '/mqtt/cert', 'CERTIFICATE');
   checkPem(key, '/mqtt/key', 'PRIVATE KEY');
-  // API guide 9 (MQTT_SET_EVENT_ID=<field name>): naming the field turns the injection on;
-  // setEventId alone uses eventId; off keeps no field. Given and contradicted is a 400, never ignored.
-  const given = (input.eventIdField as string | null | undefined) ?? null;
-  if (input.setEventId === false && given !== null) {
-    throw badRequest('/mqtt/eventIdField is given while setEventId is false: remove it, or set setEventId to true', '/mqtt/eventIdField');
-  }
-  const setEventId = (input.setEventId as boolean | undefined) ?? given !== null;
-  const eventIdField = setEventId ? (given ?? 'eventId') : null;
+  // The event id injection as compose() settled it (API guide 9: naming the field turns it on).
+  const setEventId = input.setEventId === true;
+  const eventIdField = setEventId ? (input.eventIdField as string) : null;
   if (eventIdField !== null) checkAddedField(eventIdField, objectTypes, '/mqtt/eventIdField');
   return {
     settings: {
@@ -204,7 +188,7 @@ export async function composeKafka(
     } catch (e) {
       throw badRequest(`/kafka/brokers/${i}: ${(e as Error).message}`, `/kafka/brokers/${i}`);
     }
-    await vetHost(hp.host, policy, `/kafka/brokers/${i}`);
+    await refusedAs400(`/kafka/brokers/${i}`, () => resolveVetted(hp.host, policy));
   }
   const sameBrokers = cur !== null && JSON.stringify(cur.settings.brokers) === JSON.stringify(brokers);
   const saslIn = (input.sasl as Json | null | undefined) ?? null;

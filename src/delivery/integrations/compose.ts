@@ -10,7 +10,7 @@ import { parseDottedPath } from '../../http/dotted-path.js';
 import { mergePatch } from '../../http/merge-patch.js';
 import { iso } from '../../http/schemas.js';
 import type { Tenancy } from '../../tenancy/tenancy.js';
-import { AddressRefused, type AddressPolicy, vetUrl } from '../address.js';
+import { type AddressPolicy, refusedAs400, vetUrl } from '../address.js';
 import { OBJECT_TYPES } from '../objects.js';
 import { checkTopics, composeKafka, composeMqtt } from './broker-settings.js';
 import { newSigningSecret, type Row, SECRET_OVERLAP_MS, type Secrets } from './model.js';
@@ -47,11 +47,11 @@ export async function compose(
   const destination = b.destination ?? base?.destination ?? '';
   const destinations = (b.destinations ?? base?.destinations ?? {}) as Record<string, string>;
   if (channel === 'webhook') {
-    if (b.destination !== undefined) await vet(policy, destination, '/destination');
+    if (b.destination !== undefined) await refusedAs400('/destination', () => vetUrl(destination, policy));
     for (const [type, url] of Object.entries(b.destinations ?? {})) {
       if (!(OBJECT_TYPES as readonly string[]).includes(type))
         throw badRequest(`/destinations: unknown object type "${type}"`, `/destinations/${type}`);
-      await vet(policy, url, `/destinations/${type}`);
+      await refusedAs400(`/destinations/${type}`, () => vetUrl(url, policy));
     }
   } else checkTopics(channel, destination, destinations);
   const retryIn = { ...(base?.retry ?? {}), ...(b.retry ?? {}) };
@@ -74,14 +74,16 @@ export async function compose(
   if (channel !== 'webhook') {
     // The stored public settings without the flags that only describe secrets; PATCH merges over them.
     const stored = stripSecretFlags(cur?.settings ?? {});
-    // Saved before naming a field turned the injection on: an unused field name is no field.
-    if (stored.setEventId === false) stored.eventIdField = null;
     const given = (b[channel] ?? {}) as Record<string, unknown>;
-    const input = (mode === 'patch' ? mergePatch(stored, given) : given) as Record<string, unknown>;
-    if (mode === 'patch' && channel === 'mqtt') {
-      // A patch that turns the injection off drops the field; one that names a field turns it on.
-      if (given.setEventId === false && given.eventIdField === undefined) input.eventIdField = null;
-      if (typeof given.eventIdField === 'string' && given.setEventId === undefined) input.setEventId = true;
+    const input = { ...((mode === 'patch' ? mergePatch(stored, given) : given) as Record<string, unknown>) };
+    if (channel === 'mqtt') {
+      const set = eventIdInjection(
+        { on: given.setEventId as boolean | undefined, field: given.eventIdField as string | null | undefined },
+        mode === 'patch' ? { on: stored.setEventId === true, field: (stored.eventIdField as string | null | undefined) ?? null } : null,
+        { on: 'setEventId', field: '/mqtt/eventIdField', defaultField: 'eventId' },
+      );
+      input.setEventId = set.on;
+      input.eventIdField = set.field;
     }
     const curBroker = cur ? { settings: stored, secrets: { password: curSecrets.password ?? null, key: curSecrets.key ?? null } } : null;
     const made =
@@ -97,19 +99,27 @@ export async function compose(
     };
   }
   const w = { ...(base?.settings ?? {}), ...(b.webhook ?? {}) } as Record<string, unknown>;
+  const inject = eventIdInjection(
+    { on: b.webhook?.injectEventId, field: b.webhook?.injectEventIdPath },
+    mode === 'patch' && base
+      ? { on: base.settings.injectEventId === true, field: (base.settings.injectEventIdPath as string | null | undefined) ?? null }
+      : null,
+    { on: 'injectEventId', field: '/webhook/injectEventIdPath', defaultField: null },
+  );
   const settings = {
     mode: (w.mode as string) ?? 'single',
     batchSize: (w.batchSize as number) ?? 100,
     maxItemsPerMinute: (w.maxItemsPerMinute as number | null) ?? null,
     maxConcurrentRequests: (w.maxConcurrentRequests as number) ?? 4,
     timeoutMs: (w.timeoutMs as number) ?? 10_000,
-    ...injection(b.webhook ?? {}, mode === 'patch' ? base?.settings : undefined),
+    injectEventId: inject.on,
+    injectEventIdPath: inject.field,
   };
   if (settings.injectEventIdPath !== null) parseDottedPath(settings.injectEventIdPath, '/webhook/injectEventIdPath');
   // Write-only secrets: absent = keep (PUT included), null = remove, a value = replace.
   const inAuth = b.webhook?.auth;
   const auth = inAuth === undefined ? curSecrets.auth : keepSecret(inAuth as Record<string, unknown> | null, curSecrets.auth);
-  if (auth?.type === 'oauth2' && 'tokenUrl' in auth) await vet(policy, auth.tokenUrl, '/webhook/auth/tokenUrl');
+  if (auth?.type === 'oauth2' && 'tokenUrl' in auth) await refusedAs400('/webhook/auth/tokenUrl', () => vetUrl(auth.tokenUrl, policy));
   // API guide 9: every webhook is signed. No secret yet: one is generated (shown once in the
   // answer); a different one given: a rotation, the previous one signing on for 24 h.
   const signing = rotate(curSecrets, b.webhook?.signingSecret ?? (curSecrets.signingSecret ? undefined : newSigningSecret()));
@@ -147,16 +157,6 @@ function rotate(cur: Secrets, next: string | undefined) {
   };
 }
 
-/** A URL the webhook channel will dial: its shape and every address its host resolves to, as a 400 naming the field. */
-async function vet(policy: AddressPolicy, url: string, field: string): Promise<void> {
-  try {
-    await vetUrl(url, policy);
-  } catch (e) {
-    if (e instanceof AddressRefused) throw badRequest(`${field}: ${e.message}`, field);
-    throw e;
-  }
-}
-
 /**
  * Auth given without its secret keeps the stored secret only when every other member is unchanged
  * (a GET body put back): a stored secret never follows a new tokenUrl, header name or username.
@@ -175,23 +175,21 @@ function keepSecret(given: Record<string, unknown> | null, stored: AuthIn | null
 }
 
 /**
- * Webhook event id injection (API guide 9): naming a path turns it on; injectEventId alone puts
- * `eventId` at the top level; off keeps no path. A path given while injectEventId is false would be
- * accepted and ignored: a 400 instead. A patch that turns it off drops the stored path.
+ * Event id injection (API guide 9), one rule for the webhook path and the MQTT field: naming the
+ * field turns it on; on alone uses the default (a webhook's top-level `eventId`, MQTT's field
+ * `eventId`); off keeps no field. A field given while off would be accepted and ignored: a 400
+ * instead. `stored` (a PATCH) is what the given members are laid over; its field counts only while on.
  */
-function injection(
-  given: { injectEventId?: boolean; injectEventIdPath?: string | null },
-  stored: Record<string, unknown> | undefined,
-): { injectEventId: boolean; injectEventIdPath: string | null } {
-  const path = given.injectEventIdPath;
-  if (given.injectEventId === false && path != null) {
-    throw badRequest(
-      '/webhook/injectEventIdPath is given while injectEventId is false: remove it, or set injectEventId to true',
-      '/webhook/injectEventIdPath',
-    );
+function eventIdInjection(
+  given: { on?: boolean | undefined; field?: string | null | undefined },
+  stored: { on: boolean; field: string | null } | null,
+  names: { on: string; field: string; defaultField: string | null },
+): { on: boolean; field: string | null } {
+  if (given.on === false && given.field != null) {
+    throw badRequest(`${names.field} is given while ${names.on} is false: remove it, or set ${names.on} to true`, names.field);
   }
-  if (given.injectEventId === false) return { injectEventId: false, injectEventIdPath: null };
-  const on = given.injectEventId ?? (path != null ? true : ((stored?.injectEventId as boolean | undefined) ?? false));
-  const kept = path !== undefined ? path : ((stored?.injectEventIdPath as string | null | undefined) ?? null);
-  return { injectEventId: on, injectEventIdPath: on ? kept : null };
+  const on = given.on ?? (given.field != null || (stored?.on ?? false));
+  if (!on) return { on: false, field: null };
+  const field = given.field !== undefined ? given.field : stored?.on ? stored.field : null;
+  return { on: true, field: field ?? names.defaultField };
 }
