@@ -2,21 +2,23 @@
 // its assets' specifications (evaluation.ts) in the records' own transaction, stores the events
 // and notifications raised, and runs the sweep that raises what fell due on assets gone silent.
 //
-// The state lives in the specification's row, locked while a batch is evaluated and written in the
-// records' own transaction, so a crash neither forgets a violation nor notifies twice. Records
+// The state lives in the specification's row, read under the batch's asset locks and written by the
+// records' own statement, so a crash neither forgets a violation nor notifies twice. Records
 // older than the asset's newest evaluated one are stored but not evaluated. A sweep on the server
 // clock fires what fell due on assets that went silent, as if their last reading persisted.
 //
-// Cost per stored batch: one locking read of the batch's specifications (nothing else when none),
-// one update of their state, and one insert each for events and notifications when any.
+// Cost per stored batch: one read of whether its assets have specifications (nothing else when
+// none); else, under the assets' locks, one read of them, and their new states, events and
+// notifications as part of the records' one statement (events' ids taken first when any fired).
 import type { FastifyBaseLogger } from 'fastify';
-import type { Db, Queryable } from '../db/db.js';
+import { assetXactLock, type Db, type Queryable } from '../db/db.js';
+import { allocateIds, WriteStatement } from '../db/statement.js';
 import { sqlIso } from '../db/sql.js';
 import type { ObjectType } from '../delivery/objects.js';
 import { insertEvents, type NewEvent } from '../events/events.js';
 import { getAtPath } from '../http/dotted-path.js';
 import { badRequest } from '../http/errors.js';
-import type { RecordHook } from '../records/hooks.js';
+import type { RecordHook, StoredItem } from '../records/hooks.js';
 import { type AlertLimits, type AlertState, Evaluation, rulesOf } from './evaluation.js';
 import type { NotificationValue, RangesValue, SpecType } from './model.js';
 
@@ -108,13 +110,15 @@ export class AlertEngine {
   }
 
   /** The records hook for one record type (reeferdata or gensetdata). */
-  hook(type: 'reeferdata' | 'gensetdata'): RecordHook<void> {
+  hook(type: 'reeferdata' | 'gensetdata'): RecordHook<boolean> {
     const specType = SPEC_TYPE[type]!;
     return {
       name: `alerts:${type}`,
       types: [type],
+      // With a specification among the batch's assets, its state is read and written under the assets' locks.
+      serial: (specified) => specified,
       // API guide 8: one record raises a bounded number of alerts: each code list has at most maxCodesPerList codes.
-      before: async (_q, batch) => {
+      before: async (q, batch) => {
         for (const p of batch) {
           const data = (p.item as { data?: unknown }).data;
           for (const list of CODE_LISTS) {
@@ -127,39 +131,64 @@ export class AlertEngine {
             }
           }
         }
+        const { rows } = await q.query<{ specified: boolean }>(
+          'SELECT EXISTS (SELECT 1 FROM specifications WHERE asset_id = ANY($1::uuid[]) AND type = $2) AS specified',
+          [[...new Set(batch.map((p) => p.item.assetId as string))], specType],
+        );
+        return rows[0]!.specified;
       },
-      after: (q, rows) => this.evaluate(q, specType, rows),
+      write: async (q, stmt, rows, specified, records) => {
+        if (specified) await this.evaluate(q, stmt, specType, rows, records);
+      },
     };
   }
 
-  /** Evaluates stored rows (one batch) against their assets' specifications, in the batch's transaction. */
-  async evaluate(q: Queryable, type: SpecType, rows: any[]): Promise<void> {
-    const assetIds = [...new Set(rows.map((r) => r.asset_id as string))];
-    const specs = await this.lock(q, type, 's.asset_id = ANY($1::uuid[])', [assetIds]);
+  /**
+   * Evaluates a batch about to be stored (the records CTE `records` of `stmt`) against its assets'
+   * specifications, read under the assets' locks; adds the new states, events and notifications to
+   * the batch's statement.
+   */
+  private async evaluate(q: Queryable, stmt: WriteStatement, type: SpecType, rows: StoredItem[], records: string): Promise<void> {
+    const assetIds = [...new Set(rows.map((r) => r.item.assetId as string))];
+    const specs = await this.read(q, type, 's.asset_id = ANY($1::uuid[])', [assetIds], 'ORDER BY s.asset_id');
     if (specs.length === 0) return;
-    const byAsset = new Map<string, any[]>();
+    const byAsset = new Map<string, StoredItem[]>();
     for (const r of rows) {
-      const list = byAsset.get(r.asset_id);
+      const list = byAsset.get(r.item.assetId);
       if (list) list.push(r);
-      else byAsset.set(r.asset_id, [r]);
+      else byAsset.set(r.item.assetId, [r]);
     }
     const { results, broken } = this.each(specs, (e, s) => {
       const recs = byAsset
         .get(s.asset_id)!
-        .map((r) => ({ id: String(r.id), ownerId: r.owner_id, at: (r.when_created as Date).getTime(), data: r.data }))
+        .map((r) => ({ id: r.id, ownerId: r.ownerId, at: r.time.getTime(), data: r.item.data }))
         .sort((a, b) => a.at - b.at || (BigInt(a.id) < BigInt(b.id) ? -1 : 1));
       for (const r of recs) e.record(r);
     });
-    await this.save(q, type, results, true);
-    await this.park(q, broken);
+    await this.save(q, stmt, type, results, true, records);
+    this.park(stmt, broken);
   }
 
-  /** A specification's ranges or timing changed: re-judge its open state (same transaction, row locked). */
+  /**
+   * Takes the asset lock of a specification for the rest of the caller's transaction, before it
+   * writes the specification: a store evaluating that asset finishes first, and never waits on a
+   * row this transaction holds while holding the lock this one waits for.
+   */
+  async lockSpecification(q: Queryable, specId: string): Promise<void> {
+    await q.query(`SELECT ${assetXactLock('asset_id')} FROM specifications WHERE id = $1`, [specId]);
+  }
+
+  /**
+   * A specification's ranges or timing changed: re-judge its open state (same transaction, after
+   * lockSpecification).
+   */
   async respecify(q: Queryable, specId: string, type: SpecType): Promise<void> {
-    const specs = await this.lock(q, type, 's.id = $1', [specId]);
+    const specs = await this.read(q, type, 's.id = $1', [specId], 'FOR UPDATE OF s');
     const { results, broken } = this.each(specs, (e) => e.respecify(Date.now()));
-    await this.save(q, type, results, false);
-    await this.park(q, broken);
+    const stmt = new WriteStatement();
+    await this.save(q, stmt, type, results, false);
+    this.park(stmt, broken);
+    if (!stmt.empty) await stmt.run(q);
   }
 
   /**
@@ -174,16 +203,21 @@ export class AlertEngine {
         let fired = 0;
         let more = false;
         for (const type of ['REEFER', 'GENSET'] as const) {
-          const specs = await this.lock(
+          // Assets a store is evaluating right now are skipped (their lock is taken), as are rows
+          // another instance's sweep holds.
+          const specs = await this.read(
             q,
             type,
-            `s.next_due <= $1 AND (s.received_at IS NULL OR s.received_at <= $1::timestamptz - make_interval(secs => $2))`,
+            `s.next_due <= $1 AND (s.received_at IS NULL OR s.received_at <= $1::timestamptz - make_interval(secs => $2))
+             AND ${assetXactLock('s.asset_id', true)}`,
             [now.toISOString(), this.opts.silenceSeconds],
-            `LIMIT ${BATCH} FOR UPDATE OF s SKIP LOCKED`,
+            `ORDER BY s.asset_id LIMIT ${BATCH} FOR UPDATE OF s SKIP LOCKED`,
           );
           const { results, broken } = this.each(specs, (e) => e.sweep(now.getTime()));
-          await this.save(q, type, results, false);
-          await this.park(q, broken);
+          const stmt = new WriteStatement();
+          await this.save(q, stmt, type, results, false);
+          this.park(stmt, broken);
+          if (!stmt.empty) await stmt.run(q);
           fired += results.reduce((sum, r) => sum + r.e.fired.length, 0);
           more ||= specs.length === BATCH;
         }
@@ -213,13 +247,13 @@ export class AlertEngine {
     await this.sweeping;
   }
 
-  private async lock(q: Queryable, type: SpecType, where: string, params: unknown[], tail = 'FOR UPDATE OF s'): Promise<SpecRow[]> {
+  private async read(q: Queryable, type: SpecType, where: string, params: unknown[], tail: string): Promise<SpecRow[]> {
     params.push(type);
     const { rows } = await q.query<SpecRow>(
       `SELECT s.id, s.asset_id, a.owner_id, s.name, s.ranges, s.notification, s.alert_state, s.evaluated_at, s.evaluated_id::text
          FROM specifications s JOIN assets a ON a.id = s.asset_id
         WHERE ${where} AND s.type = $${params.length}
-        ORDER BY s.asset_id ${tail}`,
+        ${tail}`,
       params,
     );
     return rows;
@@ -229,27 +263,33 @@ export class AlertEngine {
    * A specification whose state cannot be evaluated is not due again for an hour (the sweep must
    * not take it up at every round) and keeps its state for an operator to look at.
    */
-  private async park(q: Queryable, ids: string[]): Promise<void> {
+  private park(stmt: WriteStatement, ids: string[]): void {
     if (!ids.length) return;
-    await q.query("UPDATE specifications SET next_due = now() + interval '1 hour' WHERE id = ANY($1::uuid[])", [ids]);
+    stmt.with(`UPDATE specifications SET next_due = now() + interval '1 hour' WHERE id = ANY(${stmt.param(ids, 'uuid[]')})`);
   }
 
-  /** Writes the new states, then the events and notifications raised, in the caller's transaction. */
-  private async save(q: Queryable, type: SpecType, results: { s: SpecRow; e: Evaluation }[], received: boolean): Promise<void> {
+  /**
+   * Adds the new states, and the events and notifications raised, to `stmt`. `records`: the CTE of
+   * records stored by the same statement, which a notification may show.
+   */
+  private async save(
+    q: Queryable,
+    stmt: WriteStatement,
+    type: SpecType,
+    results: { s: SpecRow; e: Evaluation }[],
+    received: boolean,
+    records?: string,
+  ): Promise<void> {
     if (results.length === 0) return;
     const at = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
-    await q.query(
+    const p = <T>(f: (r: Result) => T, type: string) => stmt.param(results.map(f), type);
+    stmt.with(
       `UPDATE specifications s SET alert_state = u.st, evaluated_at = u.ea, evaluated_id = u.ei, next_due = u.nd
          ${received ? ', received_at = now()' : ''}
-         FROM unnest($1::uuid[], $2::jsonb[], $3::timestamptz[], $4::int8[], $5::timestamptz[]) AS u(id, st, ea, ei, nd)
+         FROM unnest(${p((r) => r.s.id, 'uuid[]')}, ${p((r) => JSON.stringify(r.e.state), 'jsonb[]')},
+                     ${p((r) => at(r.e.evaluatedAt), 'timestamptz[]')}, ${p((r) => r.e.evaluatedId, 'int8[]')},
+                     ${p((r) => at(r.e.nextDue()), 'timestamptz[]')}) AS u(id, st, ea, ei, nd)
         WHERE s.id = u.id`,
-      [
-        results.map((r) => r.s.id),
-        results.map((r) => JSON.stringify(r.e.state)),
-        results.map((r) => at(r.e.evaluatedAt)),
-        results.map((r) => r.e.evaluatedId),
-        results.map((r) => at(r.e.nextDue())),
-      ],
     );
     const fired = results.flatMap(({ s, e }) => e.fired.map((f) => ({ s, f })));
     if (fired.length === 0) return;
@@ -262,30 +302,26 @@ export class AlertEngine {
       prevData: f.prev,
       whenCreated: new Date(f.at).toISOString(),
     }));
-    const ids = await insertEvents(q, events);
+    // Notifications name their events, so the events' ids are taken first.
+    const ids = await allocateIds(q, 'events', events.length);
+    insertEvents(stmt, events, ids);
     const alerts = fired.map((x, n) => ({ ...x, eventId: ids[n]! })).filter((x) => x.f.severity === 'ALERT' && !x.f.summary);
     if (alerts.length === 0) return;
-    await q.query(
+    const a = <T>(f: (x: (typeof alerts)[number]) => T, type: string) => stmt.param(alerts.map(f), type);
+    // The record shown: stored by this statement (not yet visible in its table), or earlier.
+    const record = (source: string) => `(SELECT ${RECORD_JSON[type]} FROM ${source} r WHERE r.id = x.r)`;
+    stmt.with(
       `INSERT INTO notifications (owner_id, asset_id, asset_name, type, subject, event_id, specification_id, specification_name,
                                   location, reefer_data, asset_state, cm_data, when_created)
        SELECT x.o, x.a, a.name, 'ALERT', x.s, x.e, x.sid, x.sn, ${LOCATION_JSON},
-              (SELECT ${RECORD_JSON[type]} FROM ${TABLE[type]} r WHERE r.id = x.r), x.st, x.cm, x.w
-         FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::int8[], $5::uuid[], $6::text[], $7::int8[], $8::jsonb[], $9::jsonb[],
-                     $10::timestamptz[]) WITH ORDINALITY AS x(o, a, s, e, sid, sn, r, st, cm, w, n)
+              ${records ? `COALESCE(${record(records)}, ${record(TABLE[type])})` : record(TABLE[type])}, x.st, x.cm, x.w
+         FROM unnest(${a((x) => x.s.owner_id, 'uuid[]')}, ${a((x) => x.s.asset_id, 'uuid[]')}, ${a((x) => x.f.subject, 'text[]')},
+                     ${a((x) => x.eventId, 'int8[]')}, ${a((x) => x.s.id, 'uuid[]')}, ${a((x) => x.s.name, 'text[]')},
+                     ${a((x) => x.f.recordId ?? null, 'int8[]')}, ${a((x) => JSON.stringify(x.f.assetState), 'jsonb[]')},
+                     ${a((x) => (x.f.cmData ? JSON.stringify(x.f.cmData) : null), 'jsonb[]')},
+                     ${a((x) => new Date(x.f.at).toISOString(), 'timestamptz[]')}) WITH ORDINALITY AS x(o, a, s, e, sid, sn, r, st, cm, w, n)
          JOIN assets a ON a.id = x.a
         ORDER BY x.n`,
-      [
-        alerts.map((x) => x.s.owner_id),
-        alerts.map((x) => x.s.asset_id),
-        alerts.map((x) => x.f.subject),
-        alerts.map((x) => x.eventId),
-        alerts.map((x) => x.s.id),
-        alerts.map((x) => x.s.name),
-        alerts.map((x) => x.f.recordId ?? null),
-        alerts.map((x) => JSON.stringify(x.f.assetState)),
-        alerts.map((x) => (x.f.cmData ? JSON.stringify(x.f.cmData) : null)),
-        alerts.map((x) => new Date(x.f.at).toISOString()),
-      ],
     );
   }
 }

@@ -242,6 +242,7 @@ export const specificationRoutes: FastifyPluginAsyncTypebox<{ db: Db; alerts: Al
    */
   const update = (t: Tenancy, id: string, body: unknown, mode: 'put' | 'patch') =>
     db.tx(async (q) => {
+      if (isUuid(id)) await alerts.lockSpecification(q, id);
       const cur = await getSpec(q, t, id, true);
       const current = {
         name: cur.name,
@@ -284,6 +285,7 @@ export const specificationRoutes: FastifyPluginAsyncTypebox<{ db: Db; alerts: Al
     handler: async (req, reply) => {
       const id = req.params.id;
       await db.tx(async (q) => {
+        if (isUuid(id)) await alerts.lockSpecification(q, id);
         await getSpec(q, req.tenancy, id, true);
         await q.query('DELETE FROM specifications WHERE id = $1', [id]);
       });

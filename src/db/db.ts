@@ -38,8 +38,26 @@ export interface Db extends Queryable {
   tx<T>(fn: (q: Queryable) => Promise<T>): Promise<T>;
   /** Holds one connection for fn (session-level advisory locks, multi-statement SQL). */
   session<T>(fn: (s: Session) => Promise<T>): Promise<T>;
+  /**
+   * Runs fn on one connection holding the locks of `keys` (asset ids: ASSET_LOCK_SPACE), so two
+   * calls with a key in common run one after the other, here and on every instance. The locks are
+   * session-level advisory locks, taken in one order: they need no transaction, so neither the wait
+   * nor fn's own reads hold the event log's horizon back; fn writes with one statement.
+   */
+  serialized<T>(keys: string[], fn: (q: Queryable) => Promise<T>): Promise<T>;
   close(): Promise<void>;
 }
+
+/**
+ * The advisory lock space of per-asset serialisation (stores whose hooks read and then write an
+ * asset's state: its position, its alert states). Two int4 keys: this constant and hashtext(asset
+ * id); a hash collision only serialises two assets that did not need it.
+ */
+export const ASSET_LOCK_SPACE = 1634955124;
+
+/** SQL taking an asset's lock for the rest of a transaction (the alert sweep and re-evaluation). */
+export const assetXactLock = (assetIdExpr: string, attempt = false) =>
+  `pg_${attempt ? 'try_' : ''}advisory_xact_lock(${ASSET_LOCK_SPACE}, hashtext(${assetIdExpr}::text))`;
 
 const INT8 = 20;
 const NUMERIC = 1700;
@@ -112,6 +130,24 @@ export function createPostgres(url: string, poolSize: number): Db {
         return await fn({ ...wrap(client), exec: async (sql) => void (await client.query(sql)) });
       } finally {
         client.release();
+      }
+    },
+    async serialized(keys, fn) {
+      const client = await pool.connect();
+      let broken = false;
+      try {
+        // In hash order, so two callers never wait on each other crosswise.
+        await client.query(
+          `SELECT pg_advisory_lock(${ASSET_LOCK_SPACE}, h) FROM (SELECT DISTINCT hashtext(k) AS h FROM unnest($1::text[]) k ORDER BY 1) s`,
+          [keys],
+        );
+        return await fn(wrap(client));
+      } finally {
+        // A connection whose locks cannot be released is not given back to the pool.
+        await client.query('SELECT pg_advisory_unlock_all()').catch(() => {
+          broken = true;
+        });
+        client.release(broken);
       }
     },
     async close() {
@@ -203,6 +239,9 @@ export async function createPglite(dataDir: string | undefined, template?: Blob)
     // PGlite's transaction() holds the single connection exclusively until fn settles.
     tx: (fn) => db.transaction((t) => fn(wrap(t))),
     session: (fn) => fn({ ...wrap(db), exec: async (sql) => void (await db.exec(sql)) }),
+    // One connection in one process: a transaction holds it exclusively, which serialises
+    // (session advisory locks would not: every caller shares the one session).
+    serialized: (_keys, fn) => db.transaction((t) => fn(wrap(t))),
     async close() {
       if (closed) return;
       closed = true;

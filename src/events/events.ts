@@ -1,9 +1,10 @@
 // Events (API guide 4, 5 and 8): INFO events from zone enter/leave, and ALERT / INFO
 // events from alert specifications. Read-only over REST; other modules write them only through
-// insertEvents below.
+// insertEvents below, as part of their own statement.
 import type { FastifyPluginAsync } from 'fastify';
 import { Type } from '@sinclair/typebox';
-import type { Db, Queryable } from '../db/db.js';
+import type { Db } from '../db/db.js';
+import type { WriteStatement } from '../db/statement.js';
 import { filters } from '../http/filters.js';
 import { DateTime, iso, Nullable, Uuid } from '../http/schemas.js';
 import { readRoutes } from '../tenancy/read-routes.js';
@@ -61,27 +62,48 @@ export interface NewEvent {
   whenCreated: string;
 }
 
-/** Stores events in one statement; returns their ids in input order. */
-export async function insertEvents(q: Queryable, events: NewEvent[]): Promise<string[]> {
-  if (events.length === 0) return [];
-  // Identity values follow unnest's row order, so ORDER BY id is input order.
-  const { rows } = await q.query<{ id: string }>(
-    `WITH i AS (
-       INSERT INTO events (owner_id, asset_id, subject, severity, current_data, prev_data, when_created)
-       SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::jsonb[], $6::jsonb[], $7::timestamptz[])
-       RETURNING id
-     ) SELECT id FROM i ORDER BY id`,
-    [
+/**
+ * Adds the insert of `events` to a store's statement. `ids` (allocateIds, input order) when the
+ * caller must name them in the same statement (a notification's event); else the identity's.
+ */
+export function insertEvents(stmt: WriteStatement, events: NewEvent[], ids?: string[]): void {
+  if (events.length === 0) return;
+  const cols = [
+    stmt.param(
       events.map((e) => e.ownerId),
+      'uuid[]',
+    ),
+    stmt.param(
       events.map((e) => e.assetId),
+      'uuid[]',
+    ),
+    stmt.param(
       events.map((e) => e.subject),
+      'text[]',
+    ),
+    stmt.param(
       events.map((e) => e.severity),
+      'text[]',
+    ),
+    stmt.param(
       events.map((e) => JSON.stringify(e.currentData)),
+      'jsonb[]',
+    ),
+    stmt.param(
       events.map((e) => (e.prevData ? JSON.stringify(e.prevData) : null)),
+      'jsonb[]',
+    ),
+    stmt.param(
       events.map((e) => e.whenCreated),
-    ],
+      'timestamptz[]',
+    ),
+  ];
+  const names = 'owner_id, asset_id, subject, severity, current_data, prev_data, when_created';
+  stmt.with(
+    ids
+      ? `INSERT INTO events (id, ${names}) OVERRIDING SYSTEM VALUE SELECT * FROM unnest(${stmt.param(ids, 'int8[]')}, ${cols.join(', ')})`
+      : `INSERT INTO events (${names}) SELECT * FROM unnest(${cols.join(', ')})`,
   );
-  return rows.map((r) => r.id);
 }
 
 export const eventRoutes: FastifyPluginAsync<{ db: Db }> = async (app, { db }) => {

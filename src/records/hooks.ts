@@ -1,8 +1,17 @@
-// The one place other modules plug into storing data records (zones, alerts, ...), registered by
-// the app: the records module knows the hook shape, never the modules behind it. Every hook runs
-// inside the storing transaction, so what it derives or writes commits or rolls back with the
-// records themselves.
-import type { Queryable } from '../db/db.js';
+// Storing data records, and the one place other modules plug into it (zones, alerts, ...),
+// registered by the app: the records module knows the hook shape, never the modules behind it.
+//
+// A store is three steps, and no transaction stays open across any of them:
+//   1. reads: the caller's (assets, owner paths, new ids) and each hook's `before` (a location's
+//      zones), outside any transaction;
+//   2. when a hook keeps per-asset state (a position with zones, alert states), the batch's assets
+//      are locked (Db.serialized: advisory locks, no transaction) and the hook reads that state;
+//   3. one statement writes everything: the records, their event log rows and each hook's writes,
+//      as CTEs of one WriteStatement. Run alone it commits within its one round trip, so a busy
+//      event loop never holds an open transaction, and with it the event log's horizon, back.
+// Every write commits or fails with the records themselves.
+import type { Db, Queryable } from '../db/db.js';
+import { WriteStatement } from '../db/statement.js';
 import type { ObjectType } from '../delivery/objects.js';
 
 /** An item about to be stored: the validated body, its asset's owner and its record time. */
@@ -14,19 +23,33 @@ export interface PreparedItem<I = any> {
   whenCreated: string;
 }
 
+/** An item with the id its row will have and its record time as a Date. */
+export interface StoredItem<I = any> extends PreparedItem<I> {
+  id: string;
+  time: Date;
+}
+
 export interface RecordHook<C = unknown> {
   /** For logs and errors. */
   name: string;
   /** The record types it sees. */
   types: readonly ObjectType[];
   /**
-   * Before the insert: may replace an entry's `item` with one carrying derived fields (a
-   * location's zone ids). Returns what `after` needs from this step.
+   * Step 1, outside any lock: checks and reads; may replace an entry's `item` with one carrying
+   * derived fields (a location's zone ids). Returns what the later steps need.
    */
   before?(q: Queryable, batch: PreparedItem[]): Promise<C>;
-  /** After the insert, same transaction: the stored rows in input order. */
-  after?(q: Queryable, rows: any[], context: C): Promise<void>;
+  /** Whether `write` reads per-asset state, so the batch's assets must be locked around it. */
+  serial?(context: C): boolean;
+  /**
+   * Steps 2 and 3: may read (under the assets' locks when `serial`), and adds its writes to the
+   * store's statement, whose records CTE is `records` (the rows as stored, RETURNING *).
+   */
+  write?(q: Queryable, stmt: WriteStatement, rows: StoredItem[], context: C, records: string): Promise<void>;
 }
+
+/** The records' own part of the statement: adds their insert; returns the final query. */
+export type RecordInsert = (stmt: WriteStatement, rows: StoredItem[]) => { records: string; final: string };
 
 export class RecordHooks {
   private readonly hooks: RecordHook<any>[] = [];
@@ -36,13 +59,22 @@ export class RecordHooks {
     return this;
   }
 
-  /** Runs every hook for `type` around `insert`, in registration order. */
-  async store(q: Queryable, type: ObjectType, batch: PreparedItem[], insert: (batch: PreparedItem[]) => Promise<any[]>): Promise<any[]> {
+  /**
+   * Stores `batch` (ids allocated, in input order) with every hook for `type`, in one statement;
+   * returns what the final query returns.
+   */
+  async store(db: Db, type: ObjectType, batch: PreparedItem[], ids: string[], insert: RecordInsert): Promise<any[]> {
     const active = this.hooks.filter((h) => h.types.includes(type));
     const contexts: unknown[] = [];
-    for (const h of active) contexts.push(await h.before?.(q, batch));
-    const rows = await insert(batch);
-    for (const [n, h] of active.entries()) await h.after?.(q, rows, contexts[n]);
-    return rows;
+    for (const h of active) contexts.push(await h.before?.(db, batch));
+    const rows: StoredItem[] = batch.map((p, n) => ({ ...p, id: ids[n]!, time: new Date(p.whenCreated) }));
+    const write = async (q: Queryable) => {
+      const stmt = new WriteStatement();
+      const { records, final } = insert(stmt, rows);
+      for (const [n, h] of active.entries()) await h.write?.(q, stmt, rows, contexts[n], records);
+      return (await stmt.run(q, final)).rows;
+    };
+    const serial = active.some((h, n) => h.serial?.(contexts[n]) ?? false);
+    return serial ? db.serialized([...new Set(rows.map((r) => r.item.assetId as string))], write) : write(db);
   }
 }

@@ -10,11 +10,12 @@ import { ApiError, badRequest } from '../http/errors.js';
 import { type Filter, filters } from '../http/filters.js';
 import { readRoutes } from '../tenancy/read-routes.js';
 import { DateTime, iso, Nullable, Str, Uuid, Literals } from '../http/schemas.js';
-import { appendCtes, ownerPaths, wakeReaders } from '../delivery/queue/index.js';
+import { appendToLog, wakeReaders } from '../delivery/queue/index.js';
+import { sortIds } from '../db/statement.js';
 import type { ObjectType } from '../delivery/objects.js';
 import { sqlIso } from '../db/sql.js';
 import type { Tenancy } from '../tenancy/tenancy.js';
-import type { PreparedItem, RecordHooks } from './hooks.js';
+import type { PreparedItem, RecordHooks, RecordInsert } from './hooks.js';
 
 export const MAX_BULK = 1000;
 export const MAX_DATA_BYTES = 64 * 1024;
@@ -341,21 +342,33 @@ export const RECORD_DEFS = [locations, sensorData, reeferData, gensetData, oemDa
 
 /**
  * Resolves each item's asset (visible to the caller, else 404 naming the index), checks ownerId and
- * the time rules, and fills ownerId / whenCreated.
+ * the time rules, and fills ownerId / whenCreated. The same read takes the owners' ancestry for the
+ * event log and the new rows' ids: one round trip, outside any transaction.
  */
 async function prepare<I extends Common>(q: Queryable, t: Tenancy, cfg: Config, def: RecordDef<I>, items: I[], bulk: boolean) {
-  const ids = [...new Set(items.map((i) => i.assetId))];
-  const params: unknown[] = [ids];
+  const params: unknown[] = [[...new Set(items.map((i) => i.assetId))], def.table, items.length];
   const cond = await t.where('owner_id', params, q);
-  const { rows } = await q.query<{ id: string; owner_id: string }>(
-    `SELECT id, owner_id FROM assets WHERE id = ANY($1::uuid[]) AND ${cond}`,
+  const { rows } = await q.query<{ id: string; owner_id: string; path: string; ids: string[] }>(
+    `WITH RECURSIVE a AS (
+       SELECT id, owner_id FROM assets WHERE id = ANY($1::uuid[]) AND ${cond}
+     ), anc(owner_id, ancestor, depth) AS (
+       SELECT DISTINCT owner_id, owner_id, 0 FROM a
+       UNION ALL
+       SELECT anc.owner_id, o.parent_id, anc.depth + 1 FROM anc JOIN owners o ON o.id = anc.ancestor
+        WHERE o.parent_id IS NOT NULL AND anc.depth < 100
+     ), paths AS (
+       SELECT owner_id, array_agg(ancestor ORDER BY depth)::text AS path FROM anc GROUP BY owner_id
+     ), ids AS MATERIALIZED (
+       SELECT array_agg(nextval(pg_get_serial_sequence($2, 'id')) ORDER BY g)::text[] AS ids FROM generate_series(1, $3::int) g
+     )
+     SELECT a.id, a.owner_id, p.path, (SELECT ids FROM ids) AS ids FROM a JOIN paths p USING (owner_id)`,
     params,
   );
   const owners = new Map(rows.map((r) => [r.id, r.owner_id]));
   const now = Date.now();
   const nowIso = new Date(now).toISOString();
   const latest = now + cfg.FUTURE_TOLERANCE_SECONDS * 1000;
-  return items.map((item, index) => {
+  const prepared = items.map((item, index) => {
     const at = bulk ? `/${index}` : '';
     const ownerId = owners.get(item.assetId);
     if (!ownerId) throw new ApiError('NOT_FOUND', `asset ${item.assetId} not found`, { field: `${at}/assetId` });
@@ -368,32 +381,51 @@ async function prepare<I extends Common>(q: Queryable, t: Tenancy, cfg: Config, 
     def.check?.(item, at);
     return { item, at, ownerId, whenCreated: item.whenCreated ?? nowIso };
   });
+  const paths = new Map(rows.map((r) => [r.owner_id, r.path]));
+  return { prepared, ids: sortIds(rows[0]!.ids), paths: { owners: [...paths.keys()], paths: [...paths.values()] } };
 }
 
 export type Prepared<I> = PreparedItem<I>[];
 
-/** Stores prepared items and their event log rows in one statement; returns rows in input order. */
-export async function insertRecords<I extends Common>(q: Queryable, def: RecordDef<I>, prepared: Prepared<I>): Promise<any[]> {
-  const cols = ['asset_id', 'owner_id', 'when_created', ...def.columns.map((c) => c.col)];
-  const types = ['uuid', 'uuid', 'timestamptz', ...def.columns.map((c) => c.pg)];
-  const params: unknown[] = [
-    prepared.map((p) => p.item.assetId),
-    prepared.map((p) => p.ownerId),
-    prepared.map((p) => p.whenCreated),
-    ...def.columns.map((c) => prepared.map((p) => c.value(p.item))),
-  ];
-  const unnest = types.map((tp, n) => `$${n + 1}::${tp}[]`).join(', ');
-  const paths = await ownerPaths(q, [...new Set(prepared.map((p) => p.ownerId))]);
-  params.push(paths.owners, paths.paths);
-  // Identity values follow the order of unnest's rows, so ORDER BY id gives input order.
-  const { rows } = await q.query(
-    `WITH i AS (
-       INSERT INTO ${def.table} (${cols.join(', ')}) SELECT * FROM unnest(${unnest}) RETURNING *
-     ), ${appendCtes(def.type, 'i', def.pushPayload, params.length - 1)}
-     SELECT i.*, (SELECT count(*) FROM n)::int AS _notified FROM i ORDER BY id`,
-    params,
-  );
-  return rows;
+/**
+ * The records' insert with their event log rows, as the CTE `i` of the store's statement (the
+ * push payloads read it as `i`); the final query returns the stored rows in input order.
+ */
+export function insertRecords<I extends Common>(def: RecordDef<I>, paths: { owners: string[]; paths: string[] }): RecordInsert {
+  return (stmt, rows) => {
+    const cols = ['id', 'asset_id', 'owner_id', 'when_created', ...def.columns.map((c) => c.col)];
+    const arrays = [
+      stmt.param(
+        rows.map((r) => r.id),
+        'int8[]',
+      ),
+      stmt.param(
+        rows.map((r) => r.item.assetId),
+        'uuid[]',
+      ),
+      stmt.param(
+        rows.map((r) => r.ownerId),
+        'uuid[]',
+      ),
+      stmt.param(
+        rows.map((r) => r.whenCreated),
+        'timestamptz[]',
+      ),
+      ...def.columns.map((c) =>
+        stmt.param(
+          rows.map((r) => c.value(r.item)),
+          `${c.pg}[]`,
+        ),
+      ),
+    ];
+    const records = stmt.with(
+      `INSERT INTO ${def.table} (${cols.join(', ')}) OVERRIDING SYSTEM VALUE SELECT * FROM unnest(${arrays.join(', ')}) RETURNING *`,
+      'i',
+    );
+    const notify = appendToLog(stmt, def.type, records, def.pushPayload, paths);
+    // Ids ascend in input order (allocated so), so ORDER BY id gives input order.
+    return { records, final: `SELECT i.*, (SELECT count(*) FROM ${notify})::int AS _notified FROM i ORDER BY id` };
+  };
 }
 
 // ---- routes ------------------------------------------------------------------------------------
@@ -407,10 +439,8 @@ export const recordRoutes: FastifyPluginAsync<{ db: Db; cfg: Config; hooks: Reco
       const body = req.body as Common | Common[];
       const bulk = Array.isArray(body);
       const items = bulk ? body : [body];
-      const rows = await db.tx(async (q) => {
-        const prepared = await prepare(q, req.tenancy, cfg, def, items, bulk);
-        return hooks.store(q, def.type, prepared, (p) => insertRecords(q, def, p));
-      });
+      const { prepared, ids, paths } = await prepare(db, req.tenancy, cfg, def, items, bulk);
+      const rows = await hooks.store(db, def.type, prepared, ids, insertRecords(def, paths));
       wakeReaders(db);
       const out = rows.map(def.toApi);
       reply.code(201);

@@ -1,18 +1,19 @@
 // Storing locations (API guide 8): a location without zoneId gets the ascending ids of its
 // owner's zones that contain it (as many as fit in 100 characters); a location newer than the
 // asset's latest one that enters or leaves a zone creates an INFO event; late records never do.
-// While the owner has zones, the asset row is locked (FOR NO KEY UPDATE) from reading the position
-// to the commit, so concurrent stores for one asset see each other's positions in order.
+// While the owner has zones, the asset is locked (Db.serialized) from reading the position to the
+// commit of the store's statement, so concurrent stores for one asset see each other's positions in order.
 // Plugged into the records module as a hook (registered by the app); zone events are written
 // through the events module.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { Db, Queryable } from '../db/db.js';
+import type { WriteStatement } from '../db/statement.js';
 import { insertEvents, type NewEvent } from '../events/events.js';
 import { applyFilters, filters, listQuery } from '../http/filters.js';
 import { listPage } from '../http/paging.js';
 import { iso } from '../http/schemas.js';
-import type { PreparedItem, RecordHook } from '../records/hooks.js';
+import type { PreparedItem, RecordHook, StoredItem } from '../records/hooks.js';
 import { locations, round } from '../records/records.js';
 import { contains, type Circle, type Geometry } from './geo.js';
 
@@ -76,32 +77,44 @@ async function before(q: Queryable, batch: PreparedItem<LocationLike>[]): Promis
   return { zones: zones.rows, zoneById: new Map(zones.rows.map((z) => [z.id, z])), inside };
 }
 
-/** After the insert: the newest position per asset, and zone enter/leave events. */
-async function after(q: Queryable, rows: any[], { zones, zoneById, inside }: ZoneContext): Promise<void> {
+/** The newest position per asset, and zone enter/leave events (under the assets' locks when zones exist). */
+async function write(q: Queryable, stmt: WriteStatement, rows: StoredItem[], { zones, zoneById, inside }: ZoneContext): Promise<void> {
+  const upsert = (latest: { assetId: string; locationId: string; at: Date; zones: string[] }[], condition: string) =>
+    stmt.with(
+      `INSERT INTO asset_positions AS p (asset_id, location_id, when_created, zone_ids)
+       SELECT a, l, w, string_to_array(z, ',')::bigint[]
+         FROM unnest(${stmt.param(
+           latest.map((r) => r.assetId),
+           'uuid[]',
+         )}, ${stmt.param(
+           latest.map((r) => r.locationId),
+           'int8[]',
+         )}, ${stmt.param(
+           latest.map((r) => r.at.toISOString()),
+           'timestamptz[]',
+         )}, ${stmt.param(
+           latest.map((r) => r.zones.join(',')),
+           'text[]',
+         )}) AS u(a, l, w, z)
+       ON CONFLICT (asset_id) DO UPDATE SET location_id = EXCLUDED.location_id, when_created = EXCLUDED.when_created,
+         zone_ids = EXCLUDED.zone_ids ${condition}`,
+    );
   if (zones.length === 0) {
     // No zones, so no zone events: keep the newest position per asset with one conditional upsert,
     // which is atomic per row and needs no lock (later-but-older stores lose the WHERE).
-    const newest = new Map<string, any>();
+    const newest = new Map<string, StoredItem>();
     for (const r of rows) {
-      const cur = newest.get(r.asset_id);
-      if (!cur || r.when_created > cur.when_created || (+r.when_created === +cur.when_created && byBigint(r.id, cur.id) > 0))
-        newest.set(r.asset_id, r);
+      const cur = newest.get(r.item.assetId);
+      if (!cur || r.time > cur.time || (+r.time === +cur.time && byBigint(r.id, cur.id) > 0)) newest.set(r.item.assetId, r);
     }
-    const latest = [...newest.values()];
-    await q.query(
-      `INSERT INTO asset_positions AS p (asset_id, location_id, when_created, zone_ids)
-       SELECT a, l, w, '{}' FROM unnest($1::uuid[], $2::int8[], $3::timestamptz[]) AS u(a, l, w)
-       ON CONFLICT (asset_id) DO UPDATE SET location_id = EXCLUDED.location_id, when_created = EXCLUDED.when_created, zone_ids = '{}'
-       WHERE EXCLUDED.when_created > p.when_created`,
-      [latest.map((r) => r.asset_id), latest.map((r) => r.id), latest.map((r) => (r.when_created as Date).toISOString())],
-    );
+    const latest = [...newest.values()].map((r) => ({ assetId: r.item.assetId, locationId: r.id, at: r.time, zones: [] }));
+    upsert(latest, 'WHERE EXCLUDED.when_created > p.when_created');
     return;
   }
 
-  // Zones exist: events depend on the previous position, so serialise per asset from here to the
-  // commit (the records themselves were inserted above, outside the lock, to keep it short).
-  const assetIds = [...new Set(rows.map((r) => r.asset_id as string))].sort();
-  await q.query('SELECT id FROM assets WHERE id = ANY($1::uuid[]) ORDER BY id FOR NO KEY UPDATE', [assetIds]);
+  // Zones exist: events depend on the previous position, read under the assets' locks (the store
+  // is serialised per asset from here to its statement's commit).
+  const assetIds = [...new Set(rows.map((r) => r.item.assetId as string))];
   const positions = await q.query<{ asset_id: string; when_created: Date; zone_ids: string[] }>(
     'SELECT asset_id, when_created, zone_ids::text[] AS zone_ids FROM asset_positions WHERE asset_id = ANY($1::uuid[])',
     [assetIds],
@@ -111,21 +124,19 @@ async function after(q: Queryable, rows: any[], { zones, zoneById, inside }: Zon
   const state = new Map(
     positions.rows.map((r) => [r.asset_id, { at: r.when_created.getTime(), zones: r.zone_ids, locationId: '', changed: false }]),
   );
-  const order = rows
-    .map((r, n) => ({ r, zones: inside[n]! }))
-    .sort((a, b) => a.r.when_created - b.r.when_created || byBigint(a.r.id, b.r.id));
+  const order = rows.map((r, n) => ({ r, zones: inside[n]! })).sort((a, b) => +a.r.time - +b.r.time || byBigint(a.r.id, b.r.id));
   const events: NewEvent[] = [];
-  const zoneEvent = (r: any, subject: string, id: string): NewEvent => {
-    const currentData = { value: id, whenCreated: iso(r.when_created)! };
-    return { ownerId: r.owner_id, assetId: r.asset_id, subject, severity: 'INFO', currentData, whenCreated: r.when_created.toISOString() };
+  const zoneEvent = (r: StoredItem, subject: string, id: string): NewEvent => {
+    const currentData = { value: id, whenCreated: iso(r.time)! };
+    return { ownerId: r.ownerId, assetId: r.item.assetId, subject, severity: 'INFO', currentData, whenCreated: r.time.toISOString() };
   };
   for (const { r, zones: now } of order) {
-    const s = state.get(r.asset_id);
-    const at = (r.when_created as Date).getTime();
+    const s = state.get(r.item.assetId);
+    const at = r.time.getTime();
     if (s && at <= s.at) continue; // late: older than (or as old as) the latest location
     // Only zones the asset's owner still has: a deleted zone, or a zone or asset that moved to
     // another owner, simply stops counting (no Left event, and no other owner's zone named).
-    const before = new Set((s?.zones ?? []).filter((z) => zoneById.get(z)?.owner_id === r.owner_id));
+    const before = new Set((s?.zones ?? []).filter((z) => zoneById.get(z)?.owner_id === r.ownerId));
     const after = new Set(now);
     for (const id of now.filter((z) => !before.has(z)).sort(byBigint)) {
       events.push(zoneEvent(r, `Entered zone ${zoneById.get(id)?.name ?? id}`, id));
@@ -133,27 +144,25 @@ async function after(q: Queryable, rows: any[], { zones, zoneById, inside }: Zon
     for (const id of [...before].filter((z) => !after.has(z)).sort(byBigint)) {
       events.push(zoneEvent(r, `Left zone ${zoneById.get(id)?.name ?? id}`, id));
     }
-    state.set(r.asset_id, { at, zones: now, locationId: r.id, changed: true });
+    state.set(r.item.assetId, { at, zones: now, locationId: r.id, changed: true });
   }
   const moved = [...state.entries()].filter(([, s]) => s.changed);
-  if (moved.length) {
-    await q.query(
-      `INSERT INTO asset_positions (asset_id, location_id, when_created, zone_ids)
-       SELECT a, l, w, string_to_array(z, ',')::bigint[] FROM unnest($1::uuid[], $2::int8[], $3::timestamptz[], $4::text[]) AS u(a, l, w, z)
-       ON CONFLICT (asset_id) DO UPDATE SET location_id = EXCLUDED.location_id, when_created = EXCLUDED.when_created, zone_ids = EXCLUDED.zone_ids`,
-      [
-        moved.map(([a]) => a),
-        moved.map(([, s]) => s.locationId),
-        moved.map(([, s]) => new Date(s.at).toISOString()),
-        moved.map(([, s]) => s.zones.join(',')),
-      ],
+  if (moved.length)
+    upsert(
+      moved.map(([assetId, s]) => ({ assetId, locationId: s.locationId, at: new Date(s.at), zones: s.zones })),
+      '',
     );
-  }
-  await insertEvents(q, events);
+  insertEvents(stmt, events);
 }
 
 /** The zones hook on stored locations (registered by the app). */
-export const zoneHook: RecordHook<ZoneContext> = { name: 'zones', types: ['location'], before, after };
+export const zoneHook: RecordHook<ZoneContext> = {
+  name: 'zones',
+  types: ['location'],
+  before,
+  serial: (c) => c.zones.length > 0,
+  write,
+};
 
 const LATEST_FILTERS = { assetId: filters.anyUuid('p.asset_id'), ownerId: filters.uuid('l.owner_id') };
 

@@ -8,6 +8,7 @@
 // transaction still running. A transaction that took a lower id but commits later holds the horizon
 // back until it commits, so reading everything after the position never skips it (PgQ's approach).
 import type { Db, Queryable } from '../../db/db.js';
+import { WriteStatement } from '../../db/statement.js';
 import type { ObjectType } from '../objects.js';
 
 /** The channel commits that append events notify, and readers listen on (Db.listen). */
@@ -49,19 +50,27 @@ export async function ownerPaths(q: Queryable, ownerIds: string[]): Promise<{ ow
 }
 
 /**
- * Data-modifying CTEs appending one log row per row of `source` (which has id and owner_id), next
- * to the INSERT that stores the records: one round trip for both. `m` is the 1-based index of two
- * parameters from ownerPaths (owners, paths). Wakes other instances' engines at commit.
+ * Adds to `stmt` the append of one log row per row of `source` (a CTE or table with id and
+ * owner_id), next to the statement's own writes: one round trip for both. `paths` from ownerPaths.
+ * Returns the name of a CTE that wakes other instances' engines at commit: the final query must
+ * read it (a plain SELECT CTE runs only when read), e.g. `(SELECT count(*) FROM name)`.
  */
-export function appendCtes(type: ObjectType, source: string, payloadExpr: string, m: number): string {
-  return `o AS (
+export function appendToLog(
+  stmt: WriteStatement,
+  type: ObjectType,
+  source: string,
+  payloadExpr: string,
+  paths: { owners: string[]; paths: string[] },
+): string {
+  const appended = stmt.with(`
       INSERT INTO event_log (object_type, object_id, owner_id, owner_path, payload)
       SELECT '${type}', ${source}.id::text, ${source}.owner_id, p.path::uuid[], ${payloadExpr}
-        FROM ${source} JOIN unnest($${m}::uuid[], $${m + 1}::text[]) AS p(owner_id, path) ON p.owner_id = ${source}.owner_id
-      RETURNING 1
-    ), n AS (
-      SELECT pg_notify('${EVENT_LOG_CHANNEL}', '') WHERE EXISTS (SELECT 1 FROM o) AND EXISTS (SELECT 1 FROM integrations WHERE enabled)
-    )`;
+        FROM ${source} JOIN unnest(${stmt.param(paths.owners, 'uuid[]')}, ${stmt.param(paths.paths, 'text[]')}) AS p(owner_id, path)
+          ON p.owner_id = ${source}.owner_id
+      RETURNING 1`);
+  return stmt.with(
+    `SELECT pg_notify('${EVENT_LOG_CHANNEL}', '') WHERE EXISTS (SELECT 1 FROM ${appended}) AND EXISTS (SELECT 1 FROM integrations WHERE enabled)`,
+  );
 }
 
 /** Appends already-shaped objects (asset changes) to the event log. */
@@ -71,13 +80,21 @@ export async function appendEvents(
   items: { objectId: string; ownerId: string; payload: unknown }[],
 ): Promise<void> {
   if (!items.length) return;
-  const p = await ownerPaths(q, [...new Set(items.map((i) => i.ownerId))]);
-  await q.query(
-    `WITH src AS (SELECT o AS id, w AS owner_id, p AS payload FROM unnest($1::text[], $2::uuid[], $3::jsonb[]) AS u(o, w, p)),
-     ${appendCtes(type, 'src', 'src.payload', 4)}
-     SELECT (SELECT count(*) FROM n)::int AS notified`,
-    [items.map((i) => i.objectId), items.map((i) => i.ownerId), items.map((i) => JSON.stringify(i.payload)), p.owners, p.paths],
+  const stmt = new WriteStatement();
+  const src = stmt.with(
+    `SELECT o AS id, w AS owner_id, p AS payload FROM unnest(${stmt.param(
+      items.map((i) => i.objectId),
+      'text[]',
+    )}, ${stmt.param(
+      items.map((i) => i.ownerId),
+      'uuid[]',
+    )}, ${stmt.param(
+      items.map((i) => JSON.stringify(i.payload)),
+      'jsonb[]',
+    )}) AS u(o, w, p)`,
   );
+  const notify = appendToLog(stmt, type, src, `${src}.payload`, await ownerPaths(q, [...new Set(items.map((i) => i.ownerId))]));
+  await stmt.run(q, `SELECT (SELECT count(*) FROM ${notify})::int AS notified`);
 }
 
 /**

@@ -1,0 +1,55 @@
+// One write statement built from parts that several modules add: data-modifying CTEs over
+// parameters. Run outside a transaction it is its own transaction, opened and committed by the
+// server within the one round trip, so no transaction of the service ever sits open while its
+// event loop is busy (the event log's horizon waits for open transactions: queue/log.ts).
+import type { Queryable } from './db.js';
+
+export class WriteStatement {
+  readonly params: unknown[] = [];
+  private readonly parts: string[] = [];
+  private names = 0;
+
+  /** Adds a parameter; returns its placeholder with the cast, e.g. `$3::uuid[]`. */
+  param(value: unknown, type: string): string {
+    this.params.push(value);
+    return `$${this.params.length}::${type}`;
+  }
+
+  /**
+   * Adds a CTE and returns its name. A data-modifying one runs whether or not anything reads it;
+   * a plain SELECT runs only when the final query reads it.
+   */
+  with(sql: string, name = `w${++this.names}`): string {
+    this.parts.push(`${name} AS (${sql})`);
+    return name;
+  }
+
+  get empty(): boolean {
+    return this.parts.length === 0;
+  }
+
+  /** The statement's text, ending with `final`. */
+  text(final: string): string {
+    return this.parts.length ? `WITH ${this.parts.join(',\n')}\n${final}` : final;
+  }
+
+  run<R = Record<string, any>>(q: Queryable, final = 'SELECT 1'): Promise<{ rows: R[]; rowCount: number }> {
+    return q.query<R>(this.text(final), this.params);
+  }
+}
+
+/**
+ * `n` new ids of `table`'s identity column, ascending. Taken by a statement of their own (a
+ * sequence is not transactional, so a failed store only leaves a gap), so that the writes can name
+ * their rows before they exist.
+ */
+export async function allocateIds(q: Queryable, table: string, n: number): Promise<string[]> {
+  if (n === 0) return [];
+  const { rows } = await q.query<{ ids: string[] }>(
+    `SELECT array_agg(nextval(pg_get_serial_sequence($1, 'id')) ORDER BY g)::text[] AS ids FROM generate_series(1, $2) g`,
+    [table, n],
+  );
+  return sortIds(rows[0]!.ids);
+}
+
+export const sortIds = (ids: string[]) => ids.sort((a, b) => (BigInt(a) < BigInt(b) ? -1 : BigInt(a) > BigInt(b) ? 1 : 0));
