@@ -1,6 +1,6 @@
 // Shared pieces of the benchmarks: knobs, a keep-alive HTTP client for the public API, a local
 // webhook receiver, the service as a child process (for its own peak RSS), pacing and waiting.
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -420,12 +420,22 @@ export function latencies(sink: Sink, stored: Map<string, number>, ids: Iterable
 
 // ---- the service as a child process --------------------------------------------------------------
 
-/** VmHWM (peak resident set) of a process, in MiB; NaN when unreadable. */
+/**
+ * VmHWM (peak resident set) of a process and of its child processes (the service's delivery
+ * processes) added up, in MiB; NaN when unreadable. The sum of each one's peak: an upper bound of
+ * their peak together.
+ */
 export function peakRssMiB(pid: number | undefined): number {
   if (pid === undefined) return NaN;
   try {
     const m = /VmHWM:\s+(\d+)\s+kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
-    return m ? Math.round(Number(m[1]) / 1024) : NaN;
+    if (!m) return NaN;
+    let kb = Number(m[1]);
+    for (const child of fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').split(' ').filter(Boolean)) {
+      const c = peakRssMiB(Number(child));
+      if (Number.isFinite(c)) kb += c * 1024;
+    }
+    return Math.round(kb / 1024);
   } catch {
     return NaN;
   }
@@ -448,10 +458,11 @@ export async function startNode(
   env: Record<string, string>,
   ready: RegExp,
   timeoutMs = 90_000,
+  nodeArgs = ['--import', 'tsx'],
 ): Promise<Child & { match: RegExpExecArray }> {
   // BENCH_NODE_ARGS adds node flags to the child (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof" to profile it).
   const extra = (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean);
-  const proc = spawn(process.execPath, [...extra, '--import', 'tsx', script], {
+  const proc = spawn(process.execPath, [...extra, ...nodeArgs, script], {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -538,8 +549,15 @@ export function serviceEnv(extra: Record<string, string>): Record<string, string
   };
 }
 
-/** The service (`src/main.ts`) as a child process; `base` is its address. */
+/**
+ * The service as `npm start` runs it (built to dist/ when a source changed, then `node` with the
+ * start script's flags, `dist/main.js`), as a child process; `base` is its address.
+ */
 export async function startService(extra: Record<string, string>): Promise<Child & { base: string }> {
-  const child = await startNode('src/main.ts', serviceEnv(extra), /listening on (http:\/\/\S+)/);
+  const built = spawnSync(process.execPath, ['scripts/build-if-changed.mjs'], { cwd: ROOT, stdio: 'inherit' });
+  if (built.status !== 0) throw new Error('the service did not build');
+  const start = (JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { scripts: { start: string } }).scripts.start;
+  const flags = /&& node (.*?)dist\/main\.js/.exec(start)?.[1]?.split(' ').filter(Boolean) ?? [];
+  const child = await startNode('dist/main.js', serviceEnv(extra), /listening on (http:\/\/\S+)/, 90_000, flags);
   return { ...child, base: child.match[1]! };
 }

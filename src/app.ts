@@ -34,11 +34,8 @@ import { eventRoutes } from './events/events.js';
 import { commandRoutes } from './commands/commands.js';
 import { bookingRoutes } from './booking/booking.js';
 import { addressPolicy } from './delivery/address.js';
-import type { Channel } from './delivery/channels/channel.js';
-import { kafkaChannel } from './delivery/channels/kafka/index.js';
-import { mqttChannel } from './delivery/channels/mqtt/index.js';
-import { webhookChannel } from './delivery/channels/webhook/index.js';
-import { DeliveryEngine } from './delivery/engine.js';
+import type { DeliveryEngine } from './delivery/engine.js';
+import { type DeliveryCounters, DeliveryProcesses, deliveryEngine } from './delivery/processes.js';
 import { integrationRoutes } from './delivery/integrations/routes.js';
 import { historyRoutes } from './delivery/history.js';
 import { ResultStreams, streamRoutes } from './delivery/stream.js';
@@ -56,7 +53,10 @@ export interface Services {
   tokens: TokenService;
   limiter: Limiter;
   bootstrap: BootstrapResult | null;
+  /** The delivery engine of this process (null when delivery runs elsewhere: DELIVERY_WORKERS). */
   engine: DeliveryEngine | null;
+  /** What this service's delivery has done, in this process or its delivery processes (/metrics). */
+  delivery: DeliveryCounters | null;
   alerts: AlertEngine;
   streams: ResultStreams;
 }
@@ -70,7 +70,14 @@ export async function openDatabase(cfg: Config): Promise<Db> {
   return cfg.DATABASE_URL ? createPostgres(cfg.DATABASE_URL, cfg.DB_POOL_SIZE) : createPglite(inMemory(cfg) ? undefined : cfg.dataDir);
 }
 
-export async function buildApp(cfg: Config, opts: { logger?: FastifyServerOptions['logger']; db?: Db } = {}): Promise<FastifyInstance> {
+/**
+ * `deliveryProcesses`: the service's entry lets delivery run in DELIVERY_WORKERS processes of its
+ * own (PostgreSQL only); otherwise (tests, the embedded database) it runs in this process.
+ */
+export async function buildApp(
+  cfg: Config,
+  opts: { logger?: FastifyServerOptions['logger']; db?: Db; deliveryProcesses?: boolean } = {},
+): Promise<FastifyInstance> {
   const app = Fastify({
     logger: opts.logger ?? { level: cfg.LOG_LEVEL },
     bodyLimit: MiB,
@@ -129,7 +136,7 @@ export async function buildApp(cfg: Config, opts: { logger?: FastifyServerOption
       maxWindowHours: cfg.STREAM_MAX_WINDOW_HOURS,
       maxAnswerBytes: cfg.STREAM_MAX_ANSWER_BYTES,
     });
-    app.decorate('services', { cfg, db, tokens, limiter, bootstrap: boot, engine: null, alerts, streams });
+    app.decorate('services', { cfg, db, tokens, limiter, bootstrap: boot, engine: null, delivery: null, alerts, streams });
   } catch (e) {
     await limiter?.close();
     if (!opts.db) await db.close();
@@ -146,34 +153,21 @@ export async function buildApp(cfg: Config, opts: { logger?: FastifyServerOption
     });
   }
   const policy = addressPolicy(cfg.PUSH_ALLOW_HTTP, cfg.PUSH_ALLOWED_NETWORKS, cfg.PUSH_ALLOW_PLAINTEXT_BROKERS);
-  if (cfg.DELIVERY_ENABLED) {
-    // One instance per channel: a channel is an entry here, not code in the engine.
-    const channels = new Map<string, Channel>([
-      ['webhook', webhookChannel(policy)],
-      ['mqtt', mqttChannel(policy)],
-      ['kafka', kafkaChannel(policy)],
-    ]);
-    const engine = new DeliveryEngine(
-      db,
-      secretsKey,
-      channels,
-      {
-        leaseSeconds: cfg.DELIVERY_LEASE_SECONDS,
-        pollMs: cfg.DELIVERY_POLL_MS,
-        maxJobs: cfg.DELIVERY_MAX_IN_FLIGHT,
-        succeededRetentionDays: cfg.DELIVERY_SUCCEEDED_RETENTION_DAYS,
-        failedRetentionDays: cfg.DELIVERY_FAILED_RETENTION_DAYS,
-      },
-      app.log,
-    );
+  if (cfg.DELIVERY_ENABLED && opts.deliveryProcesses && db.kind === 'postgres' && cfg.DELIVERY_WORKERS > 0) {
+    const processes = new DeliveryProcesses(cfg.DELIVERY_WORKERS, [], app.log);
+    app.services.delivery = processes;
+    app.addHook('onReady', async () => processes.start());
+  } else if (cfg.DELIVERY_ENABLED) {
+    const engine = deliveryEngine(db, cfg, secretsKey, app.log);
     app.services.engine = engine;
+    app.services.delivery = engine;
     app.addHook('onReady', async () => engine.start());
   }
   const { alerts } = app.services;
   app.addHook('onReady', async () => alerts.start());
   app.addHook('onClose', async () => {
     await alerts.stop();
-    await app.services.engine?.stop();
+    await app.services.delivery?.stop();
     await app.services.limiter.close();
     if (!opts.db) await db.close();
   });

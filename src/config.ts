@@ -101,6 +101,7 @@ const spec = {
   PUSH_ALLOW_HTTP: [bool, 'false'],
   PUSH_ALLOW_PLAINTEXT_BROKERS: [bool, 'false'],
   DELIVERY_ENABLED: [bool, 'true'],
+  DELIVERY_WORKERS: [int(0, 16), '1'],
   DELIVERY_LEASE_SECONDS: [
     (raw: string) => {
       const n = Number(raw);

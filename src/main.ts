@@ -18,7 +18,7 @@ async function main(): Promise<void> {
   }
   let app;
   try {
-    app = await buildApp(cfg);
+    app = await buildApp(cfg, { deliveryProcesses: true });
   } catch (e) {
     if (e instanceof DataDirLockedError) {
       console.error(e.message);

@@ -8,9 +8,11 @@ import crypto from 'node:crypto';
 export interface ServiceProcess {
   /** The current process's base URL (changes with each start). */
   readonly base: string;
+  /** The current process's pid (its delivery processes are its children). */
+  readonly pid: number;
   /** Calls the API (/api/v1 + path) with the operator's token. */
   api(method: string, path: string, body?: unknown): Promise<{ status: number; body: any }>;
-  /** SIGKILL: no shutdown, no hand-back, whatever is in flight is cut. */
+  /** SIGKILL to the service and its delivery processes: no shutdown, no hand-back, whatever is in flight is cut. */
   kill(): void;
   /** Starts a new process (after a kill) and waits until it is ready. */
   start(): Promise<void>;
@@ -36,7 +38,12 @@ export async function serviceProcess(databaseUrl: string, env: Record<string, st
   let base = '';
   let token = '';
   const start = async () => {
-    const c = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], { env: fullEnv, stdio: ['ignore', 'pipe', 'inherit'] });
+    // Its own process group, so a kill takes the service's delivery processes with it.
+    const c = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+      env: fullEnv,
+      stdio: ['ignore', 'pipe', 'inherit'],
+      detached: true,
+    });
     child = c;
     let out = '';
     c.stdout!.setEncoding('utf8');
@@ -68,10 +75,20 @@ export async function serviceProcess(databaseUrl: string, env: Record<string, st
     body: 'grant_type=password&username=operator&password=child-password',
   });
   token = ((await tokenRes.json()) as { access_token: string }).access_token;
-  process.once('exit', () => child?.kill('SIGKILL'));
+  const killAll = () => {
+    try {
+      if (child?.pid) process.kill(-child.pid, 'SIGKILL');
+    } catch {
+      /* already gone */
+    }
+  };
+  process.once('exit', killAll);
   return {
     get base() {
       return base;
+    },
+    get pid() {
+      return child?.pid ?? 0;
     },
     async api(method, path, body) {
       const r = await fetch(`${base}/api/v1${path}`, {
@@ -82,7 +99,7 @@ export async function serviceProcess(databaseUrl: string, env: Record<string, st
       const text = await r.text();
       return { status: r.status, body: text ? JSON.parse(text) : undefined };
     },
-    kill: () => child?.kill('SIGKILL'),
+    kill: killAll,
     start,
     async stop() {
       const c = child;

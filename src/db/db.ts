@@ -4,7 +4,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import pg from 'pg';
-import { PGlite, types as pgliteTypes } from '@electric-sql/pglite';
+import type { PGlite } from '@electric-sql/pglite';
 import { Notifier } from './notifier.js';
 
 export interface QueryResult<R> {
@@ -209,6 +209,8 @@ export async function createPglite(dataDir: string | undefined, template?: Blob)
   const unlock = dataDir ? lockDataDir(dataDir) : () => {};
   let db: PGlite;
   try {
+    // Loaded only for the embedded database: a PostgreSQL process never needs it.
+    const { PGlite, types: pgliteTypes } = await import('@electric-sql/pglite');
     db = await PGlite.create(dataDir ? path.join(dataDir, 'pgdata') : undefined, {
       ...(template ? { loadDataDir: template } : {}),
       parsers: {

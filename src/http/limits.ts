@@ -3,7 +3,7 @@
 // one instance; in Redis (one Lua script, atomic) when REDIS_URL is set, so instances share them.
 import crypto from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { ApiError } from './errors.js';
 
 export interface LimitSettings {
@@ -106,6 +106,8 @@ export class RedisLimiter implements Limiter {
   /** Connects first, so a wrong REDIS_URL stops the start with a clear error. */
   static async connect(url: string, s: LimitSettings, onError: (e: Error) => void): Promise<RedisLimiter> {
     // A call waits at most ~1 s (one retry) while Redis is away; then the request is admitted.
+    // Loaded only with REDIS_URL (about 25 MB resident).
+    const { Redis } = await import('ioredis');
     const redis = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 1, commandTimeout: 1000, connectTimeout: 3000 });
     redis.on('error', () => {}); // reported per call below
     try {

@@ -47,10 +47,10 @@ export const opsRoutes = fp(async function opsRoutes(app: FastifyInstance, { db 
   // Push delivery: what this process sent, and the deliveries waiting in the whole database.
   new client.Gauge({
     name: 'delivery_requests_sent_total',
-    help: 'Webhook requests this process has sent since it started',
+    help: 'Requests (webhook, MQTT, Kafka) this service process and its delivery processes have sent since it started',
     registers: [registry],
     collect() {
-      this.set(app.services.engine?.requestsSent ?? 0);
+      this.set(app.services.delivery?.requestsSent ?? 0);
     },
   });
   new client.Gauge({
@@ -70,7 +70,7 @@ export const opsRoutes = fp(async function opsRoutes(app: FastifyInstance, { db 
     help: 'Delivery results the database refused even without their response (logged; their events are sent again)',
     registers: [registry],
     collect() {
-      this.set(app.services.engine?.resultsParked ?? 0);
+      this.set(app.services.delivery?.resultsParked ?? 0);
     },
   });
   new client.Gauge({

@@ -14,7 +14,15 @@
 // Addresses: bootstrap brokers are vetted before a producer is built and every broker the
 // cluster's metadata advertises is vetted before a send; over TLS the socket's own lookup is the
 // vetting one. A producer that failed is closed and built again for the next request.
-import { murmur2, Producer, ProduceAcks, stringSerializers } from '@platformatic/kafka';
+import type { Producer } from '@platformatic/kafka';
+
+/**
+ * The client library, loaded with the first Kafka integration a process sends for: it is the
+ * largest module the service has (about 50 MB resident once loaded), and most processes never need it.
+ */
+type KafkaLib = typeof import('@platformatic/kafka');
+let kafkaLib: Promise<KafkaLib> | undefined;
+const loadKafka = () => (kafkaLib ??= import('@platformatic/kafka'));
 import { type AddressPolicy, AddressRefused, parseHostPort, resolveVetted, vettedLookup } from '../../address.js';
 import type { KafkaIntegration } from '../../integrations/model.js';
 import type { LogEvent } from '../../queue/index.js';
@@ -37,6 +45,7 @@ const MECHANISMS = { plain: 'PLAIN', 'scram-sha-256': 'SCRAM-SHA-256', 'scram-sh
 
 interface Client {
   key: string;
+  lib: KafkaLib;
   producer: Producer<string, string, string, string>;
   /** Produce calls at once: 1 when idempotent (see above). */
   window: Window;
@@ -80,6 +89,8 @@ export function kafkaChannel(policy: AddressPolicy): Channel {
     const cur = clients.get(cfg.id);
     if (cur) drop(cfg.id, cur);
     const idempotent = k.acks === 'all';
+    const lib = await loadKafka();
+    const { Producer, ProduceAcks, stringSerializers } = lib;
     const producer = new Producer<string, string, string, string>({
       clientId: k.clientId,
       bootstrapBrokers: k.brokers,
@@ -104,7 +115,7 @@ export function kafkaChannel(policy: AddressPolicy): Channel {
         : {}),
       ...(k.sasl ? { sasl: { mechanism: MECHANISMS[k.sasl.mechanism], username: k.sasl.username, password: k.sasl.password ?? '' } } : {}),
     });
-    const c: Client = { key, producer, window: new Window(idempotent ? 1 : k.maxConcurrentRequests), roundRobin: new Map() };
+    const c: Client = { key, lib, producer, window: new Window(idempotent ? 1 : k.maxConcurrentRequests), roundRobin: new Map() };
     clients.set(cfg.id, c);
     return c;
   };
@@ -128,7 +139,7 @@ export function kafkaChannel(policy: AddressPolicy): Channel {
       const v = getAtPath(JSON.parse(e.payload), path);
       if (v !== undefined && v !== null) {
         const key = typeof v === 'string' ? v : JSON.stringify(v);
-        return { key, partition: (murmur2(Buffer.from(key), false) & 0x7fffffff) % count };
+        return { key, partition: (c.lib.murmur2(Buffer.from(key), false) & 0x7fffffff) % count };
       }
     }
     const n = c.roundRobin.get(topic) ?? Math.floor(Math.random() * count); // instances start apart

@@ -11,7 +11,11 @@
 import crypto from 'node:crypto';
 import net from 'node:net';
 import tls from 'node:tls';
-import { type IClientOptions, type IClientPublishOptions, MqttClient } from 'mqtt';
+import type { IClientOptions, IClientPublishOptions, MqttClient } from 'mqtt';
+
+/** The client library, loaded with the first MQTT integration a process sends for (about 20 MB resident). */
+let mqttLib: Promise<typeof import('mqtt')> | undefined;
+const loadMqtt = () => (mqttLib ??= import('mqtt'));
 import { type AddressPolicy, AddressRefused, resolveVetted } from '../../address.js';
 import type { MqttIntegration } from '../../integrations/model.js';
 import {
@@ -53,8 +57,8 @@ export function mqttChannel(policy: AddressPolicy): Channel {
     const secure = url.protocol === 'mqtts:';
     const host = url.hostname.replace(/^\[|\]$/g, '');
     const port = Number(url.port) || (secure ? 8883 : 1883);
-    return resolveVetted(host, policy).then(
-      ([addr]) =>
+    return Promise.all([resolveVetted(host, policy), loadMqtt()]).then(
+      ([[addr], { MqttClient }]) =>
         new Promise<MqttClient>((resolve, reject) => {
           // The socket goes to the vetted address; TLS still checks the certificate against the host name.
           const stream = () =>

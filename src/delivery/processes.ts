@@ -1,0 +1,148 @@
+// Where delivery runs. With the embedded database, or DELIVERY_WORKERS=0, the engine runs in the
+// HTTP process. With PostgreSQL and DELIVERY_WORKERS=n (default 1), the service's entry forks n
+// delivery processes (process-main.ts) beside the HTTP one, so REST ingest and delivery each have a
+// core's event loop and heap: they share nothing but the database, as instances already do (the
+// engine's claims, leases and limits hold across processes), so no new coordination is needed.
+//
+// The HTTP process supervises them: a delivery process that exits unexpectedly is started again
+// (after 1 s, doubling to 30 s while it keeps failing); one whose parent is gone (its IPC channel
+// closes) stops as on SIGTERM: it finishes its requests, writes their results and hands its claims
+// back. Their counters reach /metrics through the IPC channel once a second.
+import { type ChildProcess, fork } from 'node:child_process';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { FastifyBaseLogger } from 'fastify';
+import type { Config } from '../config.js';
+import type { Db } from '../db/db.js';
+import { addressPolicy } from './address.js';
+import type { Channel } from './channels/channel.js';
+import { kafkaChannel } from './channels/kafka/index.js';
+import { mqttChannel } from './channels/mqtt/index.js';
+import { webhookChannel } from './channels/webhook/index.js';
+import { DeliveryEngine } from './engine.js';
+
+/** What /metrics reads of delivery, wherever it runs. */
+export interface DeliveryCounters {
+  readonly requestsSent: number;
+  readonly resultsParked: number;
+  stop(): Promise<void>;
+}
+
+/** The delivery engine with every channel, as the configuration sets it up. */
+export function deliveryEngine(db: Db, cfg: Config, secretsKey: Buffer, log: FastifyBaseLogger): DeliveryEngine {
+  const policy = addressPolicy(cfg.PUSH_ALLOW_HTTP, cfg.PUSH_ALLOWED_NETWORKS, cfg.PUSH_ALLOW_PLAINTEXT_BROKERS);
+  // One instance per channel: a channel is an entry here, not code in the engine.
+  const channels = new Map<string, Channel>([
+    ['webhook', webhookChannel(policy)],
+    ['mqtt', mqttChannel(policy)],
+    ['kafka', kafkaChannel(policy)],
+  ]);
+  return new DeliveryEngine(
+    db,
+    secretsKey,
+    channels,
+    {
+      leaseSeconds: cfg.DELIVERY_LEASE_SECONDS,
+      pollMs: cfg.DELIVERY_POLL_MS,
+      maxJobs: cfg.DELIVERY_MAX_IN_FLIGHT,
+      succeededRetentionDays: cfg.DELIVERY_SUCCEEDED_RETENTION_DAYS,
+      failedRetentionDays: cfg.DELIVERY_FAILED_RETENTION_DAYS,
+    },
+    log,
+  );
+}
+
+/** A delivery process's report to its parent. */
+export interface DeliveryReport {
+  requestsSent: number;
+  resultsParked: number;
+}
+
+const here = fileURLToPath(import.meta.url);
+/** The delivery process's entry, as this file is run (.ts under tsx, .js when built). */
+const ENTRY = path.join(path.dirname(here), `process-main${path.extname(here)}`);
+
+interface Child {
+  proc: ChildProcess;
+  report: DeliveryReport;
+  exited: Promise<void>;
+}
+
+/** The delivery processes of one service process. */
+export class DeliveryProcesses implements DeliveryCounters {
+  private readonly children = new Map<number, Child>();
+  private readonly restarts = new Map<number, NodeJS.Timeout>();
+  /** Counters of processes that have exited. */
+  private readonly gone: DeliveryReport = { requestsSent: 0, resultsParked: 0 };
+  private stopping = false;
+
+  /** `nodeArgs`: the children's own node flags (heap), after this process's (a loader such as tsx). */
+  constructor(
+    private readonly count: number,
+    private readonly nodeArgs: string[],
+    private readonly log: FastifyBaseLogger,
+  ) {}
+
+  start(): void {
+    for (let slot = 0; slot < this.count; slot++) this.spawn(slot, 0);
+  }
+
+  private spawn(slot: number, failures: number): void {
+    const proc = fork(ENTRY, [], {
+      execArgv: [...process.execArgv, ...this.nodeArgs],
+      env: { ...process.env, DELIVERY_PROCESS_SLOT: String(slot) },
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    });
+    const startedAt = Date.now();
+    const child: Child = {
+      proc,
+      report: { requestsSent: 0, resultsParked: 0 },
+      exited: new Promise((resolve) => proc.once('exit', () => resolve())),
+    };
+    this.children.set(slot, child);
+    proc.on('message', (m: DeliveryReport) => {
+      if (typeof m?.requestsSent === 'number' && typeof m.resultsParked === 'number') child.report = m;
+    });
+    proc.on('error', (err) => this.log.error({ err, slot }, 'delivery process error'));
+    proc.once('exit', (code, signal) => {
+      this.gone.requestsSent += child.report.requestsSent;
+      this.gone.resultsParked += child.report.resultsParked;
+      if (this.children.get(slot) === child) this.children.delete(slot);
+      if (this.stopping) return;
+      // A process that ran a minute was healthy: its restart starts the backoff afresh.
+      const n = Date.now() - startedAt > 60_000 ? 0 : failures + 1;
+      const delay = Math.min(30_000, 1000 * 2 ** Math.max(0, n - 1));
+      this.log.error({ slot, code, signal, restartInMs: delay }, 'delivery process exited; starting it again');
+      this.restarts.set(
+        slot,
+        setTimeout(() => {
+          this.restarts.delete(slot);
+          if (!this.stopping) this.spawn(slot, n);
+        }, delay),
+      );
+    });
+  }
+
+  private sum(key: keyof DeliveryReport): number {
+    let n = this.gone[key];
+    for (const c of this.children.values()) n += c.report[key];
+    return n;
+  }
+
+  get requestsSent(): number {
+    return this.sum('requestsSent');
+  }
+
+  get resultsParked(): number {
+    return this.sum('resultsParked');
+  }
+
+  /** SIGTERM to each: they finish their requests, write the results and hand their claims back. */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    for (const t of this.restarts.values()) clearTimeout(t);
+    const running = [...this.children.values()];
+    for (const c of running) c.proc.kill('SIGTERM');
+    await Promise.all(running.map((c) => c.exited));
+  }
+}
