@@ -266,7 +266,7 @@ if (push?.fairness) {
   );
 }
 if (push?.serviceRssPeakMiB !== undefined)
-  row('11', 'service peak RSS over the push bench (VmHWM of the service process), MiB', push.serviceRssPeakMiB);
+  row('11', 'service peak RSS over the push bench (VmHWM of each process of the service, added up), MiB', push.serviceRssPeakMiB);
 if (pglite) row('11', 'service peak RSS, PGlite run, MiB', pglite.serviceRssMiB);
 if (push?.serviceErrorLines || pglite?.serviceErrorLines) {
   row(
