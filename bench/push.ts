@@ -247,8 +247,28 @@ async function steady(ctx: Ctx, rate: number, bulk: number) {
     arrived: sink.count,
     complete,
     ...stats(lat),
+    ...(await tail(ctx.db, integ.id)),
     serviceRssMiB: ctx.svc.peakRssMiB(),
   };
+}
+
+/**
+ * Where the tail lies, from the service's own attempt log (latency_ms: store -> the request's end;
+ * response_time_ms: the request itself): p99 after the window's first 2 s (the cold start: new
+ * connections, code not yet optimised), p99 of the wait before the send, p99 of the send.
+ */
+async function tail(db: pg.Pool, integrationId: string) {
+  const { rows } = await db.query<{ warm: number; wait: number; send: number }>(
+    `WITH a AS (SELECT latency_ms, response_time_ms, when_attempted, min(when_attempted) OVER () AS t0
+                  FROM delivery_attempts WHERE integration_id = $1)
+     SELECT percentile_disc(0.99) WITHIN GROUP (ORDER BY latency_ms) FILTER (WHERE when_attempted >= t0 + interval '2 s') AS warm,
+            percentile_disc(0.99) WITHIN GROUP (ORDER BY latency_ms - response_time_ms) AS wait,
+            percentile_disc(0.99) WITHIN GROUP (ORDER BY response_time_ms) AS send
+       FROM a`,
+    [integrationId],
+  );
+  const t = rows[0]!;
+  return { p99AfterFirst2sMs: t.warm, p99WaitBeforeSendMs: t.wait, p99SendMs: t.send };
 }
 
 /** Figure 10: owner B's healthy integration while owner A's endpoint hangs 8 s per request. */

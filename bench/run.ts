@@ -227,6 +227,11 @@ for (const [fig, s] of [
       `single, steady ${s.offeredPerSecond}/s: store->delivered p50 / p99 ms; delivered at window end ${s.deliveredAtWindowEnd} of ${s.stored} stored${done(s.complete)}`,
       `${s.p50Ms} / ${s.p99Ms}`,
     );
+    row(
+      fig,
+      `  its tail, from the attempt log: p99 after the first 2 s / p99 wait before the send / p99 send, ms`,
+      `${s.p99AfterFirst2sMs} / ${s.p99WaitBeforeSendMs} / ${s.p99SendMs}`,
+    );
   }
 }
 if (ingest) {
