@@ -335,14 +335,15 @@ export function deliveryHistory(app: () => TestApp) {
       ms,
     );
   };
-  /** Resolves with the deliveries in `status` once there are at least `count`. */
-  const reached = (id: string, count: number, status: string) =>
+  /** Resolves with the deliveries in `status` once there are at least `count` (within `ms`). */
+  const reached = (id: string, count: number, status: string, ms = 90_000) =>
     waitFor(
       () => `${count} deliveries of ${id} to be ${status}`,
       async () => {
         const d = await deliveries(id, status);
         return d.length >= count ? d : undefined;
       },
+      ms,
     );
   return {
     deliveries,

@@ -269,7 +269,9 @@ test('a stream whose client never reads holds one page in memory, not the window
   rx.on('/single-500', () => ({ status: 500, body }));
   const t = await hookFleet('/single-500', { retry: { scheduleSeconds: [0.2], maxAttempts: 1 } });
   await t.store(300);
-  await reached(t.integrationId, 300, 'FAILED');
+  // 300 answers of 64 KiB each to store: on the embedded database with every core busy this takes
+  // minutes (27 s alone under load, over 90 s beside three other test files).
+  await reached(t.integrationId, 300, 'FAILED', 300_000);
   // About 19 MiB of lines in the window. A raw socket asks for it and reads nothing.
   const since = new Date(Date.now() - 3600_000).toISOString();
   const socket = net.connect(Number(new URL(ta.url).port), '127.0.0.1');
