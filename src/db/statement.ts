@@ -45,11 +45,12 @@ export class WriteStatement {
  */
 export async function allocateIds(q: Queryable, table: string, n: number): Promise<string[]> {
   if (n === 0) return [];
-  const { rows } = await q.query<{ ids: string[] }>(
-    `SELECT array_agg(nextval(pg_get_serial_sequence($1, 'id')) ORDER BY g)::text[] AS ids FROM generate_series(1, $2) g`,
+  const { rows } = await q.query<{ ids: string }>(
+    `SELECT string_agg(nextval(pg_get_serial_sequence($1, 'id'))::text, ',' ORDER BY g) AS ids FROM generate_series(1, $2) g`,
     [table, n],
   );
-  return sortIds(rows[0]!.ids);
+  return sortIds(rows[0]!.ids.split(','));
 }
 
-export const sortIds = (ids: string[]) => ids.sort((a, b) => (BigInt(a) < BigInt(b) ? -1 : BigInt(a) > BigInt(b) ? 1 : 0));
+/** Sorts positive int64 decimal strings ascending (shorter is smaller; then as text), in place. */
+export const sortIds = (ids: string[]) => ids.sort((a, b) => a.length - b.length || (a < b ? -1 : a > b ? 1 : 0));
