@@ -154,11 +154,11 @@ export async function buildApp(
   }
   const policy = addressPolicy(cfg.PUSH_ALLOW_HTTP, cfg.PUSH_ALLOWED_NETWORKS, cfg.PUSH_ALLOW_PLAINTEXT_BROKERS);
   if (cfg.DELIVERY_ENABLED && opts.deliveryProcesses && db.kind === 'postgres' && cfg.DELIVERY_WORKERS > 0) {
-    const processes = new DeliveryProcesses(cfg.DELIVERY_WORKERS, [], app.log);
+    const processes = new DeliveryProcesses(cfg.DELIVERY_WORKERS, app.log);
     app.services.delivery = processes;
     app.addHook('onReady', async () => processes.start());
   } else if (cfg.DELIVERY_ENABLED) {
-    const engine = deliveryEngine(db, cfg, secretsKey, app.log);
+    const engine = deliveryEngine(db, cfg, secretsKey, policy, app.log);
     app.services.engine = engine;
     app.services.delivery = engine;
     app.addHook('onReady', async () => engine.start());

@@ -483,11 +483,16 @@ test('a bulk of 1000 records for 100 assets is stored and evaluated in a few sta
   const ids = await allocateIds(db, 'reefer_data', batch.length);
   const hooks = new RecordHooks().register(alerts.hook('reeferdata'));
   const rows = await hooks.store(countedDb, 'reeferdata', batch, ids, (stmt, rows) => {
-    const p = <T>(f: (r: (typeof rows)[number]) => T, type: string) => stmt.param(rows.map(f), type);
+    const columns = stmt.arrays(rows, [
+      [(r) => r.id, 'int8'],
+      [(r) => r.item.assetId, 'uuid'],
+      [(r) => r.ownerId, 'uuid'],
+      [(r) => r.whenCreated, 'timestamptz'],
+      [(r) => JSON.stringify(r.item.data), 'jsonb'],
+    ]);
     const records = stmt.with(
       `INSERT INTO reefer_data (id, asset_id, owner_id, when_created, data) OVERRIDING SYSTEM VALUE
-       SELECT * FROM unnest(${p((r) => r.id, 'int8[]')}, ${p((r) => r.item.assetId, 'uuid[]')}, ${p((r) => r.ownerId, 'uuid[]')},
-                            ${p((r) => r.whenCreated, 'timestamptz[]')}, ${p((r) => JSON.stringify(r.item.data), 'jsonb[]')}) RETURNING *`,
+       SELECT * FROM unnest(${columns}) RETURNING *`,
       'i',
     );
     return { records, final: 'SELECT * FROM i' };

@@ -91,6 +91,9 @@ test('no store leaves a session idle in a transaction, even with its statement r
   await other.query('SELECT pg_advisory_unlock($1, hashtext($2))', [ASSET_LOCK_SPACE, assetId]);
   const r = await waiting;
   assert.ok(r.status >= 400, `refused: ${r.status}`);
+  // The asset went away: the same 404 as for an asset that never was, naming the field.
+  assert.equal(r.status, 404, r.raw);
+  assert.equal(r.body.field, '/assetId');
   const { rows } = await other.query(
     `SELECT count(*)::int AS n FROM locations WHERE asset_id = $1
      UNION ALL SELECT count(*)::int FROM pg_stat_activity WHERE state LIKE 'idle in transaction%' AND datname = current_database()

@@ -282,13 +282,17 @@ export class AlertEngine {
   ): Promise<void> {
     if (results.length === 0) return;
     const at = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
-    const p = <T>(f: (r: Result) => T, type: string) => stmt.param(results.map(f), type);
+    const states = stmt.arrays(results, [
+      [(r) => r.s.id, 'uuid'],
+      [(r) => JSON.stringify(r.e.state), 'jsonb'],
+      [(r) => at(r.e.evaluatedAt), 'timestamptz'],
+      [(r) => r.e.evaluatedId, 'int8'],
+      [(r) => at(r.e.nextDue()), 'timestamptz'],
+    ]);
     stmt.with(
       `UPDATE specifications s SET alert_state = u.st, evaluated_at = u.ea, evaluated_id = u.ei, next_due = u.nd
          ${received ? ', received_at = now()' : ''}
-         FROM unnest(${p((r) => r.s.id, 'uuid[]')}, ${p((r) => JSON.stringify(r.e.state), 'jsonb[]')},
-                     ${p((r) => at(r.e.evaluatedAt), 'timestamptz[]')}, ${p((r) => r.e.evaluatedId, 'int8[]')},
-                     ${p((r) => at(r.e.nextDue()), 'timestamptz[]')}) AS u(id, st, ea, ei, nd)
+         FROM unnest(${states}) AS u(id, st, ea, ei, nd)
         WHERE s.id = u.id`,
     );
     const fired = results.flatMap(({ s, e }) => e.fired.map((f) => ({ s, f })));
@@ -307,7 +311,18 @@ export class AlertEngine {
     insertEvents(stmt, events, ids);
     const alerts = fired.map((x, n) => ({ ...x, eventId: ids[n]! })).filter((x) => x.f.severity === 'ALERT' && !x.f.summary);
     if (alerts.length === 0) return;
-    const a = <T>(f: (x: (typeof alerts)[number]) => T, type: string) => stmt.param(alerts.map(f), type);
+    const columns = stmt.arrays(alerts, [
+      [(x) => x.s.owner_id, 'uuid'],
+      [(x) => x.s.asset_id, 'uuid'],
+      [(x) => x.f.subject, 'text'],
+      [(x) => x.eventId, 'int8'],
+      [(x) => x.s.id, 'uuid'],
+      [(x) => x.s.name, 'text'],
+      [(x) => x.f.recordId ?? null, 'int8'],
+      [(x) => JSON.stringify(x.f.assetState), 'jsonb'],
+      [(x) => (x.f.cmData ? JSON.stringify(x.f.cmData) : null), 'jsonb'],
+      [(x) => new Date(x.f.at).toISOString(), 'timestamptz'],
+    ]);
     // The record shown: stored by this statement (not yet visible in its table), or earlier.
     const record = (source: string) => `(SELECT ${RECORD_JSON[type]} FROM ${source} r WHERE r.id = x.r)`;
     stmt.with(
@@ -315,11 +330,7 @@ export class AlertEngine {
                                   location, reefer_data, asset_state, cm_data, when_created)
        SELECT x.o, x.a, a.name, 'ALERT', x.s, x.e, x.sid, x.sn, ${LOCATION_JSON},
               ${records ? `COALESCE(${record(records)}, ${record(TABLE[type])})` : record(TABLE[type])}, x.st, x.cm, x.w
-         FROM unnest(${a((x) => x.s.owner_id, 'uuid[]')}, ${a((x) => x.s.asset_id, 'uuid[]')}, ${a((x) => x.f.subject, 'text[]')},
-                     ${a((x) => x.eventId, 'int8[]')}, ${a((x) => x.s.id, 'uuid[]')}, ${a((x) => x.s.name, 'text[]')},
-                     ${a((x) => x.f.recordId ?? null, 'int8[]')}, ${a((x) => JSON.stringify(x.f.assetState), 'jsonb[]')},
-                     ${a((x) => (x.f.cmData ? JSON.stringify(x.f.cmData) : null), 'jsonb[]')},
-                     ${a((x) => new Date(x.f.at).toISOString(), 'timestamptz[]')}) WITH ORDINALITY AS x(o, a, s, e, sid, sn, r, st, cm, w, n)
+         FROM unnest(${columns}) WITH ORDINALITY AS x(o, a, s, e, sid, sn, r, st, cm, w, n)
          JOIN assets a ON a.id = x.a
         ORDER BY x.n`,
     );

@@ -16,6 +16,14 @@ export class WriteStatement {
   }
 
   /**
+   * One array parameter per column of `items`, for `unnest(...)`: `[f, type]` makes the array
+   * `items.map(f)` cast to `type[]`. Returns the placeholders, comma-separated, in column order.
+   */
+  arrays<T>(items: readonly T[], columns: [(item: T) => unknown, string][]): string {
+    return columns.map(([f, type]) => this.param(items.map(f), `${type}[]`)).join(', ');
+  }
+
+  /**
    * Adds a CTE and returns its name. A data-modifying one runs whether or not anything reads it;
    * a plain SELECT runs only when the final query reads it.
    */

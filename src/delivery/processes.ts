@@ -14,7 +14,7 @@ import { fileURLToPath } from 'node:url';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Config } from '../config.js';
 import type { Db } from '../db/db.js';
-import { addressPolicy } from './address.js';
+import type { AddressPolicy } from './address.js';
 import type { Channel } from './channels/channel.js';
 import { kafkaChannel } from './channels/kafka/index.js';
 import { mqttChannel } from './channels/mqtt/index.js';
@@ -29,8 +29,7 @@ export interface DeliveryCounters {
 }
 
 /** The delivery engine with every channel, as the configuration sets it up. */
-export function deliveryEngine(db: Db, cfg: Config, secretsKey: Buffer, log: FastifyBaseLogger): DeliveryEngine {
-  const policy = addressPolicy(cfg.PUSH_ALLOW_HTTP, cfg.PUSH_ALLOWED_NETWORKS, cfg.PUSH_ALLOW_PLAINTEXT_BROKERS);
+export function deliveryEngine(db: Db, cfg: Config, secretsKey: Buffer, policy: AddressPolicy, log: FastifyBaseLogger): DeliveryEngine {
   // One instance per channel: a channel is an entry here, not code in the engine.
   const channels = new Map<string, Channel>([
     ['webhook', webhookChannel(policy)],
@@ -76,10 +75,9 @@ export class DeliveryProcesses implements DeliveryCounters {
   private readonly gone: DeliveryReport = { requestsSent: 0, resultsParked: 0 };
   private stopping = false;
 
-  /** `nodeArgs`: the children's own node flags (heap), after this process's (a loader such as tsx). */
+  /** The children run with this process's node flags (a loader such as tsx, the heap's size). */
   constructor(
     private readonly count: number,
-    private readonly nodeArgs: string[],
     private readonly log: FastifyBaseLogger,
   ) {}
 
@@ -89,7 +87,7 @@ export class DeliveryProcesses implements DeliveryCounters {
 
   private spawn(slot: number, failures: number): void {
     const proc = fork(ENTRY, [], {
-      execArgv: [...process.execArgv, ...this.nodeArgs],
+      execArgv: process.execArgv,
       env: { ...process.env, DELIVERY_PROCESS_SLOT: String(slot) },
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     });

@@ -68,41 +68,20 @@ export interface NewEvent {
  */
 export function insertEvents(stmt: WriteStatement, events: NewEvent[], ids?: string[]): void {
   if (events.length === 0) return;
-  const cols = [
-    stmt.param(
-      events.map((e) => e.ownerId),
-      'uuid[]',
-    ),
-    stmt.param(
-      events.map((e) => e.assetId),
-      'uuid[]',
-    ),
-    stmt.param(
-      events.map((e) => e.subject),
-      'text[]',
-    ),
-    stmt.param(
-      events.map((e) => e.severity),
-      'text[]',
-    ),
-    stmt.param(
-      events.map((e) => JSON.stringify(e.currentData)),
-      'jsonb[]',
-    ),
-    stmt.param(
-      events.map((e) => (e.prevData ? JSON.stringify(e.prevData) : null)),
-      'jsonb[]',
-    ),
-    stmt.param(
-      events.map((e) => e.whenCreated),
-      'timestamptz[]',
-    ),
-  ];
+  const cols = stmt.arrays(events, [
+    [(e) => e.ownerId, 'uuid'],
+    [(e) => e.assetId, 'uuid'],
+    [(e) => e.subject, 'text'],
+    [(e) => e.severity, 'text'],
+    [(e) => JSON.stringify(e.currentData), 'jsonb'],
+    [(e) => (e.prevData ? JSON.stringify(e.prevData) : null), 'jsonb'],
+    [(e) => e.whenCreated, 'timestamptz'],
+  ]);
   const names = 'owner_id, asset_id, subject, severity, current_data, prev_data, when_created';
   stmt.with(
     ids
-      ? `INSERT INTO events (id, ${names}) OVERRIDING SYSTEM VALUE SELECT * FROM unnest(${stmt.param(ids, 'int8[]')}, ${cols.join(', ')})`
-      : `INSERT INTO events (${names}) SELECT * FROM unnest(${cols.join(', ')})`,
+      ? `INSERT INTO events (id, ${names}) OVERRIDING SYSTEM VALUE SELECT * FROM unnest(${stmt.param(ids, 'int8[]')}, ${cols})`
+      : `INSERT INTO events (${names}) SELECT * FROM unnest(${cols})`,
   );
 }
 

@@ -15,7 +15,7 @@ import { sortIds } from '../db/statement.js';
 import type { ObjectType } from '../delivery/objects.js';
 import { sqlIso } from '../db/sql.js';
 import type { Tenancy } from '../tenancy/tenancy.js';
-import type { PreparedItem, RecordHooks, RecordInsert } from './hooks.js';
+import type { PreparedItem, RecordHooks, RecordInsert, StoredItem } from './hooks.js';
 
 export const MAX_BULK = 1000;
 export const MAX_DATA_BYTES = 64 * 1024;
@@ -396,32 +396,15 @@ export type Prepared<I> = PreparedItem<I>[];
 export function insertRecords<I extends Common>(def: RecordDef<I>, paths: { owners: string[]; paths: string[] }): RecordInsert {
   return (stmt, rows) => {
     const cols = ['id', 'asset_id', 'owner_id', 'when_created', ...def.columns.map((c) => c.col)];
-    const arrays = [
-      stmt.param(
-        rows.map((r) => r.id),
-        'int8[]',
-      ),
-      stmt.param(
-        rows.map((r) => r.item.assetId),
-        'uuid[]',
-      ),
-      stmt.param(
-        rows.map((r) => r.ownerId),
-        'uuid[]',
-      ),
-      stmt.param(
-        rows.map((r) => r.whenCreated),
-        'timestamptz[]',
-      ),
-      ...def.columns.map((c) =>
-        stmt.param(
-          rows.map((r) => c.value(r.item)),
-          `${c.pg}[]`,
-        ),
-      ),
-    ];
+    const arrays = stmt.arrays<StoredItem<I>>(rows, [
+      [(r) => r.id, 'int8'],
+      [(r) => r.item.assetId, 'uuid'],
+      [(r) => r.ownerId, 'uuid'],
+      [(r) => r.whenCreated, 'timestamptz'],
+      ...def.columns.map((c): [(r: StoredItem<I>) => unknown, string] => [(r) => c.value(r.item), c.pg]),
+    ]);
     const records = stmt.with(
-      `INSERT INTO ${def.table} (${cols.join(', ')}) OVERRIDING SYSTEM VALUE SELECT * FROM unnest(${arrays.join(', ')}) RETURNING *`,
+      `INSERT INTO ${def.table} (${cols.join(', ')}) OVERRIDING SYSTEM VALUE SELECT * FROM unnest(${arrays}) RETURNING *`,
       'i',
     );
     const notify = appendToLog(stmt, def.type, records, def.pushPayload, paths);
@@ -442,7 +425,12 @@ export const recordRoutes: FastifyPluginAsync<{ db: Db; cfg: Config; hooks: Reco
       const bulk = Array.isArray(body);
       const items = bulk ? body : [body];
       const { prepared, ids, paths } = await prepare(db, req.tenancy, cfg, def, items, bulk);
-      const rows = await hooks.store(db, def.type, prepared, ids, insertRecords(def, paths));
+      const rows = await hooks.store(db, def.type, prepared, ids, insertRecords(def, paths)).catch(async (e) => {
+        // An asset deleted between the read and the write: the same 404 naming the index as the
+        // read gives (nothing was stored: the statement failed whole).
+        if ((e as { code?: string }).code === '23503') await prepare(db, req.tenancy, cfg, def, items, bulk);
+        throw e;
+      });
       wakeReaders(db);
       const out = rows.map(def.toApi);
       reply.code(201);

@@ -83,19 +83,12 @@ async function write(q: Queryable, stmt: WriteStatement, rows: StoredItem[], { z
     stmt.with(
       `INSERT INTO asset_positions AS p (asset_id, location_id, when_created, zone_ids)
        SELECT a, l, w, string_to_array(z, ',')::bigint[]
-         FROM unnest(${stmt.param(
-           latest.map((r) => r.assetId),
-           'uuid[]',
-         )}, ${stmt.param(
-           latest.map((r) => r.locationId),
-           'int8[]',
-         )}, ${stmt.param(
-           latest.map((r) => r.at.toISOString()),
-           'timestamptz[]',
-         )}, ${stmt.param(
-           latest.map((r) => r.zones.join(',')),
-           'text[]',
-         )}) AS u(a, l, w, z)
+         FROM unnest(${stmt.arrays(latest, [
+           [(r) => r.assetId, 'uuid'],
+           [(r) => r.locationId, 'int8'],
+           [(r) => r.at.toISOString(), 'timestamptz'],
+           [(r) => r.zones.join(','), 'text'],
+         ])}) AS u(a, l, w, z)
        ON CONFLICT (asset_id) DO UPDATE SET location_id = EXCLUDED.location_id, when_created = EXCLUDED.when_created,
          zone_ids = EXCLUDED.zone_ids ${condition}`,
     );

@@ -82,16 +82,11 @@ export async function appendEvents(
   if (!items.length) return;
   const stmt = new WriteStatement();
   const src = stmt.with(
-    `SELECT o AS id, w AS owner_id, p AS payload FROM unnest(${stmt.param(
-      items.map((i) => i.objectId),
-      'text[]',
-    )}, ${stmt.param(
-      items.map((i) => i.ownerId),
-      'uuid[]',
-    )}, ${stmt.param(
-      items.map((i) => JSON.stringify(i.payload)),
-      'jsonb[]',
-    )}) AS u(o, w, p)`,
+    `SELECT o AS id, w AS owner_id, p AS payload FROM unnest(${stmt.arrays(items, [
+      [(i) => i.objectId, 'text'],
+      [(i) => i.ownerId, 'uuid'],
+      [(i) => JSON.stringify(i.payload), 'jsonb'],
+    ])}) AS u(o, w, p)`,
   );
   const notify = appendToLog(stmt, type, src, `${src}.payload`, await ownerPaths(q, [...new Set(items.map((i) => i.ownerId))]));
   await stmt.run(q, `SELECT (SELECT count(*) FROM ${notify})::int AS notified`);

@@ -15,14 +15,6 @@
 // cluster's metadata advertises is vetted before a send; over TLS the socket's own lookup is the
 // vetting one. A producer that failed is closed and built again for the next request.
 import type { Producer } from '@platformatic/kafka';
-
-/**
- * The client library, loaded with the first Kafka integration a process sends for: it is the
- * largest module the service has (about 50 MB resident once loaded), and most processes never need it.
- */
-type KafkaLib = typeof import('@platformatic/kafka');
-let kafkaLib: Promise<KafkaLib> | undefined;
-const loadKafka = () => (kafkaLib ??= import('@platformatic/kafka'));
 import { type AddressPolicy, AddressRefused, parseHostPort, resolveVetted, vettedLookup } from '../../address.js';
 import type { KafkaIntegration } from '../../integrations/model.js';
 import type { LogEvent } from '../../queue/index.js';
@@ -39,6 +31,14 @@ import {
   withTimeout,
 } from '../broker.js';
 import { type Channel, configOf, type OutMessage, SCHEMA_VERSION } from '../channel.js';
+
+/**
+ * The client library, loaded with the first Kafka integration a process sends for: it is the
+ * largest module the service has (about 50 MB resident once loaded), and most processes never need it.
+ */
+type KafkaLib = typeof import('@platformatic/kafka');
+let kafkaLib: Promise<KafkaLib> | undefined;
+const loadKafka = () => (kafkaLib ??= import('@platformatic/kafka'));
 
 const VETTED_FOR_MS = 60_000;
 const MECHANISMS = { plain: 'PLAIN', 'scram-sha-256': 'SCRAM-SHA-256', 'scram-sha-512': 'SCRAM-SHA-512' } as const;

@@ -12,10 +12,6 @@ import crypto from 'node:crypto';
 import net from 'node:net';
 import tls from 'node:tls';
 import type { IClientOptions, IClientPublishOptions, MqttClient } from 'mqtt';
-
-/** The client library, loaded with the first MQTT integration a process sends for (about 20 MB resident). */
-let mqttLib: Promise<typeof import('mqtt')> | undefined;
-const loadMqtt = () => (mqttLib ??= import('mqtt'));
 import { type AddressPolicy, AddressRefused, resolveVetted } from '../../address.js';
 import type { MqttIntegration } from '../../integrations/model.js';
 import {
@@ -30,6 +26,10 @@ import {
   withTimeout,
 } from '../broker.js';
 import { type Channel, configOf, type OutMessage, SCHEMA_VERSION } from '../channel.js';
+
+/** The client library, loaded with the first MQTT integration a process sends for (about 20 MB resident). */
+let mqttLib: Promise<typeof import('mqtt')> | undefined;
+const loadMqtt = () => (mqttLib ??= import('mqtt'));
 
 const BACKOFF_MIN_MS = 500;
 const BACKOFF_MAX_MS = 30_000;
