@@ -23,7 +23,7 @@ import { ownerRoutes } from './owners/owners.js';
 import { assetRoutes } from './assets/assets.js';
 import { opsRoutes } from './ops/ops.js';
 import { dashboardRoutes } from './dashboard/dashboard.js';
-import { recordRoutes } from './records/records.js';
+import { RECORD_DEFS, recordRoutes } from './records/records.js';
 import { zoneRoutes } from './zones/zones.js';
 import { positionRoutes, zoneHook } from './zones/positions.js';
 import { RecordHooks } from './records/hooks.js';
@@ -39,6 +39,7 @@ import { type DeliveryCounters, DeliveryProcesses, deliveryEngine } from './deli
 import { integrationRoutes } from './delivery/integrations/routes.js';
 import { historyRoutes } from './delivery/history.js';
 import { ResultStreams, streamRoutes } from './delivery/stream.js';
+import { migrationPrograms, Storage } from './storage/storage.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -59,6 +60,8 @@ export interface Services {
   delivery: DeliveryCounters | null;
   alerts: AlertEngine;
   streams: ResultStreams;
+  /** Partitions and retention (README, "Storage"). */
+  storage: Storage;
 }
 
 export const MiB = 1024 * 1024;
@@ -104,11 +107,26 @@ export async function buildApp(
     ajv: { customOptions: { strict: false } },
   });
 
-  const db = opts.db ?? (await openDatabase(cfg));
+  const raw = opts.db ?? (await openDatabase(cfg));
   let limiter: Limiter | undefined;
   let secretsKey: Buffer;
+  const storage = new Storage(
+    raw,
+    {
+      interval: cfg.PARTITION_INTERVAL,
+      systemDays: cfg.RETENTION_DAYS ?? null,
+      checkSeconds: cfg.RETENTION_CHECK_SECONDS,
+      graceSeconds: cfg.RETENTION_GRACE_SECONDS,
+      aheadSeconds: cfg.FUTURE_TOLERANCE_SECONDS,
+      succeededDays: cfg.DELIVERY_SUCCEEDED_RETENTION_DAYS,
+      failedDays: cfg.DELIVERY_FAILED_RETENTION_DAYS,
+    },
+    app.log,
+  );
+  // Every module writes through this: a row whose time has no partition yet gets one.
+  const db = storage.db;
   try {
-    await migrate(db);
+    await migrate(raw, { programs: migrationPrograms(raw.kind, cfg.PARTITION_INTERVAL) });
     secretsKey = loadSecretsKey(cfg, inMemory(cfg));
     const tokens = new TokenService(db, cfg, secretsKey);
     await tokens.init();
@@ -136,10 +154,10 @@ export async function buildApp(
       maxWindowHours: cfg.STREAM_MAX_WINDOW_HOURS,
       maxAnswerBytes: cfg.STREAM_MAX_ANSWER_BYTES,
     });
-    app.decorate('services', { cfg, db, tokens, limiter, bootstrap: boot, engine: null, delivery: null, alerts, streams });
+    app.decorate('services', { cfg, db, tokens, limiter, bootstrap: boot, engine: null, delivery: null, alerts, streams, storage });
   } catch (e) {
     await limiter?.close();
-    if (!opts.db) await db.close();
+    if (!opts.db) await raw.close();
     throw e;
   }
   const { tokens } = app.services;
@@ -152,6 +170,8 @@ export async function buildApp(
       done();
     });
   }
+  // First: the partitions of now exist before anything is stored or delivered.
+  app.addHook('onReady', async () => storage.start());
   const policy = addressPolicy(cfg.PUSH_ALLOW_HTTP, cfg.PUSH_ALLOWED_NETWORKS, cfg.PUSH_ALLOW_PLAINTEXT_BROKERS);
   if (cfg.DELIVERY_ENABLED && opts.deliveryProcesses && db.kind === 'postgres' && cfg.DELIVERY_WORKERS > 0) {
     const processes = new DeliveryProcesses(cfg.DELIVERY_WORKERS, app.log);
@@ -166,10 +186,11 @@ export async function buildApp(
   const { alerts } = app.services;
   app.addHook('onReady', async () => alerts.start());
   app.addHook('onClose', async () => {
+    await storage.stop();
     await alerts.stop();
     await app.services.delivery?.stop();
     await app.services.limiter.close();
-    if (!opts.db) await db.close();
+    if (!opts.db) await raw.close();
   });
 
   // Only JSON bodies (415 otherwise); the token endpoint adds form bodies in its own scope.
@@ -208,7 +229,9 @@ export async function buildApp(
     },
   });
   // After-store work plugs into the records module here; records knows neither zones nor alerts.
-  const hooks = new RecordHooks().register(zoneHook).register(alerts.hook('reeferdata')).register(alerts.hook('gensetdata'));
+  const hooks = new RecordHooks();
+  for (const def of RECORD_DEFS) hooks.register(storage.hook(def.type, def.table));
+  hooks.register(zoneHook).register(alerts.hook('reeferdata')).register(alerts.hook('gensetdata'));
   // Before every /api/v1 handler, in this order: who asks and may they (auth/), how many they ask
   // (limits), whether they asked this already (idempotency).
   installAuthentication(app, { db, tokens });
@@ -220,7 +243,7 @@ export async function buildApp(
   await app.register(dashboardRoutes, { realm: cfg.AUTH_REALM });
   await app.register(
     async (api) => {
-      await api.register(ownerRoutes, { db });
+      await api.register(ownerRoutes, { db, retentionDays: cfg.RETENTION_DAYS ?? null, graceSeconds: cfg.RETENTION_GRACE_SECONDS });
       await api.register(assetRoutes, { db });
       await api.register(credentialRoutes, { db });
       await api.register(recordRoutes, { db, cfg, hooks });

@@ -114,6 +114,13 @@ const spec = {
   DELIVERY_MAX_IN_FLIGHT: [int(1, 10_000), '64'],
   DELIVERY_SUCCEEDED_RETENTION_DAYS: [int(1, 3650), '7'],
   DELIVERY_FAILED_RETENTION_DAYS: [int(1, 3650), '30'],
+  // Storage (README, "Storage"): the width of the time partitions, how long data is kept (unset:
+  // forever; owners may keep theirs shorter), how often expired data is removed, and how long a
+  // shortened retention waits before it removes anything.
+  PARTITION_INTERVAL: [oneOf(['day', 'week', 'month'] as const), 'week'],
+  RETENTION_DAYS: [int(1, 36500), undefined],
+  RETENTION_CHECK_SECONDS: [int(10, 7 * 86400), '3600'],
+  RETENTION_GRACE_SECONDS: [int(0, 365 * 86400), '86400'],
   PUSH_ALLOWED_NETWORKS: [cidrList, ''],
   // The result stream (API guide 9): streams open at once per owner, how far back `since` reaches,
   // and the bytes after which an NDJSON answer ends with a line naming where to go on.

@@ -4,12 +4,11 @@ import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import net from 'node:net';
 import { test } from 'node:test';
-import pg from 'pg';
 import { Webhook } from 'standardwebhooks';
 import { addressPolicy, isAllowedAddress, vetUrl } from '../src/delivery/address.js';
 import { signatureHeader } from '../src/delivery/channels/webhook/webhook.js';
 import { getAtPath, setAtPath } from '../src/http/dotted-path.js';
-import { bad, customer, ok, startApp, TEST_DB, type TestApp } from './helpers.js';
+import { bad, customer, ok, startApp, type TestApp } from './helpers.js';
 import { Receiver } from './receiver.js';
 
 /** A customer with one asset. */
@@ -137,13 +136,9 @@ test('date-times outside 1970..9999 in bodies and query strings are a 400 at onc
     bad(s, 400, '/since', accept);
   }
   // A year-0 value already stored (by an older version) does not break lists.
-  if (TEST_DB === 'postgres') {
-    const c = new pg.Client({ connectionString: ta.databaseUrl });
-    await c.connect();
-    await c.query(`UPDATE locations SET when_created = '0001-01-01T00:00:00Z'`);
-    await c.end();
-    ok(await ta.call('GET', '/api/v1/locations', { token: f.key }), 200);
-  }
+  // (Through the service's database handle: the row moves to a partition made for year 1.)
+  await ta.app.services.db.query(`UPDATE locations SET when_created = '0001-01-01T00:00:00Z'`);
+  ok(await ta.call('GET', '/api/v1/locations', { token: f.key }), 200);
 });
 
 test("the webhook test endpoint never sends an integration's credentials to a URL the caller names", async (t) => {

@@ -11,6 +11,7 @@ import pg from 'pg';
 import { PGlite } from '@electric-sql/pglite';
 import { createPostgres, type Db, type Session } from '../src/db/db.js';
 import { migrate } from '../src/db/migrate.js';
+import { migrationPrograms } from '../src/storage/storage.js';
 
 const ADMIN_PG_URL = process.env.TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 
@@ -31,7 +32,7 @@ export async function makePostgresTemplate(): Promise<string> {
   u.pathname = `/${name}`;
   const db = createPostgres(u.toString(), 1);
   try {
-    await migrate(db);
+    await migrate(db, { programs: migrationPrograms('postgres', 'week') });
   } finally {
     await db.close();
   }
@@ -54,7 +55,7 @@ export async function makePgliteTemplate(dir: string): Promise<string> {
     },
     exec: async (sql) => void (await raw.exec(sql)),
   };
-  await migrate({ session: (fn) => fn(session) } as Db);
+  await migrate({ session: (fn) => fn(session) } as Db, { programs: migrationPrograms('pglite', 'week') });
   const file = path.join(dir, 'pglite-template.tar');
   fs.writeFileSync(file, Buffer.from(await (await raw.dumpDataDir('none')).arrayBuffer()));
   await raw.close();

@@ -10,7 +10,6 @@ import { listPage } from '../http/paging.js';
 import { DateTime, IdParam, isUuid, iso, Nullable, Str, Uuid } from '../http/schemas.js';
 import type { Tenancy } from '../tenancy/tenancy.js';
 import { appendEvents, wakeReaders } from '../delivery/queue/index.js';
-import { RECORD_DEFS } from '../records/records.js';
 
 export const Asset = Type.Object(
   {
@@ -163,12 +162,7 @@ export const assetRoutes: FastifyPluginAsyncTypebox<{ db: Db }> = async (app, { 
           ownerId,
         ],
       );
-      if (ownerId !== cur.owner_id) {
-        // A data record belongs to its asset's owner (API guide 3): its records move with it.
-        for (const t of [...RECORD_DEFS.map((d) => d.table), 'events', 'commands']) {
-          await q.query(`UPDATE ${t} SET owner_id = $2 WHERE asset_id = $1`, [id, ownerId]);
-        }
-      }
+      // A move applies from now on: what was stored keeps the owner it was stored for (API guide 3).
       await pushAsset(q, rows[0]!);
       return toApi(rows[0]!);
     });

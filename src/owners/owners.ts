@@ -19,6 +19,10 @@ export const Owner = Type.Object(
     disabled: Type.Boolean(),
     ownerId: Nullable(Uuid),
     childIds: Type.Array(Uuid),
+    retentionDays: Nullable(Type.Integer({ description: 'Days its data is kept; null: as its parent (RETENTION_DAYS at the top)' })),
+    effectiveRetentionDays: Nullable(
+      Type.Integer({ description: 'Days its data is kept, inherited and capped by RETENTION_DAYS; null: forever' }),
+    ),
     whenCreated: DateTime,
     whenUpdated: DateTime,
   },
@@ -30,6 +34,15 @@ const OwnerWrite = Type.Object({
   note: Type.Optional(Nullable(Str(255))),
   disabled: Type.Optional(Type.Boolean()),
   ownerId: Type.Optional(Nullable(Type.String({ format: 'uuid', description: 'Parent owner (admin only)' }))),
+  retentionDays: Type.Optional(
+    Nullable(
+      Type.Integer({
+        minimum: 1,
+        maximum: 36500,
+        description: 'Days its data is kept (admin only; at most RETENTION_DAYS when set); null inherits the parent',
+      }),
+    ),
+  ),
 });
 const OwnerPatch = Type.Partial(OwnerWrite);
 type OwnerWrite = Static<typeof OwnerWrite>;
@@ -44,13 +57,28 @@ interface Row {
   disabled: boolean;
   parent_id: string | null;
   child_ids: string[];
+  retention_days: number | null;
+  /** The nearest own setting up the tree (this owner's, else its parent's, ...). */
+  inherited_days: number | null;
   when_created: Date;
   when_updated: Date;
   _cursor_ts?: string;
 }
 
-const SELECT = `o.id, o.name, o.note, o.disabled, o.parent_id, o.when_created, o.when_updated,
-  ARRAY(SELECT c.id FROM owners c WHERE c.parent_id = o.id ORDER BY c.when_created, c.id)::text[] AS child_ids`;
+const SELECT = `o.id, o.name, o.note, o.disabled, o.parent_id, o.when_created, o.when_updated, o.retention_days,
+  ARRAY(SELECT c.id FROM owners c WHERE c.parent_id = o.id ORDER BY c.when_created, c.id)::text[] AS child_ids,
+  (WITH RECURSIVE up(parent_id, days, depth) AS (
+     SELECT o.parent_id, o.retention_days, 0
+     UNION ALL
+     SELECT p.parent_id, p.retention_days, up.depth + 1 FROM up JOIN owners p ON p.id = up.parent_id
+      WHERE up.days IS NULL AND up.depth < 100
+   ) SELECT days FROM up WHERE days IS NOT NULL LIMIT 1) AS inherited_days`;
+
+/** RETENTION_DAYS (null: forever): the default at the top of the tree and the cap everywhere. */
+let systemDays: number | null = null;
+
+const effectiveDays = (inherited: number | null) =>
+  inherited === null ? systemDays : systemDays === null ? inherited : Math.min(inherited, systemDays);
 
 const toApi = (r: Row) => ({
   id: r.id,
@@ -59,6 +87,8 @@ const toApi = (r: Row) => ({
   disabled: r.disabled,
   ownerId: r.parent_id,
   childIds: r.child_ids,
+  retentionDays: r.retention_days,
+  effectiveRetentionDays: effectiveDays(r.inherited_days),
   whenCreated: iso(r.when_created)!,
   whenUpdated: iso(r.when_updated)!,
 });
@@ -88,23 +118,37 @@ async function checkParent(q: Queryable, t: Tenancy, parent: string | null | und
   }
 }
 
+/** Only an operator sets a retention, never longer than RETENTION_DAYS. */
+function checkRetention(t: Tenancy, days: number | null | undefined, current: number | null) {
+  if ((days ?? null) === current) return;
+  if (!t.isAdmin) throw forbidden("Only an operator (admin scope) may change an owner's retentionDays.");
+  if (days != null && systemDays !== null && days > systemDays) {
+    throw badRequest(`retentionDays must be at most RETENTION_DAYS (${systemDays}).`, '/retentionDays');
+  }
+}
+
 export async function createOwner(
   q: Queryable,
-  input: { name: string; note?: string | null; disabled?: boolean; parentId?: string | null },
+  input: { name: string; note?: string | null; disabled?: boolean; parentId?: string | null; retentionDays?: number | null },
 ) {
   const id = crypto.randomUUID();
-  await q.query('INSERT INTO owners (id, name, note, disabled, parent_id) VALUES ($1, $2, $3, $4, $5)', [
+  await q.query('INSERT INTO owners (id, name, note, disabled, parent_id, retention_days) VALUES ($1, $2, $3, $4, $5, $6)', [
     id,
     input.name,
     input.note ?? null,
     input.disabled ?? false,
     input.parentId ?? null,
+    input.retentionDays ?? null,
   ]);
   return id;
 }
 
-export const ownerRoutes: FastifyPluginAsyncTypebox<{ db: Db }> = async (app, { db }) => {
+export const ownerRoutes: FastifyPluginAsyncTypebox<{ db: Db; retentionDays: number | null; graceSeconds: number }> = async (
+  app,
+  { db, retentionDays, graceSeconds },
+) => {
   const tags = ['owners'];
+  systemDays = retentionDays;
 
   app.get('/owners', {
     schema: { tags, summary: 'List visible owners', querystring: OwnerList, response: { 200: Type.Array(Owner) } },
@@ -130,11 +174,13 @@ export const ownerRoutes: FastifyPluginAsyncTypebox<{ db: Db }> = async (app, { 
       const body = req.body;
       const row = await db.tx(async (q) => {
         if (body.ownerId) await req.tenancy.assertOwner(body.ownerId, '/ownerId', q);
+        checkRetention(req.tenancy, body.retentionDays, null);
         const id = await createOwner(q, {
           name: body.name,
           note: body.note ?? null,
           disabled: body.disabled ?? false,
           parentId: body.ownerId ?? null,
+          retentionDays: body.retentionDays ?? null,
         });
         return getOwner(q, req.tenancy, id);
       });
@@ -157,15 +203,24 @@ export const ownerRoutes: FastifyPluginAsyncTypebox<{ db: Db }> = async (app, { 
         note: mode === 'put' ? (body.note ?? null) : body.note !== undefined ? body.note : cur.note,
         disabled: mode === 'put' ? (body.disabled ?? false) : (body.disabled ?? cur.disabled),
         parent: mode === 'put' ? (body.ownerId ?? null) : body.ownerId !== undefined ? body.ownerId : cur.parent_id,
+        retention:
+          mode === 'put' ? (body.retentionDays ?? null) : body.retentionDays !== undefined ? body.retentionDays : cur.retention_days,
       };
       await checkParent(q, t, next.parent, cur.parent_id, id);
-      await q.query(`UPDATE owners SET name = $2, note = $3, disabled = $4, parent_id = $5, when_updated = now() WHERE id = $1`, [
-        id,
-        next.name,
-        next.note,
-        next.disabled,
-        next.parent,
-      ]);
+      checkRetention(t, next.retention, cur.retention_days);
+      if (next.retention !== cur.retention_days || next.parent !== cur.parent_id) {
+        // Its data (and its inheriting descendants') may now expire sooner: what was in force
+        // protects it for the grace period (storage/retention.ts).
+        await q.query('INSERT INTO retention_holds (owner_id, days, until) VALUES ($1, $2, now() + make_interval(secs => $3))', [
+          id,
+          next.parent !== cur.parent_id ? effectiveDays(cur.inherited_days) : cur.retention_days,
+          graceSeconds,
+        ]);
+      }
+      await q.query(
+        `UPDATE owners SET name = $2, note = $3, disabled = $4, parent_id = $5, retention_days = $6, when_updated = now() WHERE id = $1`,
+        [id, next.name, next.note, next.disabled, next.parent, next.retention],
+      );
       return toApi(await getOwner(q, t, id));
     });
 

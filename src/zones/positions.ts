@@ -78,19 +78,29 @@ async function before(q: Queryable, batch: PreparedItem<LocationLike>[]): Promis
 }
 
 /** The newest position per asset, and zone enter/leave events (under the assets' locks when zones exist). */
-async function write(q: Queryable, stmt: WriteStatement, rows: StoredItem[], { zones, zoneById, inside }: ZoneContext): Promise<void> {
-  const upsert = (latest: { assetId: string; locationId: string; at: Date; zones: string[] }[], condition: string) =>
+async function write(
+  q: Queryable,
+  stmt: WriteStatement,
+  rows: StoredItem[],
+  { zones, zoneById, inside }: ZoneContext,
+  records: string,
+): Promise<void> {
+  // The position keeps the whole location (read from the statement's records), so the latest
+  // location still answers once retention removed the row behind it.
+  const upsert = (latest: { locationId: string; zones: string[] }[], condition: string) =>
     stmt.with(
-      `INSERT INTO asset_positions AS p (asset_id, location_id, when_created, zone_ids)
-       SELECT a, l, w, string_to_array(z, ',')::bigint[]
+      `INSERT INTO asset_positions AS p (asset_id, location_id, when_created, zone_ids, owner_id, latitude, longitude, altitude,
+                                         heading, speed, zone_id, when_received)
+       SELECT r.asset_id, r.id, r.when_created, string_to_array(u.z, ',')::bigint[], r.owner_id, r.latitude, r.longitude, r.altitude,
+              r.heading, r.speed, r.zone_id, r.when_received
          FROM unnest(${stmt.arrays(latest, [
-           [(r) => r.assetId, 'uuid'],
            [(r) => r.locationId, 'int8'],
-           [(r) => r.at.toISOString(), 'timestamptz'],
            [(r) => r.zones.join(','), 'text'],
-         ])}) AS u(a, l, w, z)
+         ])}) AS u(l, z) JOIN ${records} r ON r.id = u.l
        ON CONFLICT (asset_id) DO UPDATE SET location_id = EXCLUDED.location_id, when_created = EXCLUDED.when_created,
-         zone_ids = EXCLUDED.zone_ids ${condition}`,
+         zone_ids = EXCLUDED.zone_ids, owner_id = EXCLUDED.owner_id, latitude = EXCLUDED.latitude, longitude = EXCLUDED.longitude,
+         altitude = EXCLUDED.altitude, heading = EXCLUDED.heading, speed = EXCLUDED.speed, zone_id = EXCLUDED.zone_id,
+         when_received = EXCLUDED.when_received ${condition}`,
     );
   if (zones.length === 0) {
     // No zones, so no zone events: keep the newest position per asset with one conditional upsert,
@@ -100,7 +110,7 @@ async function write(q: Queryable, stmt: WriteStatement, rows: StoredItem[], { z
       const cur = newest.get(r.item.assetId);
       if (!cur || r.time > cur.time || (+r.time === +cur.time && byBigint(r.id, cur.id) > 0)) newest.set(r.item.assetId, r);
     }
-    const latest = [...newest.values()].map((r) => ({ assetId: r.item.assetId, locationId: r.id, at: r.time, zones: [] }));
+    const latest = [...newest.values()].map((r) => ({ locationId: r.id, zones: [] }));
     upsert(latest, 'WHERE EXCLUDED.when_created > p.when_created');
     return;
   }
@@ -142,7 +152,7 @@ async function write(q: Queryable, stmt: WriteStatement, rows: StoredItem[], { z
   const moved = [...state.entries()].filter(([, s]) => s.changed);
   if (moved.length)
     upsert(
-      moved.map(([assetId, s]) => ({ assetId, locationId: s.locationId, at: new Date(s.at), zones: s.zones })),
+      moved.map(([, s]) => ({ locationId: s.locationId, zones: s.zones })),
       '',
     );
   insertEvents(stmt, events);
@@ -157,7 +167,7 @@ export const zoneHook: RecordHook<ZoneContext> = {
   write,
 };
 
-const LATEST_FILTERS = { assetId: filters.anyUuid('p.asset_id'), ownerId: filters.uuid('l.owner_id') };
+const LATEST_FILTERS = { assetId: filters.anyUuid('p.asset_id'), ownerId: filters.uuid('p.owner_id') };
 
 /** GET /locations/latest: the newest location of each visible asset, kept by the hook above. */
 export const positionRoutes: FastifyPluginAsyncTypebox<{ db: Db }> = async (app, { db }) => {
@@ -171,13 +181,14 @@ export const positionRoutes: FastifyPluginAsyncTypebox<{ db: Db }> = async (app,
     },
     handler: async (req, reply) => {
       const rows = await listPage<{ id: string }>(db, req, reply, {
-        select: 'l.*',
-        from: 'asset_positions p JOIN locations l ON l.id = p.location_id',
-        owners: { column: 'l.owner_id', scope: req.tenancy },
+        select: `p.location_id AS id, p.asset_id, p.owner_id, p.latitude, p.longitude, p.altitude, p.heading, p.speed, p.zone_id,
+                 p.when_created, p.when_received`,
+        from: 'asset_positions p',
+        owners: { column: 'p.owner_id', scope: req.tenancy },
         defaultOrder: 'desc',
         idType: 'int8',
-        timeColumn: 'l.when_created',
-        idColumn: 'l.id',
+        timeColumn: 'p.when_created',
+        idColumn: 'p.location_id',
         filters: (params, where) => applyFilters(LATEST_FILTERS, req.query, params, where),
       });
       return rows.map(def.toApi);

@@ -1,5 +1,5 @@
-// The event log's life (API guide 9), in bulk, never row by row on the hot path: backlog expiry,
-// retention of results, and pruning the event log below every reader's position.
+// The event log's life (API guide 9), in bulk, never row by row on the hot path: backlog expiry
+// and retention of results.
 import type { Db } from '../../db/db.js';
 import { expireLogEvents } from './claims.js';
 import { HORIZON, readLog } from './log.js';
@@ -9,9 +9,8 @@ import { HORIZON, readLog } from './log.js';
  * - events of the event log the integration has not reached, older than its maxBacklogHours, become
  *   FAILED ("backlog expired"), whether it is enabled or not (an event once attempted, paused or
  *   redelivered is governed by the retry deadline instead, so a redelivery is never expired again);
- * - deliveries and attempts past retention go (succeeded 7 days, failed and cancelled 30);
- * - the event log is pruned below the position every integration has passed, past retention, keeping
- *   what a delivery still waits on.
+ * - deliveries and attempts past retention go (succeeded 7 days, failed and cancelled 30).
+ * The event log itself goes a partition at a time, once nothing needs it (storage/retention.ts).
  */
 export async function sweep(db: Db, o: { succeededDays: number; failedDays: number }): Promise<number> {
   // Only integrations with an unread event past their maxBacklogHours among the first 100 after
@@ -76,21 +75,6 @@ export async function sweep(db: Db, o: { succeededDays: number; failedDays: numb
     `DELETE FROM delivery_batches b WHERE when_created < now() - make_interval(days => $1)
        AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.integration_id = b.integration_id AND d.batch_id = b.id AND d.status = 'PENDING')`,
     [Math.min(o.succeededDays, o.failedDays)],
-  );
-  // The event log: below every live integration's position and every live claim, past retention, and
-  // not waited on by a delivery.
-  const keepDays = Math.max(o.succeededDays, o.failedDays);
-  await batched(
-    `WITH low AS (
-       SELECT min(s.log_tx) AS tx FROM integration_state s JOIN integrations i ON i.id = s.integration_id WHERE i.deleted_at IS NULL
-     )
-     DELETE FROM event_log WHERE id = ANY(ARRAY(
-       SELECT o.id FROM event_log o, low
-        WHERE o.when_created < now() - make_interval(days => $1) AND (low.tx IS NULL OR o.tx_id < low.tx)
-          AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = o.event_id AND d.status = 'PENDING')
-          AND NOT EXISTS (SELECT 1 FROM delivery_claims c WHERE o.id = ANY(c.log_ids))
-        LIMIT 10000))`,
-    [keepDays],
   );
   return removed;
 }

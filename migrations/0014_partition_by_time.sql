@@ -1,0 +1,8 @@
+-- Time partitioning (issue 19): locations, sensor_data, reefer_data, genset_data, oem_data,
+-- events, notifications, event_log and delivery_attempts become range-partitioned by their time
+-- (delivery_attempts by when_attempted, the others by when_created), keeping their names, ids and
+-- indexes; the primary key becomes (id, time). A table holding rows is not copied: it becomes the
+-- first partition, [MINVALUE, the next interval), attached after a CHECK constraint was validated
+-- without blocking writes. The steps cannot run in one transaction (CREATE INDEX CONCURRENTLY),
+-- so this migration is a program: src/storage/convert.ts.
+-- @program partition-by-time
