@@ -58,6 +58,7 @@ export async function freshDatabase(name: string): Promise<string> {
 export interface Answer {
   status: number;
   text: string;
+  headers?: http.IncomingHttpHeaders;
 }
 
 export function httpRequest(
@@ -73,7 +74,7 @@ export function httpRequest(
     const req = http.request(url, { method, agent, headers: h }, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8'), headers: res.headers }));
       res.on('error', reject);
     });
     req.on('error', reject);

@@ -4,11 +4,14 @@
 // afresh each run). BENCH_ONLY picks parts, comma-separated: ingest, push (= single, batch,
 // backlog, sustain), peer, latency, pglite, fairness, brokers (= kafka, mqtt: bench/brokers.ts, on
 // `tracking_bench_brokers`, the shared Kafka at 127.0.0.1:19092 and a private Mosquitto), alerts
-// (bench/alerts.ts: reefer ingest with and without alert evaluation, on `tracking_bench_alerts`).
+// (bench/alerts.ts: reefer ingest with and without alert evaluation, on `tracking_bench_alerts`),
+// storage (bench/storage.ts: bytes, WAL and rows written per record, partitioned next to
+// unpartitioned ingest and lists at 10 million rows, removing an expired partition; not in the default run).
 // Prints tables, then one JSON line.
 import os from 'node:os';
 import { type AlertBenchResult, runAlertsBench } from './alerts.js';
 import { runIngestBench } from './ingest.js';
+import { runStorageBench } from './storage.js';
 import { pct, Receiver, round } from './lib.js';
 import { GW_VERSION, runPeerBench } from './peer.js';
 import { runPgliteBench } from './pglite.js';
@@ -28,13 +31,14 @@ const PARTS = [
   'kafka',
   'mqtt',
   'alerts',
+  'storage',
 ] as const;
 type Part = (typeof PARTS)[number];
 const GROUPS: Record<string, Part[]> = { push: ['single', 'batch', 'backlog', 'sustain'], brokers: ['kafka', 'mqtt'] };
 
 function selection(): Set<Part> {
   const raw = (process.env.BENCH_ONLY ?? '').trim();
-  if (!raw) return new Set(PARTS);
+  if (!raw) return new Set(PARTS.filter((p) => p !== 'storage'));
   const out = new Set<Part>();
   for (const t of raw.split(',').map((s) => s.trim().toLowerCase())) {
     if (GROUPS[t]) for (const p of GROUPS[t]) out.add(p);
@@ -54,6 +58,20 @@ const ingest = sel.has('ingest') ? await runIngestBench() : null;
 if (ingest) {
   console.log('\n## Bulk ingest (locations, batches of 1000, 4 in flight), with 3 webhook integrations matching, and list latency');
   console.table(ingest);
+}
+
+const storage = sel.has('storage') ? await runStorageBench() : null;
+if (storage) {
+  console.log('\n## Storage: bytes, WAL and rows written per stored record (partitioned layout, 20,000 of each type)');
+  console.table(storage.perType);
+  console.log('\n## Storage: rows written per delivered event (10,000 locations, one integration)');
+  console.table(storage.channels);
+  console.log('\n## Storage: REST bulk ingest (bulks of 1000, 4 in flight, 60 per round), partitioned / unpartitioned, alternating rounds');
+  console.table([storage.ingest]);
+  console.log('\n## Storage: lists at >= 10 million locations (through the API, 1 in flight)');
+  console.table(storage.lists);
+  console.log('\n## Storage: removing one expired partition while ingesting');
+  console.table([storage.drop]);
 }
 
 const alerts: AlertBenchResult | null = sel.has('alerts') ? await runAlertsBench() : null;
@@ -335,5 +353,5 @@ if (summary.length) {
   console.table(summary);
 }
 if (push) delete push.sampleLocation;
-console.log(JSON.stringify({ ingest, push, peer: peerRes, pglite, brokers, alerts, summary }));
+console.log(JSON.stringify({ ingest, push, peer: peerRes, pglite, brokers, alerts, storage, summary }));
 console.log(`\nbenchmark took ${round((Date.now() - started) / 1000)} s`);

@@ -72,6 +72,9 @@ export function keyset(
     params.push(c.t, c.i);
     const ts = `(timestamptz 'epoch' + $${params.length - 1}::int8 * interval '1 microsecond')`;
     where.push(`(${t}, ${id}) ${order === 'asc' ? '>' : '<'} (${ts}, $${params.length}::${opts.idType})`);
+    // Implied by the row comparison, and what lets a partitioned table skip the partitions before
+    // the cursor (partition pruning reads plain comparisons of the key, not row comparisons).
+    where.push(`${t} ${order === 'asc' ? '>=' : '<='} ${ts}`);
   }
   const dir = order === 'asc' ? 'ASC' : 'DESC';
   const limit = q.limit ?? 100;
