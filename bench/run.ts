@@ -62,6 +62,8 @@ if (ingest) {
 
 const storage = sel.has('storage') ? await runStorageBench() : null;
 if (storage) {
+  console.log('\n## Storage: what the partition count costs a query (server planning + execution, p50 of 60)');
+  console.table(storage.widths);
   console.log('\n## Storage: bytes, WAL and rows written per stored record (partitioned layout, 20,000 of each type)');
   console.table(storage.perType);
   console.log('\n## Storage: rows written per delivered event (10,000 locations, one integration)');

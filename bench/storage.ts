@@ -237,8 +237,71 @@ const TABLES: Record<string, string> = {
   'oem-data': 'oem_data',
 };
 
+/**
+ * What the partition count costs a query, to choose PARTITION_INTERVAL: a copy of the locations
+ * table with N partitions of one asset-day each, and per N the p50 (planning + execution, from the
+ * server) of an owner-wide first page with no time bound (every partition in the plan) and of "one
+ * asset, last day" (pruned to one). Retention of a year: day = 365, week = 53, month = 13.
+ */
+export async function partitionCounts(): Promise<Record<string, unknown>[]> {
+  const url = await freshDatabase('tracking_bench_widths');
+  const pool = new pg.Pool({ connectionString: url, max: 1 });
+  const out: Record<string, unknown>[] = [];
+  try {
+    for (const n of [13, 53, 365, 730]) {
+      await pool.query('DROP TABLE IF EXISTS w');
+      await pool.query(
+        `CREATE TABLE w (id bigint NOT NULL, asset_id uuid NOT NULL, owner_id uuid NOT NULL, latitude float8, longitude float8,
+           when_created timestamptz NOT NULL, PRIMARY KEY (id, when_created)) PARTITION BY RANGE (when_created)`,
+      );
+      await pool.query('CREATE INDEX ON w (asset_id, when_created, id)');
+      await pool.query('CREATE INDEX ON w (owner_id, when_created, id)');
+      const start = Date.UTC(2026, 0, 1);
+      for (let i = 0; i < n; i++) {
+        await pool.query(
+          `CREATE TABLE w_${i} PARTITION OF w FOR VALUES FROM ('${new Date(start + i * DAY).toISOString()}') TO ('${new Date(start + (i + 1) * DAY).toISOString()}')`,
+        );
+      }
+      await pool.query(
+        `INSERT INTO w SELECT g, 'a0000000-0000-4000-8000-000000000001', 'b0000000-0000-4000-8000-000000000001', 1, 2,
+           '${new Date(start).toISOString()}'::timestamptz + (g * interval '1 minute') FROM generate_series(0, ${n * 1440 - 1}) g`,
+      );
+      await pool.query('ANALYZE w');
+      const last = new Date(start + (n - 1) * DAY).toISOString();
+      const time = async (sql: string) => {
+        const t: number[] = [];
+        for (let k = 0; k < 60; k++) {
+          const { rows } = await pool.query(`EXPLAIN (ANALYZE, FORMAT JSON) ${sql}`);
+          const p = rows[0]['QUERY PLAN'][0];
+          t.push(p['Planning Time'] + p['Execution Time']);
+        }
+        return round(
+          percentile(
+            t.sort((a, b) => a - b),
+            50,
+          ),
+          3,
+        );
+      };
+      out.push({
+        partitions: n,
+        rows: n * 1440,
+        ownerFirstPageP50Ms: await time(
+          `SELECT * FROM w WHERE owner_id = 'b0000000-0000-4000-8000-000000000001' ORDER BY when_created DESC, id DESC LIMIT 100`,
+        ),
+        assetLastDayP50Ms: await time(
+          `SELECT * FROM w WHERE asset_id = 'a0000000-0000-4000-8000-000000000001' AND when_created >= '${last}' ORDER BY when_created DESC, id DESC LIMIT 1000`,
+        ),
+      });
+    }
+  } finally {
+    await pool.end();
+  }
+  return out;
+}
+
 export async function runStorageBench(): Promise<Record<string, unknown>> {
-  const out: Record<string, unknown> = {};
+  const out: Record<string, unknown> = { widths: await partitionCounts() };
   const part = await ensureDatabase('tracking_bench_part');
   const flat = await ensureDatabase('tracking_bench_flat');
   await migrated(part.url, false);
