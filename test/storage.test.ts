@@ -8,7 +8,8 @@ import { Receiver } from './receiver.js';
 import { atEnd, customer, ok, startApp, type TestApp } from './helpers.js';
 
 const DAY = 86_400_000;
-const ta = await startApp(undefined, { RATE_LIMIT_MAX: '100000', RATE_LIMIT_CONCURRENT: '1000' });
+// Small pools: a file of five services runs beside others on the shared server (max_connections 100).
+const ta = await startApp(undefined, { RATE_LIMIT_MAX: '100000', RATE_LIMIT_CONCURRENT: '1000', DB_POOL_SIZE: '4' });
 const rx = await new Receiver().start();
 atEnd(() => rx.close());
 
@@ -139,7 +140,7 @@ test('a moved asset: its history stays with the owner it was stored for; what co
 });
 
 test('retentionDays: admin only, at most RETENTION_DAYS, inherited; GET shows it and the effective one', async () => {
-  const t = await startApp(undefined, { RETENTION_DAYS: '400' });
+  const t = await startApp(undefined, { RETENTION_DAYS: '400', DB_POOL_SIZE: '4' });
   const parent = await customer(t, 'ret-parent');
   const child = await customer(t, 'ret-child', { parentId: parent.ownerId });
   const admin = (method: string, path: string, body?: unknown) => t.call(method, path, { token: t.adminToken, body });
@@ -164,7 +165,7 @@ test('retentionDays: admin only, at most RETENTION_DAYS, inherited; GET shows it
 
 test('retention removes exactly what expired for each owner, after the grace, and keeps the latest location', async () => {
   // Its own service: its owners and integrations are the only ones, and it owns the retention task.
-  const t = await startApp(undefined, { RETENTION_GRACE_SECONDS: '3600', RETENTION_CHECK_SECONDS: '604800' });
+  const t = await startApp(undefined, { RETENTION_GRACE_SECONDS: '3600', RETENTION_CHECK_SECONDS: '604800', DB_POOL_SIZE: '4' });
   const admin = (method: string, path: string, body?: unknown) => t.call(method, path, { token: t.adminToken, body });
   const parent = await customer(t, 'r-parent');
   const inherits = await customer(t, 'r-inherits', { parentId: parent.ownerId });
@@ -246,6 +247,7 @@ test('a whole partition goes once every owner in it passed it, and an event-log 
     RETENTION_GRACE_SECONDS: '0',
     PUSH_ALLOW_HTTP: 'true',
     PUSH_ALLOWED_NETWORKS: '127.0.0.0/8',
+    DB_POOL_SIZE: '4',
   });
   const c = await customer(t, 'p-drop');
   const asset = await c.asset('a');
@@ -313,7 +315,12 @@ test('a whole partition goes once every owner in it passed it, and an event-log 
 });
 
 test('a failed delivery keeps its event-log partition through the redelivery window', async () => {
-  const t = await startApp(undefined, { RETENTION_GRACE_SECONDS: '0', PUSH_ALLOW_HTTP: 'true', PUSH_ALLOWED_NETWORKS: '127.0.0.0/8' });
+  const t = await startApp(undefined, {
+    RETENTION_GRACE_SECONDS: '0',
+    PUSH_ALLOW_HTTP: 'true',
+    PUSH_ALLOWED_NETWORKS: '127.0.0.0/8',
+    DB_POOL_SIZE: '4',
+  });
   const c = await customer(t, 'p-failed');
   const asset = await c.asset('a');
   rx.on('/refuse', () => ({ status: 400 }));

@@ -12,7 +12,8 @@ import { migrate } from '../src/db/migrate.js';
 import { ADMIN_PG_URL, atEnd, customer, ok, startApp, waitFor } from './helpers.js';
 import { Receiver } from './receiver.js';
 
-const LOCAL = { PUSH_ALLOW_HTTP: 'true', PUSH_ALLOWED_NETWORKS: '127.0.0.0/8', RATE_LIMIT_MAX: '100000' };
+// Small pools: this file runs beside others on the shared server (max_connections 100).
+const LOCAL = { PUSH_ALLOW_HTTP: 'true', PUSH_ALLOWED_NETWORKS: '127.0.0.0/8', RATE_LIMIT_MAX: '100000', DB_POOL_SIZE: '4' };
 const ROWS = 1_000_000;
 
 async function emptyDatabase(): Promise<string> {
