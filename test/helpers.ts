@@ -57,11 +57,11 @@ export async function postgresAvailable(): Promise<boolean> {
 
 /**
  * A fresh PostgreSQL database for this test file, dropped when the file ends: a copy of the run's
- * migrated template (test/templates.ts) when the runner made one, else an empty one.
+ * migrated template (test/templates.ts) when the runner made one, else (or when `empty`) an empty one.
  */
-export async function createTestDatabase(): Promise<string> {
+export async function createTestDatabase(opts: { empty?: boolean } = {}): Promise<string> {
   const name = `t_${crypto.randomBytes(6).toString('hex')}`;
-  const template = process.env.TEST_PG_TEMPLATE;
+  const template = opts.empty ? 'template0' : process.env.TEST_PG_TEMPLATE;
   const admin = new pg.Client({ connectionString: ADMIN_PG_URL });
   await admin.connect();
   await admin.query(`CREATE DATABASE ${name}${template ? ` TEMPLATE ${template}` : ''}`);

@@ -24,6 +24,34 @@ async function partitions(t: TestApp, table: string): Promise<string[]> {
   return rows.map((r) => r.name);
 }
 
+/** A service of its own for a retention test: local webhooks allowed, no grace unless given. */
+const retentionApp = (env: Record<string, string>) =>
+  startApp(undefined, {
+    RETENTION_GRACE_SECONDS: '0',
+    PUSH_ALLOW_HTTP: 'true',
+    PUSH_ALLOWED_NETWORKS: '127.0.0.0/8',
+    DB_POOL_SIZE: '4',
+    ...env,
+  });
+
+/** A webhook integration (single mode) of the operator's, for one owner's locations, to `path` on the receiver. */
+const webhook = async (t: TestApp, ownerId: string, name: string, path: string, extra: Record<string, unknown> = {}) =>
+  ok(
+    await t.call('POST', '/api/v1/integrations', {
+      token: t.adminToken,
+      body: {
+        name,
+        ownerIds: [ownerId],
+        objectTypes: ['location'],
+        channel: 'webhook',
+        destination: `${rx.url}${path}`,
+        webhook: { mode: 'single' },
+        ...extra,
+      },
+    }),
+    201,
+  );
+
 /** All pages of a list, following the Link header. */
 async function pages(call: (m: string, p: string) => Promise<any>, first: string): Promise<{ items: any[]; count: number }> {
   const items: any[] = [];
@@ -161,11 +189,14 @@ test('retentionDays: admin only, at most RETENTION_DAYS, inherited; GET shows it
   assert.equal((await show(child.ownerId)).retentionDays, 7, 'refused changes changed nothing');
   ok(await admin('PATCH', `/api/v1/owners/${child.ownerId}`, { retentionDays: null }), 200);
   assert.equal((await show(child.ownerId)).effectiveRetentionDays, 30);
+  // Each service applies its own RETENTION_DAYS (two in this process): this file's first has none.
+  const other = await customer(ta, 'ret-other');
+  assert.equal(ok(await ta.call('GET', `/api/v1/owners/${other.ownerId}`, { token: ta.adminToken }), 200).effectiveRetentionDays, null);
 });
 
 test('retention removes exactly what expired for each owner, after the grace, and keeps the latest location', async () => {
   // Its own service: its owners and integrations are the only ones, and it owns the retention task.
-  const t = await startApp(undefined, { RETENTION_GRACE_SECONDS: '3600', RETENTION_CHECK_SECONDS: '604800', DB_POOL_SIZE: '4' });
+  const t = await retentionApp({ RETENTION_GRACE_SECONDS: '3600', RETENTION_CHECK_SECONDS: '604800' });
   const admin = (method: string, path: string, body?: unknown) => t.call(method, path, { token: t.adminToken, body });
   const parent = await customer(t, 'r-parent');
   const inherits = await customer(t, 'r-inherits', { parentId: parent.ownerId });
@@ -242,13 +273,7 @@ test('retention removes exactly what expired for each owner, after the grace, an
 });
 
 test('a whole partition goes once every owner in it passed it, and an event-log partition only once nothing needs it', async () => {
-  const t = await startApp(undefined, {
-    RETENTION_DAYS: '30',
-    RETENTION_GRACE_SECONDS: '0',
-    PUSH_ALLOW_HTTP: 'true',
-    PUSH_ALLOWED_NETWORKS: '127.0.0.0/8',
-    DB_POOL_SIZE: '4',
-  });
+  const t = await retentionApp({ RETENTION_DAYS: '30' });
   const c = await customer(t, 'p-drop');
   const asset = await c.asset('a');
   const now = Date.now();
@@ -270,21 +295,7 @@ test('a whole partition goes once every owner in it passed it, and an event-log 
   // A paused integration that has not read this owner's events, and an event log aged past every
   // result's retention (the test moves the rows into the past: into a partition made for them).
   rx.on('/drop', () => ({ status: 200 }));
-  const integration = ok(
-    await t.call('POST', '/api/v1/integrations', {
-      token: t.adminToken,
-      body: {
-        name: 'drop-hook',
-        ownerIds: [c.ownerId],
-        objectTypes: ['location'],
-        channel: 'webhook',
-        destination: `${rx.url}/drop`,
-        enabled: false,
-        webhook: { mode: 'single' },
-      },
-    }),
-    201,
-  );
+  const integration = await webhook(t, c.ownerId, 'drop-hook', '/drop', { enabled: false });
   ok(await c.call('POST', '/api/v1/locations', { assetId: asset, latitude: 2, longitude: 2 }), 201);
   await t.app.services.db.query("UPDATE event_log SET when_created = when_created - interval '90 days'");
   const logParts = async () =>
@@ -315,30 +326,11 @@ test('a whole partition goes once every owner in it passed it, and an event-log 
 });
 
 test('a failed delivery keeps its event-log partition through the redelivery window', async () => {
-  const t = await startApp(undefined, {
-    RETENTION_GRACE_SECONDS: '0',
-    PUSH_ALLOW_HTTP: 'true',
-    PUSH_ALLOWED_NETWORKS: '127.0.0.0/8',
-    DB_POOL_SIZE: '4',
-  });
+  const t = await retentionApp({});
   const c = await customer(t, 'p-failed');
   const asset = await c.asset('a');
   rx.on('/refuse', () => ({ status: 400 }));
-  const integration = ok(
-    await t.call('POST', '/api/v1/integrations', {
-      token: t.adminToken,
-      body: {
-        name: 'refuse-hook',
-        ownerIds: [c.ownerId],
-        objectTypes: ['location'],
-        channel: 'webhook',
-        destination: `${rx.url}/refuse`,
-        webhook: { mode: 'single' },
-        retry: { scheduleSeconds: [0.05], maxAttempts: 1 },
-      },
-    }),
-    201,
-  );
+  const integration = await webhook(t, c.ownerId, 'refuse-hook', '/refuse', { retry: { scheduleSeconds: [0.05], maxAttempts: 1 } });
   const stored = ok(await c.call('POST', '/api/v1/locations', { assetId: asset, latitude: 2, longitude: 2 }), 201);
   await rx.waitFor(() => rx.for('/refuse').length >= 1, 60_000, 'the attempt');
   const failed = async () =>

@@ -9,29 +9,12 @@ import { test } from 'node:test';
 import pg from 'pg';
 import { createPostgres } from '../src/db/db.js';
 import { migrate } from '../src/db/migrate.js';
-import { ADMIN_PG_URL, atEnd, customer, ok, startApp, waitFor } from './helpers.js';
+import { atEnd, createTestDatabase, customer, ok, startApp, waitFor } from './helpers.js';
 import { Receiver } from './receiver.js';
 
 // Small pools: this file runs beside others on the shared server (max_connections 100).
 const LOCAL = { PUSH_ALLOW_HTTP: 'true', PUSH_ALLOWED_NETWORKS: '127.0.0.0/8', RATE_LIMIT_MAX: '100000', DB_POOL_SIZE: '4' };
 const ROWS = 1_000_000;
-
-async function emptyDatabase(): Promise<string> {
-  const name = `up_${crypto.randomBytes(6).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: ADMIN_PG_URL });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${name} TEMPLATE template0`);
-  await admin.end();
-  atEnd(async () => {
-    const c = new pg.Client({ connectionString: ADMIN_PG_URL });
-    await c.connect();
-    await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-    await c.end();
-  });
-  const u = new URL(ADMIN_PG_URL);
-  u.pathname = `/${name}`;
-  return u.toString();
-}
 
 test('a database of the unpartitioned layout upgrades in place: no copy, no long lock, nothing lost or sent twice', async () => {
   const rx = await new Receiver().start();
@@ -69,7 +52,7 @@ test('a database of the unpartitioned layout upgrades in place: no copy, no long
   const integrations = (await sdb.query('SELECT * FROM integrations WHERE id = ANY($1::uuid[])', [[liveId, pausedId]])).rows;
 
   // The old database: migrations 0001-0012, and data.
-  const url = await emptyDatabase();
+  const url = await createTestDatabase({ empty: true });
   const old = createPostgres(url, 2);
   assert.deepEqual((await migrate(old, { upTo: 12 })).length, 12);
   await old.close();

@@ -103,49 +103,42 @@ export const opsRoutes = fp(async function opsRoutes(app: FastifyInstance, { db 
   });
   // Storage (README, "Storage"): partitions and bytes on disk per partitioned table, and what
   // retention removed in this process.
-  const sizes = async (set: (s: { table: string; partitions: number; bytes: number }) => void) => {
-    try {
-      for (const s of await app.services.storage.sizes()) set(s);
-    } catch {
-      /* the database is away: keep the last values */
-    }
+  // One read of the sizes per scrape, shared by the two gauges that show it.
+  let scrape: Promise<{ table: string; partitions: number; bytes: number }[]> | null = null;
+  const sizes = () => {
+    scrape ??= app.services.storage.sizes().finally(() => setImmediate(() => (scrape = null)));
+    return scrape;
   };
-  new client.Gauge({
-    name: 'storage_partitions',
-    help: 'Partitions of each time-partitioned table',
-    labelNames: ['table'] as const,
-    registers: [registry],
-    collect() {
-      return sizes((s) => this.set({ table: s.table }, s.partitions));
-    },
-  });
-  new client.Gauge({
-    name: 'storage_bytes',
-    help: 'Bytes on disk of each time-partitioned table: every partition with its indexes and TOAST',
-    labelNames: ['table'] as const,
-    registers: [registry],
-    collect() {
-      return sizes((s) => this.set({ table: s.table }, s.bytes));
-    },
-  });
-  new client.Gauge({
-    name: 'storage_rows_removed_total',
-    help: 'Rows retention removed in this process since it started (deleted, or in dropped partitions), by table',
-    labelNames: ['table'] as const,
-    registers: [registry],
-    collect() {
-      for (const [table, n] of app.services.storage.retention.removed) this.set({ table }, n);
-    },
-  });
-  new client.Gauge({
-    name: 'storage_partitions_dropped_total',
-    help: 'Partitions retention dropped in this process since it started, by table',
-    labelNames: ['table'] as const,
-    registers: [registry],
-    collect() {
-      for (const [table, n] of app.services.storage.retention.dropped) this.set({ table }, n);
-    },
-  });
+  const perTable = (name: string, help: string, values: () => Promise<Iterable<[string, number]>> | Iterable<[string, number]>) =>
+    new client.Gauge({
+      name,
+      help,
+      labelNames: ['table'] as const,
+      registers: [registry],
+      async collect() {
+        try {
+          for (const [table, n] of await values()) this.set({ table }, n);
+        } catch {
+          /* the database is away: keep the last values */
+        }
+      },
+    });
+  perTable('storage_partitions', 'Partitions of each time-partitioned table', async () =>
+    (await sizes()).map((s): [string, number] => [s.table, s.partitions]),
+  );
+  perTable('storage_bytes', 'Bytes on disk of each time-partitioned table: every partition with its indexes and TOAST', async () =>
+    (await sizes()).map((s): [string, number] => [s.table, s.bytes]),
+  );
+  perTable(
+    'storage_rows_removed_total',
+    'Rows retention removed in this process since it started (deleted, or in dropped partitions: estimated for large ones), by table',
+    () => app.services.storage.retention.removed,
+  );
+  perTable(
+    'storage_partitions_dropped_total',
+    'Partitions retention dropped in this process since it started, by table',
+    () => app.services.storage.retention.dropped,
+  );
   // No answer of this service is ever to be read as another type than it says (scripts, styles, JSON).
   app.addHook('onSend', async (_req, reply) => {
     reply.header('X-Content-Type-Options', 'nosniff');

@@ -74,13 +74,14 @@ const SELECT = `o.id, o.name, o.note, o.disabled, o.parent_id, o.when_created, o
       WHERE up.days IS NULL AND up.depth < 100
    ) SELECT days FROM up WHERE days IS NOT NULL LIMIT 1) AS inherited_days`;
 
-/** RETENTION_DAYS (null: forever): the default at the top of the tree and the cap everywhere. */
-let systemDays: number | null = null;
-
-const effectiveDays = (inherited: number | null) =>
+/**
+ * What applies to an owner whose nearest own setting up the tree is `inherited`: RETENTION_DAYS
+ * (`systemDays`, null: forever) is the default at the top of the tree and the cap everywhere.
+ */
+const effectiveDays = (inherited: number | null, systemDays: number | null) =>
   inherited === null ? systemDays : systemDays === null ? inherited : Math.min(inherited, systemDays);
 
-const toApi = (r: Row) => ({
+const toApi = (r: Row, systemDays: number | null) => ({
   id: r.id,
   name: r.name,
   note: r.note,
@@ -88,7 +89,7 @@ const toApi = (r: Row) => ({
   ownerId: r.parent_id,
   childIds: r.child_ids,
   retentionDays: r.retention_days,
-  effectiveRetentionDays: effectiveDays(r.inherited_days),
+  effectiveRetentionDays: effectiveDays(r.inherited_days, systemDays),
   whenCreated: iso(r.when_created)!,
   whenUpdated: iso(r.when_updated)!,
 });
@@ -119,7 +120,7 @@ async function checkParent(q: Queryable, t: Tenancy, parent: string | null | und
 }
 
 /** Only an operator sets a retention, never longer than RETENTION_DAYS. */
-function checkRetention(t: Tenancy, days: number | null | undefined, current: number | null) {
+function checkRetention(t: Tenancy, days: number | null | undefined, current: number | null, systemDays: number | null) {
   if ((days ?? null) === current) return;
   if (!t.isAdmin) throw forbidden("Only an operator (admin scope) may change an owner's retentionDays.");
   if (days != null && systemDays !== null && days > systemDays) {
@@ -148,7 +149,7 @@ export const ownerRoutes: FastifyPluginAsyncTypebox<{ db: Db; retentionDays: num
   { db, retentionDays, graceSeconds },
 ) => {
   const tags = ['owners'];
-  systemDays = retentionDays;
+  const show = (r: Row) => toApi(r, retentionDays);
 
   app.get('/owners', {
     schema: { tags, summary: 'List visible owners', querystring: OwnerList, response: { 200: Type.Array(Owner) } },
@@ -163,7 +164,7 @@ export const ownerRoutes: FastifyPluginAsyncTypebox<{ db: Db; retentionDays: num
         idColumn: 'o.id',
         filters: (params, where) => applyFilters(OWNER_FILTERS, req.query, params, where),
       });
-      return rows.map(toApi);
+      return rows.map(show);
     },
   });
 
@@ -174,7 +175,7 @@ export const ownerRoutes: FastifyPluginAsyncTypebox<{ db: Db; retentionDays: num
       const body = req.body;
       const row = await db.tx(async (q) => {
         if (body.ownerId) await req.tenancy.assertOwner(body.ownerId, '/ownerId', q);
-        checkRetention(req.tenancy, body.retentionDays, null);
+        checkRetention(req.tenancy, body.retentionDays, null, retentionDays);
         const id = await createOwner(q, {
           name: body.name,
           note: body.note ?? null,
@@ -185,13 +186,13 @@ export const ownerRoutes: FastifyPluginAsyncTypebox<{ db: Db; retentionDays: num
         return getOwner(q, req.tenancy, id);
       });
       reply.code(201).header('Location', `${req.server.publicUrl}/api/v1/owners/${row.id}`);
-      return toApi(row);
+      return show(row);
     },
   });
 
   app.get('/owners/:id', {
     schema: { tags, summary: 'Get an owner', params: IdParam, response: { 200: Owner } },
-    handler: async (req) => toApi(await getOwner(db, req.tenancy, req.params.id)),
+    handler: async (req) => show(await getOwner(db, req.tenancy, req.params.id)),
   });
 
   /** A PUT replaces every writable field (absent optional ones cleared); a PATCH changes those given. */
@@ -207,13 +208,13 @@ export const ownerRoutes: FastifyPluginAsyncTypebox<{ db: Db; retentionDays: num
           mode === 'put' ? (body.retentionDays ?? null) : body.retentionDays !== undefined ? body.retentionDays : cur.retention_days,
       };
       await checkParent(q, t, next.parent, cur.parent_id, id);
-      checkRetention(t, next.retention, cur.retention_days);
+      checkRetention(t, next.retention, cur.retention_days, retentionDays);
       if (next.retention !== cur.retention_days || next.parent !== cur.parent_id) {
         // Its data (and its inheriting descendants') may now expire sooner: what was in force
         // protects it for the grace period (storage/retention.ts).
         await q.query('INSERT INTO retention_holds (owner_id, days, until) VALUES ($1, $2, now() + make_interval(secs => $3))', [
           id,
-          next.parent !== cur.parent_id ? effectiveDays(cur.inherited_days) : cur.retention_days,
+          next.parent !== cur.parent_id ? effectiveDays(cur.inherited_days, retentionDays) : cur.retention_days,
           graceSeconds,
         ]);
       }
@@ -221,7 +222,7 @@ export const ownerRoutes: FastifyPluginAsyncTypebox<{ db: Db; retentionDays: num
         `UPDATE owners SET name = $2, note = $3, disabled = $4, parent_id = $5, retention_days = $6, when_updated = now() WHERE id = $1`,
         [id, next.name, next.note, next.disabled, next.parent, next.retention],
       );
-      return toApi(await getOwner(q, t, id));
+      return show(await getOwner(q, t, id));
     });
 
   app.put('/owners/:id', {

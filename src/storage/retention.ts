@@ -31,6 +31,8 @@ export interface RetentionSettings {
 /** Days per owner (null: forever), as retention applies them now (holds included). */
 export interface OwnerDays {
   of(ownerId: string): number | null;
+  /** Whether any owner's data can expire at all (false: nothing to look at in the owned tables). */
+  expires: boolean;
 }
 
 const longest = (values: (number | null)[]) => (values.some((v) => v === null) ? null : Math.max(...(values as number[])));
@@ -65,7 +67,8 @@ export async function ownerDays(db: Db, systemDays: number | null): Promise<Owne
     return out;
   };
   // An owner deleted since (its history stays) is treated as a top-level owner: RETENTION_DAYS.
-  return { of: (id) => (parent.has(id) ? resolve(id, 0) : cap) };
+  const of = (id: string) => (parent.has(id) ? resolve(id, 0) : cap);
+  return { of, expires: cap !== null || owners.rows.some((o) => of(o.id) !== null) };
 }
 
 export interface RetentionResult {
@@ -91,6 +94,7 @@ export class Retention {
     for (const t of PARTITIONED) {
       const parts = await listPartitions(this.db, t.name);
       for (const p of parts.filter((x) => x.detaching)) await this.drop(t, p, out);
+      if (t.expiry === 'owned' && !days.expires) continue; // everything is kept forever
       for (const p of parts.filter((x) => !x.detaching && x.lo < now)) {
         if (t.expiry === 'owned') await this.owned(t, p, days, now, out);
         else if (await this.expired(t, p, now)) await this.drop(t, p, out);
@@ -160,7 +164,15 @@ export class Retention {
    * Under the table's lock, so no partition is made for its range meanwhile.
    */
   private async drop(t: PartitionedTable, p: PartitionInfo, out: RetentionResult) {
-    const n = Number((await this.db.query<{ n: string }>(`SELECT count(*) AS n FROM ${p.name}`)).rows[0]!.n);
+    // The rows it held: the planner's estimate for a large partition (counting millions of rows
+    // about to be dropped would cost more than the drop), an exact count for a small one.
+    const estimate = Number(
+      (await this.db.query<{ n: number }>('SELECT reltuples AS n FROM pg_class WHERE oid = to_regclass($1)', [p.name])).rows[0]?.n ?? -1,
+    );
+    const n =
+      estimate >= 100_000
+        ? Math.round(estimate)
+        : Number((await this.db.query<{ n: string }>(`SELECT count(*) AS n FROM ${p.name}`)).rows[0]!.n);
     await this.db.session(async (s) => {
       await s.query(`SELECT pg_advisory_lock(${STORAGE_LOCK_SPACE}, hashtext($1))`, [t.name]);
       try {

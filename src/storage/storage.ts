@@ -7,7 +7,7 @@ import type { MigrationProgram } from '../db/migrate.js';
 import type { ObjectType } from '../delivery/objects.js';
 import type { PreparedItem, RecordHook } from '../records/hooks.js';
 import { convertToPartitions } from './convert.js';
-import { listPartitions, Partitions, STORAGE_LOCK_SPACE, withPartitions } from './partitions.js';
+import { Partitions, STORAGE_LOCK_SPACE, withPartitions } from './partitions.js';
 import { Retention, type RetentionSettings } from './retention.js';
 import { PARTITIONED, type PartitionInterval } from './tables.js';
 
@@ -148,17 +148,15 @@ export class Storage {
     });
   }
 
-  /** Per table: partitions and bytes on disk (table, indexes and TOAST of every partition). */
+  /** Per table: partitions and bytes on disk (table, indexes and TOAST of every partition), in one query. */
   async sizes(): Promise<{ table: string; partitions: number; bytes: number }[]> {
-    const out = [];
-    for (const t of PARTITIONED) {
-      const parts = await listPartitions(this.raw, t.name);
-      const { rows } = await this.raw.query<{ bytes: string }>(
-        `SELECT COALESCE(sum(pg_total_relation_size(relid)), 0)::int8 AS bytes FROM pg_partition_tree(to_regclass($1)) WHERE isleaf`,
-        [t.name],
-      );
-      out.push({ table: t.name, partitions: parts.length, bytes: Number(rows[0]!.bytes) });
-    }
-    return out;
+    const { rows } = await this.raw.query<{ table: string; partitions: number; bytes: string }>(
+      `SELECT t.name AS table, (count(*) FILTER (WHERE p.level = 1))::int AS partitions,
+              COALESCE(sum(pg_total_relation_size(p.relid)) FILTER (WHERE p.isleaf), 0)::int8 AS bytes
+         FROM unnest($1::text[]) AS t(name) CROSS JOIN LATERAL pg_partition_tree(to_regclass(t.name)) p
+        GROUP BY t.name`,
+      [PARTITIONED.map((t) => t.name)],
+    );
+    return rows.map((r) => ({ table: r.table, partitions: r.partitions, bytes: Number(r.bytes) }));
   }
 }
