@@ -19,6 +19,7 @@ import { installIdempotency } from './http/idempotency.js';
 import { installLimits, MemoryLimiter, RedisLimiter, type Limiter } from './http/limits.js';
 import { ErrorSchema } from './http/schemas.js';
 import { completeOperation } from './http/openapi.js';
+import { pushWebhooks } from './http/push-objects.js';
 import { ownerRoutes } from './owners/owners.js';
 import { assetRoutes } from './assets/assets.js';
 import { opsRoutes } from './ops/ops.js';
@@ -28,10 +29,11 @@ import { zoneRoutes } from './zones/zones.js';
 import { positionRoutes, zoneHook } from './zones/positions.js';
 import { RecordHooks } from './records/hooks.js';
 import { AlertEngine } from './alerts/engine.js';
+import { silenceHook } from './alerts/silence.js';
 import { specificationRoutes } from './alerts/specifications.js';
 import { notificationRoutes } from './alerts/notifications.js';
 import { eventRoutes } from './events/events.js';
-import { commandRoutes } from './commands/commands.js';
+import { commandRoutes, expireCommands } from './commands/commands.js';
 import { bookingRoutes } from './booking/booking.js';
 import { addressPolicy } from './delivery/address.js';
 import type { DeliveryEngine } from './delivery/engine.js';
@@ -185,9 +187,21 @@ export async function buildApp(
   }
   const { alerts } = app.services;
   app.addHook('onReady', async () => alerts.start());
+  // Open commands past their time-to-live are stored (and pushed) EXPIRED, on the alert sweep's cadence.
+  let expiring: Promise<unknown> | undefined;
+  const expiry = setInterval(() => {
+    expiring ??= expireCommands(db)
+      .catch((e) => app.log.warn({ err: e }, 'expiring commands failed; it runs again shortly'))
+      .finally(() => {
+        expiring = undefined;
+      });
+  }, cfg.ALERT_SWEEP_SECONDS * 1000);
+  expiry.unref();
   app.addHook('onClose', async () => {
     await storage.stop();
     await alerts.stop();
+    clearInterval(expiry);
+    await expiring;
     await app.services.delivery?.stop();
     await app.services.limiter.close();
     if (!opts.db) await raw.close();
@@ -226,12 +240,18 @@ export async function buildApp(
         securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'JWT from the token endpoint, or an API key' } },
       },
       security: [{ bearer: [] }],
+      // What the service pushes to customer systems (API guide 8, "Push objects").
+      webhooks: pushWebhooks(),
     },
   });
   // After-store work plugs into the records module here; records knows neither zones nor alerts.
   const hooks = new RecordHooks();
   for (const def of RECORD_DEFS) hooks.register(storage.hook(def.type, def.table));
-  hooks.register(zoneHook).register(alerts.hook('reeferdata')).register(alerts.hook('gensetdata'));
+  hooks
+    .register(zoneHook)
+    .register(alerts.hook('reeferdata'))
+    .register(alerts.hook('gensetdata'))
+    .register(silenceHook(RECORD_DEFS.map((d) => d.type)));
   // Before every /api/v1 handler, in this order: who asks and may they (auth/), how many they ask
   // (limits), whether they asked this already (idempotency).
   installAuthentication(app, { db, tokens });

@@ -6,6 +6,7 @@ import { test } from 'node:test';
 import type { Db, Queryable } from '../src/db/db.js';
 import { allocateIds } from '../src/db/statement.js';
 import { RecordHooks } from '../src/records/hooks.js';
+import { ownerPaths } from '../src/delivery/queue/index.js';
 import { customer, startApp, ok, bad } from './helpers.js';
 
 const ta = await startApp(undefined, { RATE_LIMIT_MAX: '100000', RATE_LIMIT_CONCURRENT: '1000', ALERT_SILENCE_SECONDS: '3600' });
@@ -481,22 +482,30 @@ test('a bulk of 1000 records for 100 assets is stored and evaluated in a few sta
     })),
   );
   const ids = await allocateIds(db, 'reefer_data', batch.length);
+  const paths = await ownerPaths(db, [a.ownerId]);
   const hooks = new RecordHooks().register(alerts.hook('reeferdata'));
-  const rows = await hooks.store(countedDb, 'reeferdata', batch, ids, (stmt, rows) => {
-    const columns = stmt.arrays(rows, [
-      [(r) => r.id, 'int8'],
-      [(r) => r.item.assetId, 'uuid'],
-      [(r) => r.ownerId, 'uuid'],
-      [(r) => r.whenCreated, 'timestamptz'],
-      [(r) => JSON.stringify(r.item.data), 'jsonb'],
-    ]);
-    const records = stmt.with(
-      `INSERT INTO reefer_data (id, asset_id, owner_id, when_created, data) OVERRIDING SYSTEM VALUE
+  const rows = await hooks.store(
+    countedDb,
+    'reeferdata',
+    batch,
+    ids,
+    (stmt, rows) => {
+      const columns = stmt.arrays(rows, [
+        [(r) => r.id, 'int8'],
+        [(r) => r.item.assetId, 'uuid'],
+        [(r) => r.ownerId, 'uuid'],
+        [(r) => r.whenCreated, 'timestamptz'],
+        [(r) => JSON.stringify(r.item.data), 'jsonb'],
+      ]);
+      const records = stmt.with(
+        `INSERT INTO reefer_data (id, asset_id, owner_id, when_created, data) OVERRIDING SYSTEM VALUE
        SELECT * FROM unnest(${columns}) RETURNING *`,
-      'i',
-    );
-    return { records, final: 'SELECT * FROM i' };
-  });
+        'i',
+      );
+      return { records, final: 'SELECT * FROM i' };
+    },
+    paths,
+  );
   assert.equal(rows.length, 1000);
   assert.ok(statements.length <= 4, statements.join('\n---\n'));
   const writes = statements.filter((s) => /\b(INSERT|UPDATE)\b/.test(s));

@@ -496,7 +496,11 @@ test('an unknown top-level field is a 400 naming it, on create, PUT and PATCH of
   assert.deepEqual(ok(await ta.call('GET', `/api/v1/assets/${asset.id}`, { token: o.key }), 200), asset, 'asset unchanged');
   const r = await ta.call('POST', '/api/v1/assets', { token: o.key, body: { name: 'unk-3', lat: 3 } });
   assertUnknown(r, '/lat', 'asset lat');
-  assert.match(r.body.message, /known fields here: name, disabled, note, tags, assetTags, boxId, ownerId\./, r.body.message);
+  assert.match(
+    r.body.message,
+    /known fields here: name, disabled, note, tags, assetTags, boxId, ownerId, silentAlertMinutes\./,
+    r.body.message,
+  );
 
   // A data record: the message suggests the field meant; nothing stored.
   const loc = { assetId: asset.id, latitude: 1, longitude: 2 };

@@ -12,15 +12,17 @@
 // notifications as part of the records' one statement (events' ids taken first when any fired).
 import type { FastifyBaseLogger } from 'fastify';
 import { assetXactLock, type Db, type Queryable } from '../db/db.js';
-import { allocateIds, WriteStatement } from '../db/statement.js';
-import { sqlIso } from '../db/sql.js';
+import { WriteStatement } from '../db/statement.js';
 import type { ObjectType } from '../delivery/objects.js';
-import { insertEvents, type NewEvent } from '../events/events.js';
+import type { OwnerPaths } from '../delivery/queue/index.js';
 import { getAtPath } from '../http/dotted-path.js';
 import { badRequest } from '../http/errors.js';
 import type { RecordHook, StoredItem } from '../records/hooks.js';
 import { type AlertLimits, type AlertState, Evaluation, rulesOf } from './evaluation.js';
 import type { NotificationValue, RangesValue, SpecType } from './model.js';
+import { type Raised, raise } from './raise.js';
+import { sweepSilence } from './silence.js';
+import { sweepVisits } from './visits.js';
 
 interface SpecRow {
   id: string;
@@ -35,25 +37,6 @@ interface SpecRow {
 }
 
 const SPEC_TYPE: Partial<Record<ObjectType, SpecType>> = { reeferdata: 'REEFER', gensetdata: 'GENSET' };
-const TABLE: Record<SpecType, string> = { REEFER: 'reefer_data', GENSET: 'genset_data' };
-// The record a notification shows, in its REST shape (API guide 8; genset data for a GENSET specification).
-const RECORD_JSON: Record<SpecType, string> = {
-  REEFER: `jsonb_build_object('id', r.id::text, 'assetId', r.asset_id, 'ownerId', r.owner_id, 'reeferClass', r.reefer_class,
-    'gensetManufacturer', r.genset_manufacturer, 'data', r.data, 'whenCreated', ${sqlIso('r.when_created')})`,
-  GENSET: `jsonb_build_object('id', r.id::text, 'assetId', r.asset_id, 'ownerId', r.owner_id, 'gensetType', r.genset_type,
-    'boxId', r.box_id, 'data', r.data, 'whenCreated', ${sqlIso('r.when_created')})`,
-};
-// The asset's latest location at the alert's time, with the members of the first zone it was in
-// (API guide 8: "zone-like members name, type, note, whenUpdated").
-const LOCATION_JSON = `(SELECT jsonb_build_object('id', l.id::text, 'assetId', l.asset_id, 'ownerId', l.owner_id,
-      'latitude', l.latitude, 'longitude', l.longitude, 'altitude', l.altitude, 'heading', l.heading, 'speed', l.speed,
-      'zoneId', l.zone_id, 'whenCreated', ${sqlIso('l.when_created')},
-      'name', z.name, 'type', z.type, 'note', z.note, 'whenUpdated', ${sqlIso('z.when_updated')})
-    FROM locations l
-    LEFT JOIN zones z ON z.owner_id = l.owner_id
-      AND z.id = CASE WHEN split_part(l.zone_id, ',', 1) ~ '^[0-9]{1,18}$' THEN split_part(l.zone_id, ',', 1)::int8 END
-    WHERE l.asset_id = x.a AND l.when_created <= x.w ORDER BY l.when_created DESC, l.id DESC LIMIT 1)`;
-
 /** The code lists a record's data may carry (API guide 8), each bounded by maxCodesPerList. */
 const CODE_LISTS = ['alarms', 'caAlarms', 'schedulerAlarms'] as const;
 
@@ -137,8 +120,8 @@ export class AlertEngine {
         );
         return rows[0]!.specified;
       },
-      write: async (q, stmt, rows, specified, records) => {
-        if (specified) await this.evaluate(q, stmt, specType, rows, records);
+      write: async (q, stmt, rows, specified, records, paths) => {
+        if (specified) await this.evaluate(q, stmt, specType, rows, records, paths);
       },
     };
   }
@@ -148,7 +131,14 @@ export class AlertEngine {
    * specifications, read under the assets' locks; adds the new states, events and notifications to
    * the batch's statement.
    */
-  private async evaluate(q: Queryable, stmt: WriteStatement, type: SpecType, rows: StoredItem[], records: string): Promise<void> {
+  private async evaluate(
+    q: Queryable,
+    stmt: WriteStatement,
+    type: SpecType,
+    rows: StoredItem[],
+    records: string,
+    paths: OwnerPaths,
+  ): Promise<void> {
     const assetIds = [...new Set(rows.map((r) => r.item.assetId as string))];
     const specs = await this.read(q, type, 's.asset_id = ANY($1::uuid[])', [assetIds], 'ORDER BY s.asset_id');
     if (specs.length === 0) return;
@@ -165,7 +155,7 @@ export class AlertEngine {
         .sort((a, b) => a.at - b.at || (BigInt(a.id) < BigInt(b.id) ? -1 : 1));
       for (const r of recs) e.record(r);
     });
-    await this.save(q, stmt, type, results, true, records);
+    await this.save(q, stmt, type, results, true, { records, paths });
     this.park(stmt, broken);
   }
 
@@ -193,7 +183,8 @@ export class AlertEngine {
 
   /**
    * Fires what fell due by `now` on assets silent for ALERT_SILENCE_SECONDS, in batches of 100
-   * rows locked with SKIP LOCKED (several instances share the work). Returns the alerts raised.
+   * rows locked with SKIP LOCKED (several instances share the work), then the silence and zone
+   * rules' dues. Returns the events raised.
    */
   async sweep(now = new Date()): Promise<number> {
     const BATCH = 100;
@@ -224,8 +215,12 @@ export class AlertEngine {
         return { fired, more };
       });
       total += fired;
-      if (!more) return total;
+      if (!more) break;
     }
+    // The rules on assets and zones, on the same clock.
+    total += await sweepSilence(this.db, now);
+    total += await sweepVisits(this.db, now, this.opts.silenceSeconds);
+    return total;
   }
 
   start(): void {
@@ -278,7 +273,7 @@ export class AlertEngine {
     type: SpecType,
     results: { s: SpecRow; e: Evaluation }[],
     received: boolean,
-    records?: string,
+    batch?: { records: string; paths: OwnerPaths },
   ): Promise<void> {
     if (results.length === 0) return;
     const at = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
@@ -296,43 +291,31 @@ export class AlertEngine {
         WHERE s.id = u.id`,
     );
     const fired = results.flatMap(({ s, e }) => e.fired.map((f) => ({ s, f })));
-    if (fired.length === 0) return;
-    const events: NewEvent[] = fired.map(({ s, f }) => ({
-      ownerId: s.owner_id,
-      assetId: s.asset_id,
-      subject: f.subject,
-      severity: f.severity,
-      currentData: f.current,
-      prevData: f.prev,
-      whenCreated: new Date(f.at).toISOString(),
+    const items: Raised[] = fired.map(({ s, f }) => ({
+      event: {
+        ownerId: s.owner_id,
+        assetId: s.asset_id,
+        subject: f.subject,
+        severity: f.severity,
+        currentData: f.current,
+        prevData: f.prev,
+        whenCreated: new Date(f.at).toISOString(),
+      },
+      // The ceiling's own events (limit reached, events left out) have no notification.
+      ...(f.severity === 'ALERT' && !f.summary
+        ? {
+            notification: {
+              type: 'ALERT' as const,
+              specificationId: s.id,
+              specificationName: s.name,
+              zoneId: null,
+              recordId: f.recordId ?? null,
+              assetState: f.assetState ?? null,
+              cmData: f.cmData ?? null,
+            },
+          }
+        : {}),
     }));
-    // Notifications name their events, so the events' ids are taken first.
-    const ids = await allocateIds(q, 'events', events.length);
-    insertEvents(stmt, events, ids);
-    const alerts = fired.map((x, n) => ({ ...x, eventId: ids[n]! })).filter((x) => x.f.severity === 'ALERT' && !x.f.summary);
-    if (alerts.length === 0) return;
-    const columns = stmt.arrays(alerts, [
-      [(x) => x.s.owner_id, 'uuid'],
-      [(x) => x.s.asset_id, 'uuid'],
-      [(x) => x.f.subject, 'text'],
-      [(x) => x.eventId, 'int8'],
-      [(x) => x.s.id, 'uuid'],
-      [(x) => x.s.name, 'text'],
-      [(x) => x.f.recordId ?? null, 'int8'],
-      [(x) => JSON.stringify(x.f.assetState), 'jsonb'],
-      [(x) => (x.f.cmData ? JSON.stringify(x.f.cmData) : null), 'jsonb'],
-      [(x) => new Date(x.f.at).toISOString(), 'timestamptz'],
-    ]);
-    // The record shown: stored by this statement (not yet visible in its table), or earlier.
-    const record = (source: string) => `(SELECT ${RECORD_JSON[type]} FROM ${source} r WHERE r.id = x.r)`;
-    stmt.with(
-      `INSERT INTO notifications (owner_id, asset_id, asset_name, type, subject, event_id, specification_id, specification_name,
-                                  location, reefer_data, asset_state, cm_data, when_created)
-       SELECT x.o, x.a, a.name, 'ALERT', x.s, x.e, x.sid, x.sn, ${LOCATION_JSON},
-              ${records ? `COALESCE(${record(records)}, ${record(TABLE[type])})` : record(TABLE[type])}, x.st, x.cm, x.w
-         FROM unnest(${columns}) WITH ORDINALITY AS x(o, a, s, e, sid, sn, r, st, cm, w, n)
-         JOIN assets a ON a.id = x.a
-        ORDER BY x.n`,
-    );
+    await raise(q, stmt, items, { recordType: type, ...batch });
   }
 }

@@ -1,5 +1,5 @@
-// Notifications (API guide 4, 5 and 8): raised by the alert engine, read-only over
-// REST. Each carries a snapshot taken when it was raised: the asset's latest location at that
+// Notifications (API guide 4, 5 and 8): raised by the alert engine (raise.ts), read-only over
+// REST, pushed to the integrations that opt into the `notification` type. Each carries a snapshot taken when it was raised: the asset's latest location at that
 // time, the reefer data record, assetState and cmData, plus the ALERT event it came with.
 import type { FastifyPluginAsync } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
@@ -18,10 +18,13 @@ export const Notification = Type.Object(
     assetName: Type.String(),
     whenCreated: DateTime,
     whenReceived: DateTime,
-    type: Type.String({ description: 'ALERT' }),
+    type: Type.String({
+      description: 'ALERT (a specification violated), SILENT (no record for silentAlertMinutes), DWELL (in a zone for dwellAlertMinutes)',
+    }),
     subject: Type.String({ description: 'What was violated, as the ALERT event says' }),
     eventId: Nullable(Type.String({ description: 'The ALERT event raised with it' })),
-    specificationId: Uuid,
+    specificationId: Nullable(Type.String({ format: 'uuid', description: 'The specification violated; null for SILENT and DWELL' })),
+    zoneId: Nullable(Type.String({ description: 'DWELL: the zone (int64 as a decimal string); else null' })),
     specificationName: Type.Optional(Type.String({ description: 'Absent when the specification has no name' })),
     location: Nullable(
       Free('The latest location at that time, with name, type, note and whenUpdated of the first zone it was in; null if none yet'),
@@ -49,7 +52,8 @@ interface Row {
   type: string;
   subject: string;
   event_id: string | null;
-  specification_id: string;
+  specification_id: string | null;
+  zone_id: string | null;
   specification_name: string | null;
   location: Record<string, unknown> | null;
   reefer_data: Record<string, unknown> | null;
@@ -69,6 +73,7 @@ const toApi = (r: Row) => ({
   subject: r.subject,
   eventId: r.event_id,
   specificationId: r.specification_id,
+  zoneId: r.zone_id,
   ...(r.specification_name === null ? {} : { specificationName: r.specification_name }),
   location: r.location,
   reeferData: r.reefer_data,

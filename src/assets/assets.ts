@@ -10,6 +10,7 @@ import { listPage } from '../http/paging.js';
 import { DateTime, IdParam, isUuid, iso, Nullable, Str, Uuid } from '../http/schemas.js';
 import type { Tenancy } from '../tenancy/tenancy.js';
 import { appendEvents, wakeReaders } from '../delivery/queue/index.js';
+import { inheritedSilent, SilentMinutes } from '../owners/owners.js';
 
 export const Asset = Type.Object(
   {
@@ -20,6 +21,10 @@ export const Asset = Type.Object(
     tags: Nullable(Str(255, { description: 'Comma separated words' })),
     boxId: Nullable(Str(36)),
     ownerId: Uuid,
+    silentAlertMinutes: Nullable(
+      Type.Integer({ description: "Minutes without a record before a SILENT alert; 0: off; null: its owner's" }),
+    ),
+    effectiveSilentAlertMinutes: Nullable(Type.Integer({ description: 'What applies to it; null: off' })),
     whenCreated: DateTime,
     whenUpdated: DateTime,
   },
@@ -34,6 +39,7 @@ const writable = {
   assetTags: Type.Optional(Nullable(Str(255, { description: 'Alias of tags' }))),
   boxId: Type.Optional(Nullable(Str(36))),
   ownerId: Type.Optional(Type.String({ format: 'uuid', description: "Defaults to the caller's owner" })),
+  silentAlertMinutes: Type.Optional(Nullable(SilentMinutes)),
 };
 const AssetWrite = Type.Object(writable);
 const AssetPatch = Type.Partial(AssetWrite);
@@ -50,11 +56,15 @@ interface Row {
   tags: string | null;
   box_id: string | null;
   owner_id: string;
+  silent_alert_minutes: number | null;
+  effective_silent: number | null;
   when_created: Date;
   when_updated: Date;
 }
 
-const SELECT = 'id, name, disabled, note, tags, box_id, owner_id, when_created, when_updated';
+// The silence rule in force: the asset's own, else its owner's up the tree (0: off).
+const SELECT = `id, name, disabled, note, tags, box_id, owner_id, when_created, when_updated, silent_alert_minutes,
+  COALESCE(silent_alert_minutes, (SELECT ${inheritedSilent('o')} FROM owners o WHERE o.id = assets.owner_id)) AS effective_silent`;
 const toApi = (r: Row) => ({
   id: r.id,
   name: r.name,
@@ -63,6 +73,8 @@ const toApi = (r: Row) => ({
   tags: r.tags,
   boxId: r.box_id,
   ownerId: r.owner_id,
+  silentAlertMinutes: r.silent_alert_minutes,
+  effectiveSilentAlertMinutes: r.effective_silent || null,
   whenCreated: iso(r.when_created)!,
   whenUpdated: iso(r.when_updated)!,
 });
@@ -124,9 +136,18 @@ export const assetRoutes: FastifyPluginAsyncTypebox<{ db: Db }> = async (app, { 
       const id = crypto.randomUUID();
       const row = await db.tx(async (q) => {
         const { rows } = await q.query<Row>(
-          `INSERT INTO assets (id, owner_id, name, disabled, note, tags, box_id)
-           VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING ${SELECT}`,
-          [id, ownerId, body.name, body.disabled ?? false, body.note ?? null, tagsOf(body) ?? null, body.boxId ?? null],
+          `INSERT INTO assets (id, owner_id, name, disabled, note, tags, box_id, silent_alert_minutes)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING ${SELECT}`,
+          [
+            id,
+            ownerId,
+            body.name,
+            body.disabled ?? false,
+            body.note ?? null,
+            tagsOf(body) ?? null,
+            body.boxId ?? null,
+            body.silentAlertMinutes ?? null,
+          ],
         );
         await pushAsset(q, rows[0]!);
         return rows[0]!;
@@ -150,7 +171,8 @@ export const assetRoutes: FastifyPluginAsyncTypebox<{ db: Db }> = async (app, { 
       const ownerId = body.ownerId ?? cur.owner_id;
       if (ownerId !== cur.owner_id) await t.assertOwner(ownerId, '/ownerId', q);
       const { rows } = await q.query<Row>(
-        `UPDATE assets SET name = $2, disabled = $3, note = $4, tags = $5, box_id = $6, owner_id = $7, when_updated = now()
+        `UPDATE assets SET name = $2, disabled = $3, note = $4, tags = $5, box_id = $6, owner_id = $7, silent_alert_minutes = $8,
+                when_updated = now()
           WHERE id = $1 RETURNING ${SELECT}`,
         [
           id,
@@ -160,6 +182,7 @@ export const assetRoutes: FastifyPluginAsyncTypebox<{ db: Db }> = async (app, { 
           keep(tagsOf(body), cur.tags, null),
           keep(body.boxId, cur.box_id, null),
           ownerId,
+          keep(body.silentAlertMinutes, cur.silent_alert_minutes, null),
         ],
       );
       // A move applies from now on: what was stored keeps the owner it was stored for (API guide 3).

@@ -1,12 +1,15 @@
 // Commands to reefer-connected assets (API guide 8). Created PENDING; the device side
 // (any credential with write on the asset's owner) reads PENDING commands and moves them
 // PENDING -> SENT -> ACKNOWLEDGED | FAILED; DELETE cancels a PENDING one (the record stays). An open
-// command (PENDING or SENT) past its time-to-live reads as EXPIRED and can no longer change.
+// command (PENDING or SENT) past its time-to-live reads as EXPIRED and can no longer change; a
+// sweep then stores EXPIRED. Every state is pushed, at creation and at each change (the `command`
+// object type, opted into by integrations), in the transaction that makes it.
 import crypto from 'node:crypto';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { Config } from '../config.js';
 import type { Db, Queryable } from '../db/db.js';
+import { appendEvents, wakeReaders } from '../delivery/queue/index.js';
 import { ApiError, badRequest, conflict, notFound } from '../http/errors.js';
 import { type Filter, filters } from '../http/filters.js';
 import { readRoutes } from '../tenancy/read-routes.js';
@@ -84,7 +87,7 @@ const COMMAND_FILTERS: Record<string, Filter> = {
   status: {
     schema: Literals(COMMAND_STATUSES),
     sql: (p) =>
-      `(CASE WHEN ${p} = 'EXPIRED' THEN status IN ('PENDING', 'SENT') AND expires_at <= now()
+      `(CASE WHEN ${p} = 'EXPIRED' THEN status = 'EXPIRED' OR (status IN ('PENDING', 'SENT') AND expires_at <= now())
              ELSE status = ${p} AND (status NOT IN ('PENDING', 'SENT') OR expires_at > now()) END)`,
   },
 };
@@ -122,6 +125,46 @@ const toApi = (r: Row) => ({
   whenUpdated: iso(r.when_updated)!,
 });
 
+/**
+ * A change's whenUpdated: `at`, but at least a second after the previous one, so that the
+ * command's changes order by whenUpdated as shown (to the second) even when they come fast.
+ */
+const after = (at: string) => `GREATEST(${at}, date_trunc('second', when_updated) + interval '1 second')`;
+
+/** Appends commands in their new state to the event log (the push object is the REST object). */
+const pushCommands = (q: Queryable, rows: Row[]) =>
+  appendEvents(
+    q,
+    'command',
+    rows.map((r) => ({ objectId: r.id, ownerId: r.owner_id, payload: toApi(r) })),
+  );
+
+/**
+ * Stores EXPIRED on open commands whose time-to-live ended by `now` (they already read so), dated
+ * when they expired, and pushes that change; in batches, rows another instance holds skipped.
+ * Returns how many expired.
+ */
+export async function expireCommands(db: Db, now = new Date()): Promise<number> {
+  let total = 0;
+  for (;;) {
+    const n = await db.tx(async (q) => {
+      const { rows } = await q.query<Row>(
+        `UPDATE commands SET status = 'EXPIRED', when_updated = ${after('expires_at')}
+          WHERE id IN (SELECT id FROM commands WHERE status IN ('PENDING', 'SENT') AND expires_at <= $1
+                        ORDER BY expires_at LIMIT 500 FOR UPDATE SKIP LOCKED)
+          RETURNING ${SELECT}`,
+        [now.toISOString()],
+      );
+      await pushCommands(q, rows);
+      return rows.length;
+    });
+    total += n;
+    if (n < 500) break;
+  }
+  if (total) wakeReaders(db);
+  return total;
+}
+
 async function getCommand(q: Queryable, t: Tenancy, id: string, forUpdate = false): Promise<Row> {
   if (!isInt8Id(id)) throw notFound('command');
   return t.one<Row>(q, { select: SELECT, from: 'commands', ownerColumn: 'owner_id', idType: 'int8' }, id, 'command', forUpdate);
@@ -133,7 +176,11 @@ async function move(q: Queryable, t: Tenancy, id: string, to: Status): Promise<R
   if (!TRANSITIONS[from].includes(to)) {
     throw new ApiError('CONFLICT', `A ${from} command cannot become ${to}.`, { field: '/status' });
   }
-  const { rows } = await q.query<Row>(`UPDATE commands SET status = $2, when_updated = now() WHERE id = $1 RETURNING ${SELECT}`, [id, to]);
+  const { rows } = await q.query<Row>(
+    `UPDATE commands SET status = $2, when_updated = ${after('clock_timestamp()')} WHERE id = $1 RETURNING ${SELECT}`,
+    [id, to],
+  );
+  await pushCommands(q, rows);
   return rows[0]!;
 }
 
@@ -193,8 +240,10 @@ export const commandRoutes: FastifyPluginAsyncTypebox<{ db: Db; cfg: Config }> =
           ],
         );
         if (!rows[0]) throw new ApiError('CONFLICT', 'A command with this uniqueId already exists for this asset.', { field: '/uniqueId' });
+        await pushCommands(q, rows);
         return rows[0];
       });
+      wakeReaders(db);
       reply.code(201).header('Location', `${req.server.publicUrl}/api/v1/commands/${row.id}`);
       return toApi(row);
     },
@@ -210,7 +259,9 @@ export const commandRoutes: FastifyPluginAsyncTypebox<{ db: Db; cfg: Config }> =
     },
     handler: async (req) => {
       const { status } = req.body;
-      return toApi(await db.tx((q) => move(q, req.tenancy, req.params.id, status)));
+      const row = await db.tx((q) => move(q, req.tenancy, req.params.id, status));
+      wakeReaders(db);
+      return toApi(row);
     },
   });
 
@@ -218,6 +269,7 @@ export const commandRoutes: FastifyPluginAsyncTypebox<{ db: Db; cfg: Config }> =
     schema: { tags, summary: 'Cancel a PENDING command (the record stays readable as CANCELLED)', params: IdParam },
     handler: async (req, reply) => {
       await db.tx((q) => move(q, req.tenancy, req.params.id, 'CANCELLED'));
+      wakeReaders(db);
       return reply.code(204).send();
     },
   });

@@ -7,6 +7,7 @@ import type { Queryable } from './db.js';
 export class WriteStatement {
   readonly params: unknown[] = [];
   private readonly parts: string[] = [];
+  private readonly reads: string[] = [];
   private names = 0;
 
   /** Adds a parameter; returns its placeholder with the cast, e.g. `$3::uuid[]`. */
@@ -32,6 +33,14 @@ export class WriteStatement {
     return name;
   }
 
+  /**
+   * A plain SELECT CTE that must run (a notification at commit): run() without a final query
+   * reads it. A caller with a final query of its own reads what it needs there.
+   */
+  mustRun(name: string): void {
+    this.reads.push(name);
+  }
+
   get empty(): boolean {
     return this.parts.length === 0;
   }
@@ -41,8 +50,10 @@ export class WriteStatement {
     return this.parts.length ? `WITH ${this.parts.join(',\n')}\n${final}` : final;
   }
 
-  run<R = Record<string, any>>(q: Queryable, final = 'SELECT 1'): Promise<{ rows: R[]; rowCount: number }> {
-    return q.query<R>(this.text(final), this.params);
+  run<R = Record<string, any>>(q: Queryable, final?: string): Promise<{ rows: R[]; rowCount: number }> {
+    const last =
+      final ?? (this.reads.length ? `SELECT ${this.reads.map((n) => `(SELECT count(*) FROM ${n})`).join(' + ')} AS ran` : 'SELECT 1');
+    return q.query<R>(this.text(last), this.params);
   }
 }
 

@@ -1,6 +1,9 @@
 // The objects pushed to customer systems (API guide 8, "Push objects"): their type names, used in
 // integrations' filters and destinations and the webhook-object-type header, and their members.
-export const OBJECT_TYPES = ['asset', 'location', 'sensordata', 'reeferdata', 'gensetdata', 'oemdata'] as const;
+/** The data records and assets: what an integration receives unless it names its types. */
+export const RECORD_TYPES = ['asset', 'location', 'sensordata', 'reeferdata', 'gensetdata', 'oemdata'] as const;
+/** Every pushed type: the records, and the events, notifications and commands an integration opts into. */
+export const OBJECT_TYPES = [...RECORD_TYPES, 'event', 'notification', 'command'] as const;
 export type ObjectType = (typeof OBJECT_TYPES)[number];
 
 /**
@@ -14,4 +17,43 @@ export const PUSH_FIELDS: Record<ObjectType, readonly string[]> = {
   reeferdata: ['id', 'assetId', 'ownerId', 'whenCreated', 'reeferClass', 'data'],
   gensetdata: ['id', 'assetId', 'ownerId', 'whenCreated', 'gensetType', 'data', 'boxId'],
   oemdata: ['id', 'assetId', 'ownerId', 'whenCreated', 'payloadType', 'data', 'boxId', 'when_received'],
+  event: ['id', 'subject', 'assetId', 'ownerId', 'severity', 'currentData', 'prevData', 'whenCreated'],
+  notification: [
+    'id',
+    'ownerId',
+    'assetId',
+    'assetName',
+    'whenCreated',
+    'whenReceived',
+    'type',
+    'subject',
+    'eventId',
+    'specificationId',
+    'specificationName',
+    'zoneId',
+    'location',
+    'reeferData',
+    'assetState',
+    'cmData',
+  ],
+  command: [
+    'id',
+    'assetId',
+    'ownerId',
+    'type',
+    'command',
+    'parameters',
+    'status',
+    'uniqueId',
+    'ttlSeconds',
+    'whoCreated',
+    'whenCreated',
+    'whenUpdated',
+  ],
 };
+
+/** Members whose values are objects or arrays: an integration's filter cannot name them. */
+const STRUCTURED = new Set(['tags', 'data', 'currentData', 'prevData', 'location', 'reeferData', 'assetState', 'cmData', 'parameters']);
+
+/** The members of a type an integration's filter may name (those with a single value). */
+export const filterFields = (type: ObjectType): readonly string[] => PUSH_FIELDS[type].filter((f) => !STRUCTURED.has(f));

@@ -1,10 +1,13 @@
 // Events (API guide 4, 5 and 8): INFO events from zone enter/leave, and ALERT / INFO
-// events from alert specifications. Read-only over REST; other modules write them only through
-// insertEvents below, as part of their own statement.
+// events from alert specifications and rules. Read-only over REST, pushed to the integrations that
+// opt into the `event` type; other modules write them only through insertEvents (or pushEvents,
+// for rows their own SQL inserts) below, as part of their own statement.
 import type { FastifyPluginAsync } from 'fastify';
 import { Type } from '@sinclair/typebox';
-import type { Db } from '../db/db.js';
+import type { Db, Queryable } from '../db/db.js';
 import type { WriteStatement } from '../db/statement.js';
+import { sqlIso } from '../db/sql.js';
+import { appendToLog, type OwnerPaths, ownerPaths } from '../delivery/queue/index.js';
 import { filters } from '../http/filters.js';
 import { DateTime, iso, Nullable, Uuid } from '../http/schemas.js';
 import { readRoutes } from '../tenancy/read-routes.js';
@@ -62,11 +65,27 @@ export interface NewEvent {
   whenCreated: string;
 }
 
+/** The push shape of an event (API guide 8): its REST shape, from the row alias `e`. */
+export const eventPayload = (e: string) =>
+  `jsonb_build_object('id', ${e}.id::text, 'subject', ${e}.subject, 'assetId', ${e}.asset_id, 'ownerId', ${e}.owner_id,
+     'severity', ${e}.severity, 'currentData', ${e}.current_data, 'prevData', ${e}.prev_data, 'whenCreated', ${sqlIso(`${e}.when_created`)})`;
+
+/** Appends the events inserted by the CTE `inserted` (RETURNING *) to the event log: they are pushed like records. */
+export const pushEvents = (stmt: WriteStatement, inserted: string, paths: OwnerPaths) =>
+  appendToLog(stmt, 'event', inserted, eventPayload(inserted), paths);
+
 /**
- * Adds the insert of `events` to a store's statement. `ids` (allocateIds, input order) when the
- * caller must name them in the same statement (a notification's event); else the identity's.
+ * Adds the insert of `events`, and their push, to a statement. `ids` (allocateIds, input order)
+ * when the caller must name them in the same statement (a notification's event); else the identity's.
+ * `paths`: the owners' ancestries (ownerPaths), read here when not given.
  */
-export function insertEvents(stmt: WriteStatement, events: NewEvent[], ids?: string[]): void {
+export async function insertEvents(
+  q: Queryable,
+  stmt: WriteStatement,
+  events: NewEvent[],
+  ids?: string[],
+  paths?: OwnerPaths,
+): Promise<void> {
   if (events.length === 0) return;
   const cols = stmt.arrays(events, [
     [(e) => e.ownerId, 'uuid'],
@@ -78,11 +97,12 @@ export function insertEvents(stmt: WriteStatement, events: NewEvent[], ids?: str
     [(e) => e.whenCreated, 'timestamptz'],
   ]);
   const names = 'owner_id, asset_id, subject, severity, current_data, prev_data, when_created';
-  stmt.with(
+  const inserted = stmt.with(
     ids
-      ? `INSERT INTO events (id, ${names}) OVERRIDING SYSTEM VALUE SELECT * FROM unnest(${stmt.param(ids, 'int8[]')}, ${cols})`
-      : `INSERT INTO events (${names}) SELECT * FROM unnest(${cols})`,
+      ? `INSERT INTO events (id, ${names}) OVERRIDING SYSTEM VALUE SELECT * FROM unnest(${stmt.param(ids, 'int8[]')}, ${cols}) RETURNING *`
+      : `INSERT INTO events (${names}) SELECT * FROM unnest(${cols}) RETURNING *`,
   );
+  pushEvents(stmt, inserted, paths ?? (await ownerPaths(q, [...new Set(events.map((e) => e.ownerId))])));
 }
 
 export const eventRoutes: FastifyPluginAsync<{ db: Db }> = async (app, { db }) => {

@@ -23,11 +23,22 @@ export const Owner = Type.Object(
     effectiveRetentionDays: Nullable(
       Type.Integer({ description: 'Days its data is kept, inherited and capped by RETENTION_DAYS; null: forever' }),
     ),
+    silentAlertMinutes: Nullable(
+      Type.Integer({ description: 'Minutes without a record before its assets raise a SILENT alert; 0: off; null: as its parent' }),
+    ),
+    effectiveSilentAlertMinutes: Nullable(Type.Integer({ description: 'What applies to its assets without their own; null: off' })),
     whenCreated: DateTime,
     whenUpdated: DateTime,
   },
   { title: 'Owner' },
 );
+
+/** Minutes without any record before a SILENT alert (API guide 8); 0 turns the rule off. */
+export const SilentMinutes = Type.Integer({
+  minimum: 0,
+  maximum: 525_600,
+  description: 'Minutes without a record of any type before a SILENT alert; 0 turns it off; null inherits',
+});
 
 const OwnerWrite = Type.Object({
   name: Str(255, { minLength: 1 }),
@@ -43,6 +54,7 @@ const OwnerWrite = Type.Object({
       }),
     ),
   ),
+  silentAlertMinutes: Type.Optional(Nullable(SilentMinutes)),
 });
 const OwnerPatch = Type.Partial(OwnerWrite);
 type OwnerWrite = Static<typeof OwnerWrite>;
@@ -60,10 +72,20 @@ interface Row {
   retention_days: number | null;
   /** The nearest own setting up the tree (this owner's, else its parent's, ...). */
   inherited_days: number | null;
+  silent_alert_minutes: number | null;
+  inherited_silent: number | null;
   when_created: Date;
   when_updated: Date;
   _cursor_ts?: string;
 }
+
+/** The silence rule's minutes in force for an owner (aliased `o`): its own, else the nearest up the tree. */
+export const inheritedSilent = (o: string) => `(WITH RECURSIVE up(parent_id, m, depth) AS (
+     SELECT ${o}.parent_id, ${o}.silent_alert_minutes, 0
+     UNION ALL
+     SELECT p.parent_id, p.silent_alert_minutes, up.depth + 1 FROM up JOIN owners p ON p.id = up.parent_id
+      WHERE up.m IS NULL AND up.depth < 100
+   ) SELECT m FROM up WHERE m IS NOT NULL LIMIT 1)`;
 
 const SELECT = `o.id, o.name, o.note, o.disabled, o.parent_id, o.when_created, o.when_updated, o.retention_days,
   ARRAY(SELECT c.id FROM owners c WHERE c.parent_id = o.id ORDER BY c.when_created, c.id)::text[] AS child_ids,
@@ -72,7 +94,8 @@ const SELECT = `o.id, o.name, o.note, o.disabled, o.parent_id, o.when_created, o
      UNION ALL
      SELECT p.parent_id, p.retention_days, up.depth + 1 FROM up JOIN owners p ON p.id = up.parent_id
       WHERE up.days IS NULL AND up.depth < 100
-   ) SELECT days FROM up WHERE days IS NOT NULL LIMIT 1) AS inherited_days`;
+   ) SELECT days FROM up WHERE days IS NOT NULL LIMIT 1) AS inherited_days,
+  o.silent_alert_minutes, ${inheritedSilent('o')} AS inherited_silent`;
 
 /**
  * What applies to an owner whose nearest own setting up the tree is `inherited`: RETENTION_DAYS
@@ -90,6 +113,8 @@ const toApi = (r: Row, systemDays: number | null) => ({
   childIds: r.child_ids,
   retentionDays: r.retention_days,
   effectiveRetentionDays: effectiveDays(r.inherited_days, systemDays),
+  silentAlertMinutes: r.silent_alert_minutes,
+  effectiveSilentAlertMinutes: r.inherited_silent || null,
   whenCreated: iso(r.when_created)!,
   whenUpdated: iso(r.when_updated)!,
 });
@@ -130,17 +155,28 @@ function checkRetention(t: Tenancy, days: number | null | undefined, current: nu
 
 export async function createOwner(
   q: Queryable,
-  input: { name: string; note?: string | null; disabled?: boolean; parentId?: string | null; retentionDays?: number | null },
+  input: {
+    name: string;
+    note?: string | null;
+    disabled?: boolean;
+    parentId?: string | null;
+    retentionDays?: number | null;
+    silentAlertMinutes?: number | null;
+  },
 ) {
   const id = crypto.randomUUID();
-  await q.query('INSERT INTO owners (id, name, note, disabled, parent_id, retention_days) VALUES ($1, $2, $3, $4, $5, $6)', [
-    id,
-    input.name,
-    input.note ?? null,
-    input.disabled ?? false,
-    input.parentId ?? null,
-    input.retentionDays ?? null,
-  ]);
+  await q.query(
+    'INSERT INTO owners (id, name, note, disabled, parent_id, retention_days, silent_alert_minutes) VALUES ($1, $2, $3, $4, $5, $6, $7)',
+    [
+      id,
+      input.name,
+      input.note ?? null,
+      input.disabled ?? false,
+      input.parentId ?? null,
+      input.retentionDays ?? null,
+      input.silentAlertMinutes ?? null,
+    ],
+  );
   return id;
 }
 
@@ -182,6 +218,7 @@ export const ownerRoutes: FastifyPluginAsyncTypebox<{ db: Db; retentionDays: num
           disabled: body.disabled ?? false,
           parentId: body.ownerId ?? null,
           retentionDays: body.retentionDays ?? null,
+          silentAlertMinutes: body.silentAlertMinutes ?? null,
         });
         return getOwner(q, req.tenancy, id);
       });
@@ -206,6 +243,12 @@ export const ownerRoutes: FastifyPluginAsyncTypebox<{ db: Db; retentionDays: num
         parent: mode === 'put' ? (body.ownerId ?? null) : body.ownerId !== undefined ? body.ownerId : cur.parent_id,
         retention:
           mode === 'put' ? (body.retentionDays ?? null) : body.retentionDays !== undefined ? body.retentionDays : cur.retention_days,
+        silent:
+          mode === 'put'
+            ? (body.silentAlertMinutes ?? null)
+            : body.silentAlertMinutes !== undefined
+              ? body.silentAlertMinutes
+              : cur.silent_alert_minutes,
       };
       await checkParent(q, t, next.parent, cur.parent_id, id);
       checkRetention(t, next.retention, cur.retention_days, retentionDays);
@@ -219,8 +262,9 @@ export const ownerRoutes: FastifyPluginAsyncTypebox<{ db: Db; retentionDays: num
         ]);
       }
       await q.query(
-        `UPDATE owners SET name = $2, note = $3, disabled = $4, parent_id = $5, retention_days = $6, when_updated = now() WHERE id = $1`,
-        [id, next.name, next.note, next.disabled, next.parent, next.retention],
+        `UPDATE owners SET name = $2, note = $3, disabled = $4, parent_id = $5, retention_days = $6, silent_alert_minutes = $7,
+                when_updated = now() WHERE id = $1`,
+        [id, next.name, next.note, next.disabled, next.parent, next.retention, next.silent],
       );
       return show(await getOwner(q, t, id));
     });

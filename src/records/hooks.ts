@@ -13,6 +13,7 @@
 import type { Db, Queryable } from '../db/db.js';
 import { WriteStatement } from '../db/statement.js';
 import type { ObjectType } from '../delivery/objects.js';
+import type { OwnerPaths } from '../delivery/queue/index.js';
 
 /** An item about to be stored: the validated body, its asset's owner and its record time. */
 export interface PreparedItem<I = any> {
@@ -43,9 +44,10 @@ export interface RecordHook<C = unknown> {
   serial?(context: C): boolean;
   /**
    * Steps 2 and 3: may read (under the assets' locks when `serial`), and adds its writes to the
-   * store's statement, whose records CTE is `records` (the rows as stored, RETURNING *).
+   * store's statement, whose records CTE is `records` (the rows as stored, RETURNING *). `paths`:
+   * the ancestries of the batch's owners, for what it pushes (queue/log.ts appendToLog).
    */
-  write?(q: Queryable, stmt: WriteStatement, rows: StoredItem[], context: C, records: string): Promise<void>;
+  write?(q: Queryable, stmt: WriteStatement, rows: StoredItem[], context: C, records: string, paths: OwnerPaths): Promise<void>;
 }
 
 /** The records' own part of the statement: adds their insert; returns the final query. */
@@ -63,7 +65,7 @@ export class RecordHooks {
    * Stores `batch` (ids allocated, in input order) with every hook for `type`, in one statement;
    * returns what the final query returns.
    */
-  async store(db: Db, type: ObjectType, batch: PreparedItem[], ids: string[], insert: RecordInsert): Promise<any[]> {
+  async store(db: Db, type: ObjectType, batch: PreparedItem[], ids: string[], insert: RecordInsert, paths: OwnerPaths): Promise<any[]> {
     const active = this.hooks.filter((h) => h.types.includes(type));
     const contexts: unknown[] = [];
     for (const h of active) contexts.push(await h.before?.(db, batch));
@@ -71,7 +73,7 @@ export class RecordHooks {
     const write = async (q: Queryable) => {
       const stmt = new WriteStatement();
       const { records, final } = insert(stmt, rows);
-      for (const [n, h] of active.entries()) await h.write?.(q, stmt, rows, contexts[n], records);
+      for (const [n, h] of active.entries()) await h.write?.(q, stmt, rows, contexts[n], records, paths);
       return (await stmt.run(q, final)).rows;
     };
     const serial = active.some((h, n) => h.serial?.(contexts[n]) ?? false);

@@ -425,7 +425,7 @@ export const recordRoutes: FastifyPluginAsync<{ db: Db; cfg: Config; hooks: Reco
       const bulk = Array.isArray(body);
       const items = bulk ? body : [body];
       const { prepared, ids, paths } = await prepare(db, req.tenancy, cfg, def, items, bulk);
-      const rows = await hooks.store(db, def.type, prepared, ids, insertRecords(def, paths)).catch(async (e) => {
+      const rows = await hooks.store(db, def.type, prepared, ids, insertRecords(def, paths), paths).catch(async (e) => {
         // An asset deleted between the read and the write: the same 404 naming the index as the
         // read gives (nothing was stored: the statement failed whole).
         if ((e as { code?: string }).code === '23503') await prepare(db, req.tenancy, cfg, def, items, bulk);

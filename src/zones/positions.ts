@@ -1,18 +1,18 @@
 // Storing locations (API guide 8): a location without zoneId gets the ascending ids of its
 // owner's zones that contain it (as many as fit in 100 characters); a location newer than the
-// asset's latest one that enters or leaves a zone creates an INFO event; late records never do.
+// asset's latest one goes through the zone rules (alerts/visits.ts: visits, Entered and Left events
+// after enterAfterSeconds / leaveAfterSeconds, dwell alerts); late records never do.
 // While the owner has zones, the asset is locked (Db.serialized) from reading the position to the
 // commit of the store's statement, so concurrent stores for one asset see each other's positions in order.
-// Plugged into the records module as a hook (registered by the app); zone events are written
-// through the events module.
+// Plugged into the records module as a hook (registered by the app).
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { Db, Queryable } from '../db/db.js';
 import type { WriteStatement } from '../db/statement.js';
-import { insertEvents, type NewEvent } from '../events/events.js';
+import { AssetVisits, openVisits, saveVisits, ZONE_RULE_COLUMNS, zoneRule } from '../alerts/visits.js';
+import type { OwnerPaths } from '../delivery/queue/index.js';
 import { applyFilters, filters, listQuery } from '../http/filters.js';
 import { listPage } from '../http/paging.js';
-import { iso } from '../http/schemas.js';
 import type { PreparedItem, RecordHook, StoredItem } from '../records/hooks.js';
 import { locations, round } from '../records/records.js';
 import { contains, type Circle, type Geometry } from './geo.js';
@@ -21,6 +21,9 @@ interface ZoneRow {
   id: string;
   owner_id: string;
   name: string;
+  enter_after_seconds: number;
+  leave_after_seconds: number;
+  dwell_alert_minutes: number | null;
   geometry: Geometry | null;
   circle: Circle | null;
   min_lat: number | null;
@@ -54,7 +57,6 @@ const byBigint = (a: string, b: string) => (BigInt(a) < BigInt(b) ? -1 : BigInt(
 
 interface ZoneContext {
   zones: ZoneRow[];
-  zoneById: Map<string, ZoneRow>;
   /** Per item, the ids of its owner's zones that contain it. */
   inside: string[][];
 }
@@ -63,7 +65,7 @@ interface ZoneContext {
 async function before(q: Queryable, batch: PreparedItem<LocationLike>[]): Promise<ZoneContext> {
   const ownerIds = [...new Set(batch.map((p) => p.ownerId))];
   const zones = await q.query<ZoneRow>(
-    `SELECT id, owner_id, name, geometry, circle, min_lat, max_lat, min_lon, max_lon FROM zones WHERE owner_id = ANY($1::uuid[])`,
+    `SELECT ${ZONE_RULE_COLUMNS}, z.geometry, z.circle, z.min_lat, z.max_lat, z.min_lon, z.max_lon FROM zones z WHERE z.owner_id = ANY($1::uuid[])`,
     [ownerIds],
   );
   const zonesByOwner = new Map<string, ZoneRow[]>();
@@ -74,7 +76,7 @@ async function before(q: Queryable, batch: PreparedItem<LocationLike>[]): Promis
   for (const [n, p] of batch.entries()) {
     if (p.item.zoneId === undefined || p.item.zoneId === null) p.item = { ...p.item, zoneId: zoneIdText(inside[n]!) };
   }
-  return { zones: zones.rows, zoneById: new Map(zones.rows.map((z) => [z.id, z])), inside };
+  return { zones: zones.rows, inside };
 }
 
 /** The newest position per asset, and zone enter/leave events (under the assets' locks when zones exist). */
@@ -82,8 +84,9 @@ async function write(
   q: Queryable,
   stmt: WriteStatement,
   rows: StoredItem[],
-  { zones, zoneById, inside }: ZoneContext,
+  { zones, inside }: ZoneContext,
   records: string,
+  paths: OwnerPaths,
 ): Promise<void> {
   // The position keeps the whole location (read from the statement's records), so the latest
   // location still answers once retention removed the row behind it.
@@ -115,38 +118,32 @@ async function write(
     return;
   }
 
-  // Zones exist: events depend on the previous position, read under the assets' locks (the store
-  // is serialised per asset from here to its statement's commit).
+  // Zones exist: zone events depend on the previous position and the open visits, read under the
+  // assets' locks (the store is serialised per asset from here to its statement's commit).
   const assetIds = [...new Set(rows.map((r) => r.item.assetId as string))];
-  const positions = await q.query<{ asset_id: string; when_created: Date; zone_ids: string[] }>(
-    'SELECT asset_id, when_created, zone_ids::text[] AS zone_ids FROM asset_positions WHERE asset_id = ANY($1::uuid[])',
+  const positions = await q.query<{ asset_id: string; when_created: Date }>(
+    'SELECT asset_id, when_created FROM asset_positions WHERE asset_id = ANY($1::uuid[])',
     [assetIds],
   );
+  const visits = await openVisits(q, assetIds);
+  const rules = new Map(zones.map((z) => [z.id, zoneRule(z)]));
 
   // Walk each asset's new locations in time order from its stored position.
   const state = new Map(
-    positions.rows.map((r) => [r.asset_id, { at: r.when_created.getTime(), zones: r.zone_ids, locationId: '', changed: false }]),
+    positions.rows.map((r) => [r.asset_id, { at: r.when_created.getTime(), zones: [] as string[], locationId: '', changed: false }]),
   );
   const order = rows.map((r, n) => ({ r, zones: inside[n]! })).sort((a, b) => +a.r.time - +b.r.time || byBigint(a.r.id, b.r.id));
-  const events: NewEvent[] = [];
-  const zoneEvent = (r: StoredItem, subject: string, id: string): NewEvent => {
-    const currentData = { value: id, whenCreated: iso(r.time)! };
-    return { ownerId: r.ownerId, assetId: r.item.assetId, subject, severity: 'INFO', currentData, whenCreated: r.time.toISOString() };
-  };
+  const evaluated = new Map<string, AssetVisits>();
   for (const { r, zones: now } of order) {
     const s = state.get(r.item.assetId);
     const at = r.time.getTime();
     if (s && at <= s.at) continue; // late: older than (or as old as) the latest location
-    // Only zones the asset's owner still has: a deleted zone, or a zone or asset that moved to
-    // another owner, simply stops counting (no Left event, and no other owner's zone named).
-    const before = new Set((s?.zones ?? []).filter((z) => zoneById.get(z)?.owner_id === r.ownerId));
-    const after = new Set(now);
-    for (const id of now.filter((z) => !before.has(z)).sort(byBigint)) {
-      events.push(zoneEvent(r, `Entered zone ${zoneById.get(id)?.name ?? id}`, id));
+    let e = evaluated.get(r.item.assetId);
+    if (!e) {
+      e = new AssetVisits(r.item.assetId, r.ownerId, visits.get(r.item.assetId) ?? [], rules);
+      evaluated.set(r.item.assetId, e);
     }
-    for (const id of [...before].filter((z) => !after.has(z)).sort(byBigint)) {
-      events.push(zoneEvent(r, `Left zone ${zoneById.get(id)?.name ?? id}`, id));
-    }
+    e.location(at, now);
     state.set(r.item.assetId, { at, zones: now, locationId: r.id, changed: true });
   }
   const moved = [...state.entries()].filter(([, s]) => s.changed);
@@ -155,7 +152,7 @@ async function write(
       moved.map(([, s]) => ({ locationId: s.locationId, zones: s.zones })),
       '',
     );
-  insertEvents(stmt, events);
+  await saveVisits(q, stmt, [...evaluated.values()], paths);
 }
 
 /** The zones hook on stored locations (registered by the app). */

@@ -9,6 +9,7 @@ import { readRoutes } from '../tenancy/read-routes.js';
 import { DateTime, IdParam, iso, isInt8Id, Nullable, Str, Uuid } from '../http/schemas.js';
 import type { Tenancy } from '../tenancy/tenancy.js';
 import { mergePatch } from '../http/merge-patch.js';
+import { rescheduleVisits } from '../alerts/visits.js';
 import { bbox, validateCircle, validateGeometry, type Circle, type Geometry } from './geo.js';
 
 const GeometrySchema = Type.Object(
@@ -33,6 +34,9 @@ export const Zone = Type.Object(
     note: Nullable(Str(254)),
     geometry: Nullable(GeometrySchema),
     circle: Nullable(CircleSchema),
+    enterAfterSeconds: Type.Integer({ description: 'Seconds an asset stays inside before the Entered event fires (0: at once)' }),
+    leaveAfterSeconds: Type.Integer({ description: 'Seconds an asset stays outside before the Left event fires (0: at once)' }),
+    dwellAlertMinutes: Nullable(Type.Integer({ description: 'Minutes inside before a DWELL alert; null: never' })),
     whenCreated: DateTime,
     whenUpdated: DateTime,
   },
@@ -46,6 +50,9 @@ const ZoneWrite = Type.Object({
   ownerId: Type.Optional(Type.String({ format: 'uuid', description: "Defaults to the caller's owner" })),
   geometry: Type.Optional(Nullable(GeometrySchema)),
   circle: Type.Optional(Nullable(CircleSchema)),
+  enterAfterSeconds: Type.Optional(Type.Integer({ minimum: 0, maximum: 604_800, description: 'Default 0' })),
+  leaveAfterSeconds: Type.Optional(Type.Integer({ minimum: 0, maximum: 604_800, description: 'Default 0' })),
+  dwellAlertMinutes: Type.Optional(Nullable(Type.Integer({ minimum: 1, maximum: 525_600 }))),
 });
 // A merge patch (RFC 7396) merges into the shape objects too ({circle: {radiusMeters}} keeps the centre);
 // the merged shape is then validated whole by shape().
@@ -61,10 +68,14 @@ interface Row {
   note: string | null;
   geometry: Geometry | null;
   circle: Circle | null;
+  enter_after_seconds: number;
+  leave_after_seconds: number;
+  dwell_alert_minutes: number | null;
   when_created: Date;
   when_updated: Date;
 }
-const SELECT = 'id, owner_id, name, type, note, geometry, circle, when_created, when_updated';
+const SELECT =
+  'id, owner_id, name, type, note, geometry, circle, enter_after_seconds, leave_after_seconds, dwell_alert_minutes, when_created, when_updated';
 const toApi = (r: Row) => ({
   id: r.id,
   ownerId: r.owner_id,
@@ -73,6 +84,9 @@ const toApi = (r: Row) => ({
   note: r.note,
   geometry: r.geometry,
   circle: r.circle,
+  enterAfterSeconds: r.enter_after_seconds,
+  leaveAfterSeconds: r.leave_after_seconds,
+  dwellAlertMinutes: r.dwell_alert_minutes,
   whenCreated: iso(r.when_created)!,
   whenUpdated: iso(r.when_updated)!,
 });
@@ -130,9 +144,19 @@ export const zoneRoutes: FastifyPluginAsyncTypebox<{ db: Db }> = async (app, { d
       const ownerId = await req.tenancy.ownerFor(b.ownerId);
       const geo = shape((b.geometry ?? null) as Geometry | null, b.circle ?? null);
       const { rows } = await db.query<Row>(
-        `INSERT INTO zones (owner_id, name, type, note, geometry, circle, min_lat, max_lat, min_lon, max_lon)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING ${SELECT}`,
-        [ownerId, b.name, b.type ?? null, b.note ?? null, ...geo],
+        `INSERT INTO zones (owner_id, name, type, note, geometry, circle, min_lat, max_lat, min_lon, max_lon,
+                            enter_after_seconds, leave_after_seconds, dwell_alert_minutes)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING ${SELECT}`,
+        [
+          ownerId,
+          b.name,
+          b.type ?? null,
+          b.note ?? null,
+          ...geo,
+          b.enterAfterSeconds ?? 0,
+          b.leaveAfterSeconds ?? 0,
+          b.dwellAlertMinutes ?? null,
+        ],
       );
       reply.code(201).header('Location', `${req.server.publicUrl}/api/v1/zones/${rows[0]!.id}`);
       return toApi(rows[0]!);
@@ -150,11 +174,20 @@ export const zoneRoutes: FastifyPluginAsyncTypebox<{ db: Db }> = async (app, { d
       const merged = <T>(v: unknown, old: T) => (mode === 'patch' && v ? mergePatch(old, v) : v) as T | null | undefined;
       const geometry = pick(merged(b.geometry, cur.geometry), cur.geometry, null);
       const circle = pick(merged(b.circle, cur.circle), cur.circle, null);
+      const rules = [
+        pick(b.enterAfterSeconds, cur.enter_after_seconds, 0),
+        pick(b.leaveAfterSeconds, cur.leave_after_seconds, 0),
+        pick(b.dwellAlertMinutes, cur.dwell_alert_minutes, null),
+      ];
       const { rows } = await q.query<Row>(
         `UPDATE zones SET name = $2, type = $3, note = $4, owner_id = $5, geometry = $6, circle = $7, min_lat = $8, max_lat = $9,
-                  min_lon = $10, max_lon = $11, when_updated = now() WHERE id = $1 RETURNING ${SELECT}`,
-        [id, b.name ?? cur.name, pick(b.type, cur.type, null), pick(b.note, cur.note, null), ownerId, ...shape(geometry, circle)],
+                  min_lon = $10, max_lon = $11, enter_after_seconds = $12, leave_after_seconds = $13, dwell_alert_minutes = $14,
+                  when_updated = now() WHERE id = $1 RETURNING ${SELECT}`,
+        [id, b.name ?? cur.name, pick(b.type, cur.type, null), pick(b.note, cur.note, null), ownerId, ...shape(geometry, circle), ...rules],
       );
+      const was = [cur.enter_after_seconds, cur.leave_after_seconds, cur.dwell_alert_minutes];
+      // New timings apply to the visits in progress: the sweep looks at them again.
+      if (rules.some((v, n) => v !== was[n]) || ownerId !== cur.owner_id) await rescheduleVisits(q, id);
       return toApi(rows[0]!);
     });
   app.put('/zones/:id', {

@@ -11,7 +11,7 @@ import { mergePatch } from '../../http/merge-patch.js';
 import { iso } from '../../http/schemas.js';
 import type { Tenancy } from '../../tenancy/tenancy.js';
 import { type AddressPolicy, refusedAs400, vetUrl } from '../address.js';
-import { OBJECT_TYPES } from '../objects.js';
+import { filterFields, OBJECT_TYPES, type ObjectType, PUSH_FIELDS, RECORD_TYPES } from '../objects.js';
 import { checkTopics, composeKafka, composeMqtt } from './broker-settings.js';
 import { newSigningSecret, type Row, SECRET_OVERLAP_MS, type Secrets } from './model.js';
 import { type AuthIn, CHANNELS, type ChannelName, DEFAULT_SCHEDULE_SECONDS, type IntegrationInput } from './schemas.js';
@@ -43,7 +43,11 @@ export async function compose(
   for (const [n, id] of ownerIds.entries()) {
     if (!(await t.sees(id, q))) throw new ApiError('NOT_FOUND', `owner ${id} not found`, { field: `/ownerIds/${n}` });
   }
-  const objectTypes = b.objectTypes ?? base?.object_types ?? [...OBJECT_TYPES];
+  const objectTypes = b.objectTypes ?? base?.object_types ?? [...RECORD_TYPES];
+  // A merge patch merges into the stored filter ({"filter": {"severity": null}} drops that member).
+  const filterIn =
+    b.filter === undefined ? (base?.filter ?? null) : mode === 'patch' && b.filter ? mergePatch(base?.filter ?? {}, b.filter) : b.filter;
+  const { filter, typeFilters } = compileFilter(filterIn as Record<string, unknown[]> | null, objectTypes as ObjectType[]);
   const destination = b.destination ?? base?.destination ?? '';
   const destinations = (b.destinations ?? base?.destinations ?? {}) as Record<string, string>;
   if (channel === 'webhook') {
@@ -66,6 +70,8 @@ export async function compose(
     enabled: b.enabled ?? base?.enabled ?? true,
     ownerIds,
     objectTypes,
+    filter,
+    typeFilters,
     destination,
     destinations,
     retry,
@@ -136,6 +142,33 @@ export async function compose(
     /** The new secret, for the one answer that shows it. */
     shownSecret: signing.shown,
   };
+}
+
+/**
+ * An integration's filter (API guide 9), checked against its object types and compiled per type:
+ * a member applies to the types that have that field; a member none of them has is a 400 naming
+ * it (it would do nothing), as is one naming an object or array member.
+ */
+export function compileFilter(
+  filter: Record<string, unknown[]> | null,
+  objectTypes: readonly ObjectType[],
+): { filter: Record<string, unknown[]> | null; typeFilters: Record<string, Record<string, unknown[]>> | null } {
+  if (filter === null || Object.keys(filter).length === 0) return { filter: null, typeFilters: null };
+  const typeFilters: Record<string, Record<string, unknown[]>> = {};
+  for (const [field, values] of Object.entries(filter)) {
+    const types = objectTypes.filter((t) => filterFields(t).includes(field));
+    if (types.length === 0) {
+      const structured = objectTypes.filter((t) => PUSH_FIELDS[t].includes(field));
+      throw badRequest(
+        structured.length
+          ? `/filter/${field}: "${field}" of ${structured.join(', ')} is an object or array; a filter compares single values`
+          : `/filter/${field}: none of this integration's objectTypes (${objectTypes.join(', ')}) has a field "${field}"`,
+        `/filter/${field}`,
+      );
+    }
+    for (const t of types) typeFilters[t] = { ...typeFilters[t], [field]: [...new Set(values)] };
+  }
+  return { filter, typeFilters };
 }
 
 /** Applies a new signing secret (or none) to the stored ones; a change keeps the old one for 24 h. */

@@ -83,6 +83,7 @@ export interface Row {
   enabled: boolean;
   owner_ids: string[];
   object_types: string[];
+  filter: Record<string, unknown[]> | null;
   destination: string;
   destinations: Record<string, string>;
   retry: IntegrationConfig['retry'];

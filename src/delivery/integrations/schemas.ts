@@ -3,7 +3,7 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { PageQuery } from '../../http/paging.js';
 import { DateTime, Literals, Nullable, Str, Uuid } from '../../http/schemas.js';
-import { OBJECT_TYPES } from '../objects.js';
+import { OBJECT_TYPES, RECORD_TYPES } from '../objects.js';
 
 const ObjectTypeSchema = Literals(OBJECT_TYPES);
 
@@ -152,12 +152,32 @@ export const CHANNELS = ['webhook', 'mqtt', 'kafka'] as const;
 
 export type ChannelName = (typeof CHANNELS)[number];
 
+/** A value a filter allows: one member's value, compared as JSON (so 1 and 1.0 are equal, "1" is not). */
+const FilterValue = Type.Union([Type.String({ maxLength: 1024 }), Type.Number(), Type.Boolean(), Type.Null()]);
+
+export const FilterIn = Type.Record(
+  Type.String({ minLength: 1, maxLength: 100 }),
+  Type.Array(FilterValue, { minItems: 1, maxItems: 1000, description: 'The values the member may have' }),
+  {
+    maxProperties: 20,
+    description:
+      'Field -> allowed values, e.g. {"severity": ["ALERT"]}: an object of a type with that field is pushed only when its value is listed (every member must match); objects of types without it pass. A name none of objectTypes has is a 400',
+  },
+);
+
 export const IntegrationIn = Type.Object({
   name: Str(255, { minLength: 1 }),
   channel: Literals(CHANNELS, { description: 'Fixed at creation' }),
   enabled: Type.Optional(Type.Boolean()),
   ownerIds: Type.Array(Type.String({ format: 'uuid' }), { minItems: 1, maxItems: 1000, uniqueItems: true }),
-  objectTypes: Type.Optional(Type.Array(ObjectTypeSchema, { minItems: 1, uniqueItems: true })),
+  objectTypes: Type.Optional(
+    Type.Array(ObjectTypeSchema, {
+      minItems: 1,
+      uniqueItems: true,
+      description: `Default: the records (${RECORD_TYPES.join(', ')}); event, notification and command are opt-in`,
+    }),
+  ),
+  filter: Type.Optional(Nullable(FilterIn)),
   destination: Str(2048, {
     minLength: 1,
     description: 'Webhook URL, or the MQTT or Kafka topic prefix, for every type without its own',
@@ -182,7 +202,17 @@ export type IntegrationIn = Static<typeof IntegrationIn>;
 
 /** A merge patch: every member optional, inside the broker settings too (PATCH {"mqtt": {"qos": 2}}). */
 export const IntegrationPatch = Type.Partial(
-  Type.Object({ ...IntegrationIn.properties, mqtt: Type.Partial(MqttIn), kafka: Type.Partial(KafkaIn) }),
+  Type.Object({
+    ...IntegrationIn.properties,
+    mqtt: Type.Partial(MqttIn),
+    kafka: Type.Partial(KafkaIn),
+    // A member set to null is dropped from the stored filter.
+    filter: Nullable(
+      Type.Record(Type.String({ minLength: 1, maxLength: 100 }), Nullable(Type.Array(FilterValue, { minItems: 1, maxItems: 1000 })), {
+        maxProperties: 20,
+      }),
+    ),
+  }),
 );
 
 export const AuthOut = Type.Object({
@@ -256,6 +286,7 @@ export const Integration = Type.Object(
     enabled: Type.Boolean(),
     ownerIds: Type.Array(Uuid),
     objectTypes: Type.Array(Type.String()),
+    filter: Nullable(Type.Record(Type.String(), Type.Array(Type.Unknown()))),
     destination: Type.String(),
     destinations: Type.Record(Type.String(), Type.String()),
     retry: Type.Object({ scheduleSeconds: Type.Array(Type.Number()), maxAttempts: Type.Integer(), deadlineHours: Type.Number() }),

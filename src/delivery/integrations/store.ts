@@ -8,7 +8,7 @@ import type { IntegrationBase, IntegrationConfig, KafkaIntegration, MqttIntegrat
 import { newSigningSecret } from './model.js';
 
 export const SELECT =
-  'id, name, channel, enabled, owner_ids::text[] AS owner_ids, object_types, destination, destinations, retry, max_backlog_hours, settings, secrets, when_created, when_updated';
+  'id, name, channel, enabled, owner_ids::text[] AS owner_ids, object_types, filter, destination, destinations, retry, max_backlog_hours, settings, secrets, when_created, when_updated';
 
 export const readSecrets = (key: Buffer, sealed: string | null): Secrets =>
   sealed ? JSON.parse(decrypt(key, sealed)) : { auth: null, signingSecret: null, previousSigningSecret: null };
@@ -84,6 +84,9 @@ export interface Composed {
   enabled: boolean;
   ownerIds: string[];
   objectTypes: string[];
+  /** As given (null: none), and compiled per object type for the event log's readers (queue/log.ts). */
+  filter: Record<string, unknown[]> | null;
+  typeFilters: Record<string, Record<string, unknown[]>> | null;
   destination: string;
   destinations: Record<string, string>;
   retry: Row['retry'];
@@ -97,10 +100,11 @@ export async function saveRow(q: Queryable, id: string, v: Composed, insert: boo
   const { rows } = await q.query<Row>(
     insert
       ? `INSERT INTO integrations (id, name, enabled, channel, owner_ids, object_types, destination, destinations, retry, settings, secrets,
-                                  max_backlog_hours)
-         VALUES ($1, $2, $3, $12, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING ${SELECT}`
+                                  max_backlog_hours, filter, type_filters)
+         VALUES ($1, $2, $3, $14, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING ${SELECT}`
       : `UPDATE integrations SET name = $2, enabled = $3, owner_ids = $4, object_types = $5, destination = $6, destinations = $7,
-           retry = $8, settings = $9, secrets = $10, max_backlog_hours = $11, when_updated = clock_timestamp()
+           retry = $8, settings = $9, secrets = $10, max_backlog_hours = $11, filter = $12, type_filters = $13,
+           when_updated = clock_timestamp()
          WHERE id = $1 RETURNING ${SELECT}`,
     [
       id,
@@ -114,6 +118,8 @@ export async function saveRow(q: Queryable, id: string, v: Composed, insert: boo
       JSON.stringify(v.settings),
       v.secrets,
       v.maxBacklogHours,
+      v.filter === null ? null : JSON.stringify(v.filter),
+      v.typeFilters === null ? null : JSON.stringify(v.typeFilters),
       ...(insert ? [v.channel] : []),
     ],
   );

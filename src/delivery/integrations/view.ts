@@ -58,6 +58,7 @@ export const toApi = (r: Row): IntegrationApi => ({
   enabled: r.enabled,
   ownerIds: r.owner_ids,
   objectTypes: r.object_types,
+  filter: r.filter,
   destination: r.destination,
   destinations: r.destinations,
   retry: r.retry,

@@ -20,8 +20,15 @@ export const wakeReaders = (db: Db) => db.wake(EVENT_LOG_CHANNEL);
 /** The horizon: every transaction with a lower id has ended, so no event below it can still appear. */
 export const HORIZON = 'pg_snapshot_xmin(pg_current_snapshot())::text::bigint';
 
-/** An event is covered by an integration: its type, and its owner's ancestry when it was stored. */
-export const COVERED = `(o.object_type = ANY(i.object_types) AND o.owner_path && i.owner_ids)`;
+/**
+ * An event is covered by an integration: its type, its owner's ancestry when it was stored, and the
+ * integration's filter for its type (each member's allowed values, compared as JSON; a member the
+ * object lacks counts as null). Integrations without a filter pay nothing for it.
+ */
+export const COVERED = `(o.object_type = ANY(i.object_types) AND o.owner_path && i.owner_ids
+  AND (i.type_filters IS NULL OR NOT EXISTS (
+    SELECT 1 FROM jsonb_each(i.type_filters -> o.object_type) AS f(field, allowed)
+     WHERE NOT f.allowed @> jsonb_build_array(COALESCE(o.payload -> f.field, 'null'::jsonb)))))`;
 
 /** ...and stored after the integration was created (not by a transaction it already saw committed). */
 export const AFTER_START = `(o.tx_id >= s.start_xmax OR o.tx_id = ANY(s.start_xip))`;
@@ -31,11 +38,17 @@ export interface Position {
   id: string;
 }
 
+/** Owners and, at the same index, each one's ancestry (itself first) as a PostgreSQL array literal. */
+export interface OwnerPaths {
+  owners: string[];
+  paths: string[];
+}
+
 /**
  * The owner ancestry of each owner (itself first), as stored with its events: which integrations
  * cover an event is decided by the hierarchy of the moment it was stored (API guide 9).
  */
-export async function ownerPaths(q: Queryable, ownerIds: string[]): Promise<{ owners: string[]; paths: string[] }> {
+export async function ownerPaths(q: Queryable, ownerIds: string[]): Promise<OwnerPaths> {
   const { rows } = await q.query<{ owner_id: string; path: string }>(
     `WITH RECURSIVE anc(owner_id, ancestor, depth) AS (
        SELECT id, id, 0 FROM owners WHERE id = ANY($1::uuid[])
@@ -52,25 +65,22 @@ export async function ownerPaths(q: Queryable, ownerIds: string[]): Promise<{ ow
 /**
  * Adds to `stmt` the append of one log row per row of `source` (a CTE or table with id and
  * owner_id), next to the statement's own writes: one round trip for both. `paths` from ownerPaths.
- * Returns the name of a CTE that wakes other instances' engines at commit: the final query must
- * read it (a plain SELECT CTE runs only when read), e.g. `(SELECT count(*) FROM name)`.
+ * Returns the name of a CTE that wakes other instances' engines at commit: a final query of the
+ * caller's must read it (a plain SELECT CTE runs only when read), e.g. `(SELECT count(*) FROM name)`;
+ * stmt.run() without one does.
  */
-export function appendToLog(
-  stmt: WriteStatement,
-  type: ObjectType,
-  source: string,
-  payloadExpr: string,
-  paths: { owners: string[]; paths: string[] },
-): string {
+export function appendToLog(stmt: WriteStatement, type: ObjectType, source: string, payloadExpr: string, paths: OwnerPaths): string {
   const appended = stmt.with(`
       INSERT INTO event_log (object_type, object_id, owner_id, owner_path, payload)
       SELECT '${type}', ${source}.id::text, ${source}.owner_id, p.path::uuid[], ${payloadExpr}
         FROM ${source} JOIN unnest(${stmt.param(paths.owners, 'uuid[]')}, ${stmt.param(paths.paths, 'text[]')}) AS p(owner_id, path)
           ON p.owner_id = ${source}.owner_id
       RETURNING 1`);
-  return stmt.with(
+  const notify = stmt.with(
     `SELECT pg_notify('${EVENT_LOG_CHANNEL}', '') WHERE EXISTS (SELECT 1 FROM ${appended}) AND EXISTS (SELECT 1 FROM integrations WHERE enabled)`,
   );
+  stmt.mustRun(notify);
+  return notify;
 }
 
 /** Appends already-shaped objects (asset changes) to the event log. */
@@ -88,8 +98,8 @@ export async function appendEvents(
       [(i) => JSON.stringify(i.payload), 'jsonb'],
     ])}) AS u(o, w, p)`,
   );
-  const notify = appendToLog(stmt, type, src, `${src}.payload`, await ownerPaths(q, [...new Set(items.map((i) => i.ownerId))]));
-  await stmt.run(q, `SELECT (SELECT count(*) FROM ${notify})::int AS notified`);
+  appendToLog(stmt, type, src, `${src}.payload`, await ownerPaths(q, [...new Set(items.map((i) => i.ownerId))]));
+  await stmt.run(q);
 }
 
 /**

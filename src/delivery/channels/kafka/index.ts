@@ -4,7 +4,7 @@
 // event-id, webhook-schema-version and webhook-object-type. The channel picks each message's
 // partition itself, so the attempt log can say where each event went: keyed by the payload value
 // at keyPath (murmur2 of the key, as Kafka's Java client does: same key, same partition), else
-// round robin over the topic's partitions.
+// (a command: by its id, so its changes stay in order) round robin over the topic's partitions.
 //
 // acks=all runs an idempotent producer, so the producer's own retries never duplicate a message,
 // and with ONE produce call in flight per producer: @platformatic/kafka 1.x reuses sequence
@@ -135,13 +135,13 @@ export function kafkaChannel(policy: AddressPolicy): Channel {
   };
 
   const partitionFor = (c: Client, topic: string, count: number, e: LogEvent, path: string[] | null) => {
+    const keyed = (key: string) => ({ key, partition: (c.lib.murmur2(Buffer.from(key), false) & 0x7fffffff) % count });
     if (path) {
       const v = getAtPath(JSON.parse(e.payload), path);
-      if (v !== undefined && v !== null) {
-        const key = typeof v === 'string' ? v : JSON.stringify(v);
-        return { key, partition: (c.lib.murmur2(Buffer.from(key), false) & 0x7fffffff) % count };
-      }
+      if (v !== undefined && v !== null) return keyed(typeof v === 'string' ? v : JSON.stringify(v));
     }
+    // A command's changes without a key of their own go keyed by its id: one partition, in order.
+    if (e.objectType === 'command') return keyed(e.objectId);
     const n = c.roundRobin.get(topic) ?? Math.floor(Math.random() * count); // instances start apart
     c.roundRobin.set(topic, (n + 1) % count);
     return { key: undefined, partition: n % count };
