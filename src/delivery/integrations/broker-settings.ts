@@ -61,7 +61,9 @@ export function checkTopics(channel: 'mqtt' | 'kafka', prefix: string, destinati
       );
     }
   };
-  check(prefix, '/destination', channel === 'kafka' ? '.events.sensordata' : '');
+  // A Kafka prefix leaves room for the longest topic made from it: `<prefix>.events.notification`.
+  const longest = `.events.${[...OBJECT_TYPES].sort((a, b) => b.length - a.length)[0]}`;
+  check(prefix, '/destination', channel === 'kafka' ? longest : '');
   if (channel === 'kafka' && (prefix === '.' || prefix === '..')) {
     throw badRequest(`/destination: a Kafka topic prefix may not be "${prefix}"`, '/destination');
   }
