@@ -102,13 +102,28 @@ export function createPostgres(url: string, poolSize: number): Db {
       return { rows: r.rows, rowCount: r.rowCount ?? 0 };
     },
   });
+  // A checked-out client has no listener of the pool's: a server that goes away while the client
+  // sits between two queries would emit an unhandled 'error' and end the process. The next query
+  // on it fails instead (and the caller's error handling applies).
+  const quiet = () => {};
+  const checkout = async () => {
+    const client = await pool.connect();
+    client.on('error', quiet);
+    return {
+      client,
+      release: (broken: boolean) => {
+        client.removeListener('error', quiet);
+        client.release(broken);
+      },
+    };
+  };
   return {
     kind: 'postgres',
     ...wrap(pool),
     listen: (channel, fn) => notifier.subscribe(channel, fn),
     wake: (channel) => notifier.wake(channel),
     async tx(fn) {
-      const client = await pool.connect();
+      const { client, release } = await checkout();
       let broken = false;
       try {
         await client.query('BEGIN');
@@ -121,19 +136,19 @@ export function createPostgres(url: string, poolSize: number): Db {
         });
         throw e;
       } finally {
-        client.release(broken);
+        release(broken);
       }
     },
     async session(fn) {
-      const client = await pool.connect();
+      const { client, release } = await checkout();
       try {
         return await fn({ ...wrap(client), exec: async (sql) => void (await client.query(sql)) });
       } finally {
-        client.release();
+        release(false);
       }
     },
     async serialized(keys, fn) {
-      const client = await pool.connect();
+      const { client, release } = await checkout();
       let broken = false;
       try {
         // In hash order, so two callers never wait on each other crosswise.
@@ -147,7 +162,7 @@ export function createPostgres(url: string, poolSize: number): Db {
         await client.query('SELECT pg_advisory_unlock_all()').catch(() => {
           broken = true;
         });
-        client.release(broken);
+        release(broken);
       }
     },
     async close() {
