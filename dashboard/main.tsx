@@ -283,11 +283,11 @@ async function finishAccountSignIn(): Promise<boolean> {
   return true;
 }
 
-/** Operator or not: an operator may list integrations. */
+/** Operator or not: only an operator may list users (customers may list their integrations too). */
 async function isAdmin(): Promise<boolean> {
   await api('GET', '/owners?limit=1');
   try {
-    await api('GET', '/integrations?limit=1');
+    await api('GET', '/users?limit=1');
     return true;
   } catch (x) {
     if (x instanceof ApiError && x.status === 403) return false;

@@ -274,7 +274,7 @@ export async function buildApp(
       await api.register(notificationRoutes, { db });
       await api.register(commandRoutes, { db, cfg });
       await api.register(bookingRoutes, { db, cfg });
-      await api.register(integrationRoutes, { db, secretsKey, policy });
+      await api.register(integrationRoutes, { db, secretsKey, policy, limits: cfg });
       await api.register(historyRoutes, { db, secretsKey, policy });
       await api.register(streamRoutes, { db, streams: app.services.streams });
     },

@@ -122,6 +122,11 @@ const spec = {
   RETENTION_CHECK_SECONDS: [int(10, 7 * 86400), '3600'],
   RETENTION_GRACE_SECONDS: [int(0, 365 * 86400), '86400'],
   PUSH_ALLOWED_NETWORKS: [cidrList, ''],
+  // Customer-made integrations (API guide 9): how many one top-level owner's tree may have, and the
+  // ceilings on their pace (an operator's integrations have none).
+  CUSTOMER_MAX_INTEGRATIONS: [int(0, 100_000), '10'],
+  CUSTOMER_MAX_ITEMS_PER_MINUTE: [int(1, 100_000_000), '60000'],
+  CUSTOMER_MAX_CONCURRENT_REQUESTS: [int(1, 256), '8'],
   // The result stream (API guide 9): streams open at once per owner, how far back `since` reaches,
   // and the bytes after which an NDJSON answer ends with a line naming where to go on.
   STREAM_MAX_OPEN_PER_OWNER: [int(1, 1000), '5'],

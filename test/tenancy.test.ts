@@ -83,9 +83,10 @@ test("every /api/v1 route with a path parameter refuses a sibling owner's record
   const parent = await ownerWithKey(ta, 'sweep-parent');
   const A = await ownerWithKey(ta, 'sweep-A', { parentId: parent.ownerId });
   const B = await ownerWithKey(ta, 'sweep-B', { parentId: parent.ownerId });
+  // B's own integration, made with B's key (managedBy customer): its parent may manage it too.
   const bIntegration = await created(
     ta.call('POST', '/api/v1/integrations', {
-      token: admin,
+      token: B.key,
       body: {
         name: 'sweep-b-push',
         channel: 'webhook',
@@ -203,10 +204,7 @@ test("every /api/v1 route with a path parameter refuses a sibling owner's record
   };
   // Operator-only routes: a non-admin gets 403 before any lookup. Everything else: 404.
   const adminOnly = (path: string, method: string) =>
-    path.startsWith('/api/v1/users/') ||
-    path.startsWith('/api/v1/clients/') ||
-    path.startsWith('/api/v1/integrations/') ||
-    (path === '/api/v1/owners/{id}' && method === 'delete');
+    path.startsWith('/api/v1/users/') || path.startsWith('/api/v1/clients/') || (path === '/api/v1/owners/{id}' && method === 'delete');
 
   const doc = (await ta.call('GET', '/api/v1/openapi.json')).body;
   const routes: { path: string; method: string; op: any }[] = [];
@@ -237,6 +235,8 @@ test("every /api/v1 route with a path parameter refuses a sibling owner's record
     booking: (await ta.call('GET', `/api/v1/booking-data/${bBooking.id}`, { token: admin })).body,
     spec: (await ta.call('GET', `/api/v1/specifications/${bSpec.id}`, { token: admin })).body,
   });
+  // B's child sees less than B: B's integration (whose owner it cannot see) is a 404 to it as well.
+  const bChild = await ownerWithKey(ta, 'sweep-B-child', { parentId: B.ownerId });
   const before = await snapshot();
   assert.equal(before.keys.length, 2);
   assert.equal(before.clients.length, 1);
@@ -248,11 +248,12 @@ test("every /api/v1 route with a path parameter refuses a sibling owner's record
     return { url, body: special ? special() : schema ? sample(schema, { ownerId: A.ownerId }) : undefined };
   };
 
-  for (const [credName, token] of [
-    ['API key of A', A.key],
-    ['JWT of a user of A', aJwt],
+  for (const [credName, token, only] of [
+    ['API key of A', A.key, null],
+    ['JWT of a user of A', aJwt, null],
+    ["API key of B's child", bChild.key, '/api/v1/integrations/'],
   ] as const) {
-    for (const r of routes) {
+    for (const r of routes.filter((x) => only === null || x.path.startsWith(only))) {
       const what = `${credName}: ${r.method.toUpperCase()} ${r.path}`;
       const { url, body } = build(r, suppliers[r.path]!);
       const res = await ta.call(r.method.toUpperCase(), url, { token, ...(body === undefined ? {} : { body }) });
@@ -269,6 +270,13 @@ test("every /api/v1 route with a path parameter refuses a sibling owner's record
     }
   }
   assert.deepEqual(await snapshot(), before, "B's records are unchanged");
+
+  // The parent sees B: every integration route reaches B's customer-made integration with the parent's key.
+  for (const r of routes.filter((x) => x.path.startsWith('/api/v1/integrations/') && x.method !== 'delete')) {
+    const { url, body } = build(r, suppliers[r.path]!);
+    const res = await ta.call(r.method.toUpperCase(), url, { token: parent.key, ...(body === undefined ? {} : { body }) });
+    assert.ok(res.status >= 200 && res.status < 300, `parent ${r.method.toUpperCase()} ${r.path}: ${res.status} ${res.raw}`);
+  }
 
   // Control: the very same requests from a caller who sees B's records reach them (2xx, or a 409 of
   // a domain rule such as an owner that still has assets, or a command no longer PENDING), so each

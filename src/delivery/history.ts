@@ -11,7 +11,8 @@ import { DateTime, iso, isInt8Id, Literals, Nullable, Uuid } from '../http/schem
 import * as queue from './queue/index.js';
 import { checkUrlShape, refusedAs400, type AddressPolicy } from './address.js';
 import type { WebhookIntegration } from './integrations/model.js';
-import { getRow, loadIntegration } from './integrations/store.js';
+import { manageableRow, visibleRow } from './integrations/access.js';
+import { loadIntegration } from './integrations/store.js';
 import { sendWebhook, USER_AGENT } from './channels/webhook/webhook.js';
 
 const Status = Literals(['PENDING', 'SUCCEEDED', 'FAILED', 'CANCELLED']);
@@ -76,15 +77,11 @@ export const attemptApi = (a: AttemptRow) => ({
 
 export const historyRoutes: FastifyPluginAsyncTypebox<{ db: Db; secretsKey: Buffer; policy: AddressPolicy }> = async (app, opts) => {
   const { db, secretsKey, policy } = opts;
-  const admin = { scope: 'admin' as const };
   const tags = ['deliveries'];
   const IntegrationParam = Type.Object({ id: Type.String({ maxLength: 64 }) });
-  /** 404 unless the integration exists (and is not deleted). */
-  const checkIntegration = async (id: string) => void (await getRow(db, id));
 
   const List = Type.Intersect([PageQuery, Type.Object({ status: Type.Optional(Status), eventId: Type.Optional(Uuid) })]);
   app.get('/integrations/:id/deliveries', {
-    config: admin,
     schema: {
       tags,
       summary: 'Deliveries of an integration, newest first, each with its attempt log',
@@ -94,12 +91,12 @@ export const historyRoutes: FastifyPluginAsyncTypebox<{ db: Db; secretsKey: Buff
     },
     handler: async (req, reply) => {
       const id = req.params.id;
-      await checkIntegration(id);
+      await visibleRow(db, req.tenancy, id);
       const query = req.query;
       const pageRows = await listPage<any>(db, req, reply, {
         select: 'd.*',
         from: queue.DELIVERIES_OF_INTEGRATION, // names the integration as $1
-        owners: null, // operator only
+        owners: null, // the integration's: checked above
         defaultOrder: 'desc',
         idType: 'int8',
         timeColumn: 'd.when_created',
@@ -138,7 +135,6 @@ export const historyRoutes: FastifyPluginAsyncTypebox<{ db: Db; secretsKey: Buff
 
   // Redelivery: back to PENDING, due now, a fresh attempt budget; a batch member leaves its batch.
   app.post('/integrations/:id/deliveries/:deliveryId/redeliver', {
-    config: admin,
     schema: {
       tags,
       summary: 'Send one delivery again (a pending one: now)',
@@ -147,9 +143,11 @@ export const historyRoutes: FastifyPluginAsyncTypebox<{ db: Db; secretsKey: Buff
     },
     handler: async (req, reply) => {
       const { id, deliveryId } = req.params;
-      await checkIntegration(id);
-      if (!isInt8Id(deliveryId)) throw notFound('delivery');
-      if (!(await db.tx((q) => queue.redeliverOne(q, id, deliveryId)))) throw notFound('delivery');
+      const found = await db.tx(async (q) => {
+        await manageableRow(q, req.tenancy, id);
+        return isInt8Id(deliveryId) && (await queue.redeliverOne(q, id, deliveryId));
+      });
+      if (!found) throw notFound('delivery');
       queue.wakeReaders(db);
       return reply.code(202).send({ count: 1 });
     },
@@ -163,7 +161,6 @@ export const historyRoutes: FastifyPluginAsyncTypebox<{ db: Db; secretsKey: Buff
     to: DateTime,
   });
   app.post('/integrations/:id/deliveries/redeliver', {
-    config: admin,
     schema: {
       tags,
       summary: 'Send again every delivery of a status (default FAILED) created in [from, to)',
@@ -173,10 +170,12 @@ export const historyRoutes: FastifyPluginAsyncTypebox<{ db: Db; secretsKey: Buff
     },
     handler: async (req, reply) => {
       const id = req.params.id;
-      await checkIntegration(id);
       const b = req.body;
-      if (Date.parse(b.from) >= Date.parse(b.to)) throw badRequest('from must be before to.', '/to');
-      const count = await db.tx((q) => queue.redeliverRange(q, id, b.status ?? 'FAILED', b.from, b.to));
+      const count = await db.tx(async (q) => {
+        await manageableRow(q, req.tenancy, id);
+        if (Date.parse(b.from) >= Date.parse(b.to)) throw badRequest('from must be before to.', '/to');
+        return queue.redeliverRange(q, id, b.status ?? 'FAILED', b.from, b.to);
+      });
       queue.wakeReaders(db);
       return reply.code(202).send({ count });
     },
@@ -209,16 +208,18 @@ export const historyRoutes: FastifyPluginAsyncTypebox<{ db: Db; secretsKey: Buff
       const url = await refusedAs400('/url', () => checkUrlShape(b.url, policy));
       let cfg: WebhookIntegration | null = null;
       if (b.integrationId) {
+        // Any integration the caller sees (access.ts): a test changes nothing, and its auth and
+        // signature go only to the integration's own destinations (below).
+        await visibleRow(db, req.tenancy, b.integrationId).catch((e) => {
+          if (e instanceof ApiError && e.code === 'NOT_FOUND')
+            throw new ApiError('NOT_FOUND', 'integration not found', { field: '/integrationId' });
+          throw e;
+        });
         const found = await loadIntegration(db, b.integrationId, secretsKey);
-        // An integration is the operator's: a non-admin may use only one scoped to owners it sees.
         if (!found) throw new ApiError('NOT_FOUND', 'integration not found', { field: '/integrationId' });
         if (found.channel !== 'webhook')
           throw badRequest(`integrationId: a ${found.channel} integration has no webhook to test`, '/integrationId');
         cfg = found;
-        const visible = await req.tenancy.visibleOwners();
-        if (visible !== 'all' && !cfg.ownerIds.every((o) => visible.includes(o))) {
-          throw new ApiError('NOT_FOUND', 'integration not found', { field: '/integrationId' });
-        }
         // API guide 9: stored credentials and the signing secret never go to a URL the caller just
         // named, only to one of the integration's own destinations.
         const own = [cfg.destination, ...Object.values(cfg.destinations)].map(normalUrl);

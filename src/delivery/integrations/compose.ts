@@ -122,9 +122,13 @@ export async function compose(
     injectEventIdPath: inject.field,
   };
   if (settings.injectEventIdPath !== null) parseDottedPath(settings.injectEventIdPath, '/webhook/injectEventIdPath');
-  // Write-only secrets: absent = keep (PUT included), null = remove, a value = replace.
+  // Write-only secrets: absent = keep (PUT included), null = remove, a value = replace; but a stored
+  // credential is kept only while every destination keeps its origin (scheme, host, port): a
+  // changed destination never receives a secret entered for another, so it is dropped.
   const inAuth = b.webhook?.auth;
-  const auth = inAuth === undefined ? curSecrets.auth : keepSecret(inAuth as Record<string, unknown> | null, curSecrets.auth);
+  const sameOrigins = cur === null || originsOf(cur.destination, cur.destinations) === originsOf(destination, destinations);
+  const stored = sameOrigins ? curSecrets.auth : null;
+  const auth = inAuth === undefined ? stored : keepSecret(inAuth as Record<string, unknown> | null, stored);
   if (auth?.type === 'oauth2' && 'tokenUrl' in auth) await refusedAs400('/webhook/auth/tokenUrl', () => vetUrl(auth.tokenUrl, policy));
   // API guide 9: every webhook is signed. No secret yet: one is generated (shown once in the
   // answer); a different one given: a rotation, the previous one signing on for 24 h.
@@ -169,6 +173,23 @@ export function compileFilter(
     for (const t of types) typeFilters[t] = { ...typeFilters[t], [field]: [...new Set(values)] };
   }
   return { filter, typeFilters };
+}
+
+/** The origins of an integration's webhook URLs, per object type, as one comparable text. */
+function originsOf(destination: string, destinations: Record<string, string>): string {
+  const origin = (u: string) => {
+    try {
+      return new URL(u).origin;
+    } catch {
+      return u;
+    }
+  };
+  return JSON.stringify([
+    origin(destination),
+    ...Object.entries(destinations)
+      .sort()
+      .map(([t, u]) => `${t} ${origin(u)}`),
+  ]);
 }
 
 /** Applies a new signing secret (or none) to the stored ones; a change keeps the old one for 24 h. */

@@ -91,6 +91,9 @@ export interface Row {
   /** The channel's public settings, as returned (write-only members left out). */
   settings: Record<string, unknown>;
   secrets: string | null;
+  /** Who may change it: the operator only, or also the customer whose owner made it. */
+  managed_by: 'operator' | 'customer';
+  creator_owner_id: string | null;
   when_created: Date;
   when_updated: Date;
 }

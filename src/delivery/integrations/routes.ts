@@ -1,11 +1,13 @@
-// Push integrations over REST (API guide 4 and 9), operator only: which owners' records
-// (descendants included) of which object types go where, and how. Credentials are write-only:
+// Push integrations over REST (API guide 4 and 9): which owners' records (descendants included)
+// of which object types go where, and how. Operators manage all; customers see and manage theirs
+// (access.ts). Credentials are write-only:
 // stored encrypted with SECRETS_KEY, never returned; a PUT or PATCH that leaves them out keeps them.
 // The routes only tie the pieces together: schemas.ts (bodies and answers), compose.ts (a save's
 // settings), store.ts (the table), view.ts (what an answer shows), the queue (start, stats, cancel).
 import crypto from 'node:crypto';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
+import type { Config } from '../../config.js';
 import type { Db } from '../../db/db.js';
 import { listPage } from '../../http/paging.js';
 import { IdParam } from '../../http/schemas.js';
@@ -14,31 +16,40 @@ import { cancelIntegration, startIntegration, stats } from '../queue/index.js';
 import { compose } from './compose.js';
 import { newSigningSecret, type Row } from './model.js';
 import { Integration, IntegrationIn, IntegrationList, IntegrationPatch, RotateBody } from './schemas.js';
-import { getRow, markDeleted, retryDeadlock, SELECT, saveRow, signUnsignedIntegrations } from './store.js';
+import { markDeleted, retryDeadlock, SELECT, saveRow, signUnsignedIntegrations } from './store.js';
+import { manageableRow, visibleRow, withinCustomerLimits } from './access.js';
 import { statsApi, toApi, withShownSecret } from './view.js';
 
-export const integrationRoutes: FastifyPluginAsyncTypebox<{ db: Db; secretsKey: Buffer; policy: AddressPolicy }> = async (app, opts) => {
-  const { db, secretsKey, policy } = opts;
+export const integrationRoutes: FastifyPluginAsyncTypebox<{ db: Db; secretsKey: Buffer; policy: AddressPolicy; limits: Config }> = async (
+  app,
+  opts,
+) => {
+  const { db, secretsKey, policy, limits } = opts;
   const deps = { secretsKey, policy };
   await signUnsignedIntegrations(db, secretsKey);
   const tags = ['integrations'];
-  const admin = { scope: 'admin' as const };
   const withStats = async (row: Row) => ({ ...toApi(row), stats: statsApi(await stats(db, row.id)) });
 
   app.get('/integrations', {
-    config: admin,
-    schema: { tags, summary: 'List push integrations (admin)', querystring: IntegrationList, response: { 200: Type.Array(Integration) } },
+    schema: {
+      tags,
+      summary: "List push integrations (a customer: those whose owners it all sees, the operator's included)",
+      querystring: IntegrationList,
+      response: { 200: Type.Array(Integration) },
+    },
     handler: async (req, reply) => {
       const query = req.query;
+      const visible = await req.tenancy.visibleOwners(db);
       const rows = await listPage<Row>(db, req, reply, {
         select: SELECT,
         from: 'integrations',
-        owners: null, // operator only
+        owners: null, // an integration has several owners: all must be visible
         defaultOrder: 'asc',
         idType: 'uuid',
-        filters: (params, where) => {
+        filters: (ps, where) => {
           where.push('deleted_at IS NULL');
-          if (query.name !== undefined) where.push(`name = $${params.push(query.name)}`);
+          if (visible !== 'all') where.push(`owner_ids <@ $${ps.push(visible)}::uuid[]`);
+          if (query.name !== undefined) where.push(`name = $${ps.push(query.name)}`);
         },
       });
       if (!query.stats) return rows.map(toApi);
@@ -49,10 +60,9 @@ export const integrationRoutes: FastifyPluginAsyncTypebox<{ db: Db; secretsKey: 
   });
 
   app.post('/integrations', {
-    config: admin,
     schema: {
       tags,
-      summary: 'Create a push integration (admin); credentials are write-only',
+      summary: "Create a push integration for owners the caller sees (a customer's is managedBy customer); credentials are write-only",
       body: IntegrationIn,
       response: { 201: Integration },
     },
@@ -60,7 +70,14 @@ export const integrationRoutes: FastifyPluginAsyncTypebox<{ db: Db; secretsKey: 
       const id = crypto.randomUUID();
       const out = await db.tx(async (q) => {
         const v = await compose(deps, req.tenancy, q, req.body, null, 'create');
-        const row = await saveRow(q, id, v, true);
+        await withinCustomerLimits(q, req.tenancy, limits, v, true);
+        const t = req.tenancy;
+        const maker = {
+          managedBy: t.isAdmin ? ('operator' as const) : ('customer' as const),
+          actor: t.principal.actor,
+          ownerId: t.principal.ownerId,
+        };
+        const row = await saveRow(q, id, v, maker);
         await startIntegration(q, id);
         return withShownSecret(row, v.shownSecret);
       });
@@ -70,9 +87,8 @@ export const integrationRoutes: FastifyPluginAsyncTypebox<{ db: Db; secretsKey: 
   });
 
   app.get('/integrations/:id', {
-    config: admin,
-    schema: { tags, summary: 'Get a push integration (admin), with its delivery stats', params: IdParam, response: { 200: Integration } },
-    handler: async (req) => withStats(await getRow(db, req.params.id)),
+    schema: { tags, summary: 'Get a push integration, with its delivery stats', params: IdParam, response: { 200: Integration } },
+    handler: async (req) => withStats(await visibleRow(db, req.tenancy, req.params.id)),
   });
 
   /** A PUT, PATCH or rotation: the stored row locked, the settings composed over it, saved. */
@@ -83,15 +99,15 @@ export const integrationRoutes: FastifyPluginAsyncTypebox<{ db: Db; secretsKey: 
     mode: 'put' | 'patch',
   ) =>
     db.tx(async (q) => {
-      const cur = await getRow(q, id, true);
+      const cur = await manageableRow(q, req.tenancy, id);
       const v = await compose(deps, req.tenancy, q, body, cur, mode);
-      return withShownSecret(await saveRow(q, id, v, false), v.shownSecret);
+      await withinCustomerLimits(q, req.tenancy, limits, v, false);
+      return withShownSecret(await saveRow(q, id, v, null), v.shownSecret);
     });
   app.put('/integrations/:id', {
-    config: admin,
     schema: {
       tags,
-      summary: 'Replace a push integration (admin); secrets left out are kept',
+      summary: 'Replace a push integration; secrets left out are kept while they would go to the same place',
       params: IdParam,
       body: IntegrationIn,
       response: { 200: Integration },
@@ -99,10 +115,9 @@ export const integrationRoutes: FastifyPluginAsyncTypebox<{ db: Db; secretsKey: 
     handler: (req) => update(req, req.params.id, req.body, 'put'),
   });
   app.patch('/integrations/:id', {
-    config: admin,
     schema: {
       tags,
-      summary: 'Update a push integration (admin, JSON merge patch)',
+      summary: 'Update a push integration (JSON merge patch)',
       params: IdParam,
       body: IntegrationPatch,
       response: { 200: Integration },
@@ -110,10 +125,9 @@ export const integrationRoutes: FastifyPluginAsyncTypebox<{ db: Db; secretsKey: 
     handler: (req) => update(req, req.params.id, req.body, 'patch'),
   });
   app.post('/integrations/:id/rotate-signing-secret', {
-    config: admin,
     schema: {
       tags,
-      summary: 'Rotate the signing secret (admin): the new one is shown once; the previous one keeps signing for 24 h',
+      summary: 'Rotate the signing secret: the new one is shown once; the previous one keeps signing for 24 h',
       params: IdParam,
       body: RotateBody,
       response: { 200: Integration },
@@ -126,15 +140,14 @@ export const integrationRoutes: FastifyPluginAsyncTypebox<{ db: Db; secretsKey: 
   });
 
   app.delete('/integrations/:id', {
-    config: admin,
-    schema: { tags, summary: 'Delete a push integration (admin); its pending deliveries are cancelled', params: IdParam },
+    schema: { tags, summary: 'Delete a push integration; its pending deliveries are cancelled', params: IdParam },
     handler: async (req, reply) => {
       const id = req.params.id;
       // Results being written by the engine meanwhile can deadlock with the cancel (PostgreSQL
       // then aborts one side): the cancel is simply tried again.
       await retryDeadlock(() =>
         db.tx(async (q) => {
-          await getRow(q, id, true);
+          await manageableRow(q, req.tenancy, id);
           // Pending deliveries become CANCELLED; the history stays.
           await markDeleted(q, id);
           await cancelIntegration(q, id);

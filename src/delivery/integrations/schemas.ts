@@ -291,6 +291,10 @@ export const Integration = Type.Object(
     destinations: Type.Record(Type.String(), Type.String()),
     retry: Type.Object({ scheduleSeconds: Type.Array(Type.Number()), maxAttempts: Type.Integer(), deadlineHours: Type.Number() }),
     maxBacklogHours: Type.Number(),
+    managedBy: Literals(['operator', 'customer'] as const, {
+      description:
+        "operator: made by an operator, read-only to customers; customer: made by a customer's credential, which its owners' credentials may change",
+    }),
     webhook: Type.Optional(
       Type.Object({
         mode: Type.String(),

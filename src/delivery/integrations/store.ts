@@ -8,7 +8,7 @@ import type { IntegrationBase, IntegrationConfig, KafkaIntegration, MqttIntegrat
 import { newSigningSecret } from './model.js';
 
 export const SELECT =
-  'id, name, channel, enabled, owner_ids::text[] AS owner_ids, object_types, filter, destination, destinations, retry, max_backlog_hours, settings, secrets, when_created, when_updated';
+  'id, name, channel, enabled, owner_ids::text[] AS owner_ids, object_types, filter, destination, destinations, retry, max_backlog_hours, settings, secrets, managed_by, creator_owner_id, when_created, when_updated';
 
 export const readSecrets = (key: Buffer, sealed: string | null): Secrets =>
   sealed ? JSON.parse(decrypt(key, sealed)) : { auth: null, signingSecret: null, previousSigningSecret: null };
@@ -95,13 +95,21 @@ export interface Composed {
   secrets: string;
 }
 
-/** Inserts (a create) or updates the row; answers it as stored. */
-export async function saveRow(q: Queryable, id: string, v: Composed, insert: boolean): Promise<Row> {
+/** Who made an integration: the operator, or a customer's credential of an owner. */
+export interface Maker {
+  managedBy: 'operator' | 'customer';
+  actor: string;
+  ownerId: string;
+}
+
+/** Inserts (a create, by `maker`) or updates the row; answers it as stored. */
+export async function saveRow(q: Queryable, id: string, v: Composed, maker: Maker | null): Promise<Row> {
+  const insert = maker !== null;
   const { rows } = await q.query<Row>(
     insert
       ? `INSERT INTO integrations (id, name, enabled, channel, owner_ids, object_types, destination, destinations, retry, settings, secrets,
-                                  max_backlog_hours, filter, type_filters)
-         VALUES ($1, $2, $3, $14, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING ${SELECT}`
+                                  max_backlog_hours, filter, type_filters, managed_by, created_by, creator_owner_id)
+         VALUES ($1, $2, $3, $14, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $15, $16, $17) RETURNING ${SELECT}`
       : `UPDATE integrations SET name = $2, enabled = $3, owner_ids = $4, object_types = $5, destination = $6, destinations = $7,
            retry = $8, settings = $9, secrets = $10, max_backlog_hours = $11, filter = $12, type_filters = $13,
            when_updated = clock_timestamp()
@@ -120,7 +128,7 @@ export async function saveRow(q: Queryable, id: string, v: Composed, insert: boo
       v.maxBacklogHours,
       v.filter === null ? null : JSON.stringify(v.filter),
       v.typeFilters === null ? null : JSON.stringify(v.typeFilters),
-      ...(insert ? [v.channel] : []),
+      ...(maker ? [v.channel, maker.managedBy, maker.actor, maker.ownerId] : []),
     ],
   );
   return rows[0]!;

@@ -63,6 +63,7 @@ export const toApi = (r: Row): IntegrationApi => ({
   destinations: r.destinations,
   retry: r.retry,
   maxBacklogHours: r.max_backlog_hours,
+  managedBy: r.managed_by,
   ...channelOut(r),
   whenCreated: iso(r.when_created)!,
   whenUpdated: iso(r.when_updated)!,
