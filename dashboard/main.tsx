@@ -345,6 +345,9 @@ interface Integration {
   channel: string;
   enabled: boolean;
   destination?: string;
+  health?: 'ok' | 'failing' | 'disabled';
+  disabledReason?: string | null;
+  healthLog?: { at: string; status: string; detail: string }[];
   stats?: {
     pending: number;
     delivered: { lastHour: number; lastDay: number };
@@ -536,6 +539,25 @@ function IntegrationPage({ id, admin, attempts }: { id: string; admin: boolean; 
         <p class="text">
           {integration.channel} to {integration.destination ?? '(broker)'}
         </p>
+      ) : null}
+      {integration?.health && integration.health !== 'ok' ? (
+        <p class={`health ${integration.health}`}>
+          {integration.health === 'disabled'
+            ? `Disabled: ${integration.disabledReason ?? ''}`
+            : 'Failing: every attempt has failed for an hour or more'}
+        </p>
+      ) : null}
+      {integration?.healthLog?.length ? (
+        <details>
+          <summary>Health changes</summary>
+          <ul>
+            {integration.healthLog.map((h) => (
+              <li key={`${h.at}${h.status}`}>
+                {h.at} {h.status}: {h.detail}
+              </li>
+            ))}
+          </ul>
+        </details>
       ) : null}
       <div class="filters">
         <label>

@@ -276,6 +276,7 @@ test('the OpenAPI document describes every pushed object type as a webhook, with
     'command',
     'event',
     'gensetdata',
+    'integrationStatus',
     'location',
     'notification',
     'oemdata',

@@ -601,8 +601,9 @@ export class DeliveryEngine {
     }
   }
 
-  /** Retention, backlog expiry of disabled integrations and log pruning (API guide 9), in bulk. */
+  /** Integrations' health, retention, backlog expiry of disabled integrations and log pruning (API guide 9), in bulk. */
   async sweep(): Promise<number> {
+    await queue.sweepHealth(this.db);
     return queue.sweep(this.db, { succeededDays: this.s.succeededRetentionDays, failedDays: this.s.failedRetentionDays });
   }
 }

@@ -2,8 +2,11 @@
 // integrations' filters and destinations and the webhook-object-type header, and their members.
 /** The data records and assets: what an integration receives unless it names its types. */
 export const RECORD_TYPES = ['asset', 'location', 'sensordata', 'reeferdata', 'gensetdata', 'oemdata'] as const;
-/** Every pushed type: the records, and the events, notifications and commands an integration opts into. */
-export const OBJECT_TYPES = [...RECORD_TYPES, 'event', 'notification', 'command'] as const;
+/**
+ * Every pushed type: the records, and the events, notifications, commands and integrations' health
+ * changes an integration opts into.
+ */
+export const OBJECT_TYPES = [...RECORD_TYPES, 'event', 'notification', 'command', 'integrationStatus'] as const;
 export type ObjectType = (typeof OBJECT_TYPES)[number];
 
 /**
@@ -50,6 +53,7 @@ export const PUSH_FIELDS: Record<ObjectType, readonly string[]> = {
     'whenCreated',
     'whenUpdated',
   ],
+  integrationStatus: ['id', 'integrationId', 'integrationName', 'channel', 'ownerId', 'status', 'detail', 'at'],
 };
 
 /** Members whose values are objects or arrays: an integration's filter cannot name them. */

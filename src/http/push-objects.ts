@@ -69,6 +69,19 @@ const SHAPES: Record<ObjectType, TSchema> = {
   event: Event,
   notification: Notification,
   command: Command,
+  integrationStatus: Type.Object(
+    {
+      id: Type.String({ description: 'The change (int64 as a decimal string)' }),
+      integrationId: Uuid,
+      integrationName: Type.String(),
+      channel: Type.String(),
+      ownerId: Uuid,
+      status: Type.Union([Type.Literal('failing'), Type.Literal('disabled'), Type.Literal('recovered'), Type.Literal('enabled')]),
+      detail: Type.String(),
+      at: DateTime,
+    },
+    { title: 'IntegrationStatusPush' },
+  ),
 };
 
 const header = (name: string, description: string) => ({ name, in: 'header', required: true, schema: { type: 'string' }, description });

@@ -76,6 +76,7 @@ export async function compose(
     destinations,
     retry,
     maxBacklogHours: b.maxBacklogHours ?? base?.max_backlog_hours ?? 72,
+    autoDisableAfterHours: b.autoDisableAfterHours ?? base?.auto_disable_after_hours ?? 48,
   };
   if (channel !== 'webhook') {
     // The stored public settings without the flags that only describe secrets; PATCH merges over them.

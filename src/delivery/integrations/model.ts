@@ -93,6 +93,10 @@ export interface Row {
   secrets: string | null;
   /** Who may change it: the operator only, or also the customer whose owner made it. */
   managed_by: 'operator' | 'customer';
+  auto_disable_after_hours: number;
+  health: 'ok' | 'failing' | 'disabled';
+  disabled_reason: string | null;
+  disabled_at: Date | null;
   creator_owner_id: string | null;
   when_created: Date;
   when_updated: Date;

@@ -10,13 +10,13 @@ import { Type } from '@sinclair/typebox';
 import type { Config } from '../../config.js';
 import type { Db } from '../../db/db.js';
 import { listPage } from '../../http/paging.js';
-import { IdParam } from '../../http/schemas.js';
+import { IdParam, iso } from '../../http/schemas.js';
 import type { AddressPolicy } from '../address.js';
-import { cancelIntegration, startIntegration, stats } from '../queue/index.js';
+import { cancelIntegration, enabledAgain, healthLog, startIntegration, stats } from '../queue/index.js';
 import { compose } from './compose.js';
 import { newSigningSecret, type Row } from './model.js';
 import { Integration, IntegrationIn, IntegrationList, IntegrationPatch, RotateBody } from './schemas.js';
-import { markDeleted, retryDeadlock, SELECT, saveRow, signUnsignedIntegrations } from './store.js';
+import { getRow, markDeleted, retryDeadlock, SELECT, saveRow, signUnsignedIntegrations } from './store.js';
 import { manageableRow, visibleRow, withinCustomerLimits } from './access.js';
 import { statsApi, toApi, withShownSecret } from './view.js';
 
@@ -29,6 +29,7 @@ export const integrationRoutes: FastifyPluginAsyncTypebox<{ db: Db; secretsKey: 
   await signUnsignedIntegrations(db, secretsKey);
   const tags = ['integrations'];
   const withStats = async (row: Row) => ({ ...toApi(row), stats: statsApi(await stats(db, row.id)) });
+  const healthApi = async (id: string) => (await healthLog(db, id)).map((h) => ({ at: iso(h.at)!, status: h.status, detail: h.detail }));
 
   app.get('/integrations', {
     schema: {
@@ -88,7 +89,10 @@ export const integrationRoutes: FastifyPluginAsyncTypebox<{ db: Db; secretsKey: 
 
   app.get('/integrations/:id', {
     schema: { tags, summary: 'Get a push integration, with its delivery stats', params: IdParam, response: { 200: Integration } },
-    handler: async (req) => withStats(await visibleRow(db, req.tenancy, req.params.id)),
+    handler: async (req) => {
+      const row = await visibleRow(db, req.tenancy, req.params.id);
+      return { ...(await withStats(row)), healthLog: await healthApi(row.id) };
+    },
   });
 
   /** A PUT, PATCH or rotation: the stored row locked, the settings composed over it, saved. */
@@ -102,7 +106,13 @@ export const integrationRoutes: FastifyPluginAsyncTypebox<{ db: Db; secretsKey: 
       const cur = await manageableRow(q, req.tenancy, id);
       const v = await compose(deps, req.tenancy, q, body, cur, mode);
       await withinCustomerLimits(q, req.tenancy, limits, v, false);
-      return withShownSecret(await saveRow(q, id, v, null), v.shownSecret);
+      let row = await saveRow(q, id, v, null);
+      if (!cur.enabled && row.enabled) {
+        // Enabled again: healthy until proven otherwise; what is within maxBacklogHours goes out.
+        await enabledAgain(q, id, req.tenancy.principal.actor);
+        row = await getRow(q, id);
+      }
+      return withShownSecret(row, v.shownSecret);
     });
   app.put('/integrations/:id', {
     schema: {

@@ -193,6 +193,13 @@ export const IntegrationIn = Type.Object({
       description: 'Events waiting longer than this become FAILED (backlog expired); default 72',
     }),
   ),
+  autoDisableAfterHours: Type.Optional(
+    Type.Number({
+      minimum: 0,
+      maximum: 8760,
+      description: 'Disable the integration when every attempt has failed this long; 0: never; default 48',
+    }),
+  ),
   webhook: Type.Optional(WebhookIn),
   mqtt: Type.Optional(MqttIn),
   kafka: Type.Optional(KafkaIn),
@@ -291,6 +298,17 @@ export const Integration = Type.Object(
     destinations: Type.Record(Type.String(), Type.String()),
     retry: Type.Object({ scheduleSeconds: Type.Array(Type.Number()), maxAttempts: Type.Integer(), deadlineHours: Type.Number() }),
     maxBacklogHours: Type.Number(),
+    autoDisableAfterHours: Type.Number(),
+    health: Literals(['ok', 'failing', 'disabled'] as const, {
+      description: 'failing: every attempt has failed for an hour; disabled: for autoDisableAfterHours, so it was disabled',
+    }),
+    disabledReason: Nullable(Type.String()),
+    disabledAt: Nullable(DateTime),
+    healthLog: Type.Optional(
+      Type.Array(Type.Object({ at: DateTime, status: Type.String(), detail: Type.String() }), {
+        description: 'The latest changes of health, newest first (GET /integrations/{id} only)',
+      }),
+    ),
     managedBy: Literals(['operator', 'customer'] as const, {
       description:
         "operator: made by an operator, read-only to customers; customer: made by a customer's credential, which its owners' credentials may change",

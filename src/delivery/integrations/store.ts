@@ -8,7 +8,7 @@ import type { IntegrationBase, IntegrationConfig, KafkaIntegration, MqttIntegrat
 import { newSigningSecret } from './model.js';
 
 export const SELECT =
-  'id, name, channel, enabled, owner_ids::text[] AS owner_ids, object_types, filter, destination, destinations, retry, max_backlog_hours, settings, secrets, managed_by, creator_owner_id, when_created, when_updated';
+  'id, name, channel, enabled, owner_ids::text[] AS owner_ids, object_types, filter, destination, destinations, retry, max_backlog_hours, settings, secrets, managed_by, creator_owner_id, auto_disable_after_hours, health, disabled_reason, disabled_at, when_created, when_updated';
 
 export const readSecrets = (key: Buffer, sealed: string | null): Secrets =>
   sealed ? JSON.parse(decrypt(key, sealed)) : { auth: null, signingSecret: null, previousSigningSecret: null };
@@ -91,6 +91,7 @@ export interface Composed {
   destinations: Record<string, string>;
   retry: Row['retry'];
   maxBacklogHours: number;
+  autoDisableAfterHours: number;
   settings: Record<string, unknown>;
   secrets: string;
 }
@@ -108,11 +109,11 @@ export async function saveRow(q: Queryable, id: string, v: Composed, maker: Make
   const { rows } = await q.query<Row>(
     insert
       ? `INSERT INTO integrations (id, name, enabled, channel, owner_ids, object_types, destination, destinations, retry, settings, secrets,
-                                  max_backlog_hours, filter, type_filters, managed_by, created_by, creator_owner_id)
-         VALUES ($1, $2, $3, $14, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $15, $16, $17) RETURNING ${SELECT}`
+                                  max_backlog_hours, filter, type_filters, auto_disable_after_hours, managed_by, created_by, creator_owner_id)
+         VALUES ($1, $2, $3, $15, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $16, $17, $18) RETURNING ${SELECT}`
       : `UPDATE integrations SET name = $2, enabled = $3, owner_ids = $4, object_types = $5, destination = $6, destinations = $7,
            retry = $8, settings = $9, secrets = $10, max_backlog_hours = $11, filter = $12, type_filters = $13,
-           when_updated = clock_timestamp()
+           auto_disable_after_hours = $14, when_updated = clock_timestamp()
          WHERE id = $1 RETURNING ${SELECT}`,
     [
       id,
@@ -128,6 +129,7 @@ export async function saveRow(q: Queryable, id: string, v: Composed, maker: Make
       v.maxBacklogHours,
       v.filter === null ? null : JSON.stringify(v.filter),
       v.typeFilters === null ? null : JSON.stringify(v.typeFilters),
+      v.autoDisableAfterHours,
       ...(maker ? [v.channel, maker.managedBy, maker.actor, maker.ownerId] : []),
     ],
   );

@@ -7,6 +7,7 @@
 //   results.ts  attempts and results, written in one statement per moment
 //   history.ts  reads: deliveries, attempts, the result stream's pages, stats, /metrics figures
 //   pruning.ts  backlog expiry, retention and pruning of the event log, in bulk
+//   health.ts   integrations' health: failing, disabled after autoDisableAfterHours, recovered
 //
 // The tables: event_log (one row per stored event), integration_state (each integration's position,
 // 429 pause and token bucket), delivery_claims (events a worker took from the event log, under a lease),
@@ -15,6 +16,7 @@
 // row per event: a claim reads the event log after the integration's position, moves the position and
 // writes one claim row; a request that succeeds writes one attempt row.
 export * from './claims.js';
+export * from './health.js';
 export * from './history.js';
 export * from './log.js';
 export * from './pruning.js';

@@ -79,6 +79,14 @@ export async function writeResults(q: Queryable, results: RequestOutcome[]): Pro
   const batches: object[] = [];
   const claims = new Map<string, { generation: number; n: number }>();
   const pauses = new Map<string, number>();
+  // Health (queue/health.ts): per integration, its last success in this set and the first failure
+  // after it, or (no success) its first failure.
+  const health = new Map<string, { successAt: string | null; failAfter: string | null }>();
+  for (const r of [...results].sort((a, b) => +a.at - +b.at)) {
+    const h = health.get(r.integrationId) ?? { successAt: null, failAfter: null };
+    if (r.success) health.set(r.integrationId, { successAt: r.at.toISOString(), failAfter: null });
+    else health.set(r.integrationId, { ...h, failAfter: h.failAfter ?? r.at.toISOString() });
+  }
   for (const r of results) {
     const at = r.at.toISOString();
     attempts.push({
@@ -176,17 +184,27 @@ export async function writeResults(q: Queryable, results: RequestOutcome[]): Pro
        UPDATE delivery_claims c SET requests = c.requests - r.n FROM done r
         WHERE c.id = r.id AND c.generation = r.generation AND c.requests > r.n
      )
-     -- API guide 9: a 429 pauses the whole integration; its events stay queued.
-     UPDATE integration_state s SET paused_until = GREATEST(COALESCE(s.paused_until, now()), now() + make_interval(secs => r.seconds))
-       FROM json_to_recordset($6::json) AS r(id uuid, seconds float8)
-      WHERE s.integration_id = r.id`,
+     -- API guide 9: a 429 pauses the whole integration; its events stay queued. Health: a success
+     -- ends a failing streak (or starts one with a later failure); failures start one or go on with it.
+     -- A row whose pause and streak stay as they are is not written.
+     UPDATE integration_state s
+        SET paused_until = CASE WHEN r.seconds IS NULL THEN s.paused_until
+                                ELSE GREATEST(COALESCE(s.paused_until, now()), now() + make_interval(secs => r.seconds)) END,
+            failing_since = CASE WHEN r.success_at IS NOT NULL THEN r.fail_after ELSE COALESCE(s.failing_since, r.fail_after) END
+       FROM json_to_recordset($6::json) AS r(id uuid, seconds float8, success_at timestamptz, fail_after timestamptz)
+      WHERE s.integration_id = r.id
+        AND (r.seconds IS NOT NULL
+             OR (r.success_at IS NOT NULL AND s.failing_since IS DISTINCT FROM r.fail_after)
+             OR (r.success_at IS NULL AND s.failing_since IS NULL))`,
     [
       JSON.stringify(attempts),
       JSON.stringify(batches),
       JSON.stringify(fresh),
       JSON.stringify(retry),
       JSON.stringify([...claims].map(([id, c]) => ({ id, n: c.n, generation: c.generation }))),
-      JSON.stringify([...pauses].map(([id, seconds]) => ({ id, seconds }))),
+      JSON.stringify(
+        [...health].map(([id, h]) => ({ id, seconds: pauses.get(id) ?? null, success_at: h.successAt, fail_after: h.failAfter })),
+      ),
     ],
     'delivery_write_results',
   );
