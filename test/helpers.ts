@@ -99,6 +99,9 @@ export function testConfig(env: Record<string, string> = {}, databaseUrl?: strin
     BOOTSTRAP_USERNAME: OPERATOR.username,
     BOOTSTRAP_PASSWORD: OPERATOR.password,
     SECRETS_KEY: TEST_SECRETS_KEY,
+    // Four test files run at once against the shared server's 100 connections, some with several
+    // services each: a small pool per service (a file may ask for more).
+    DB_POOL_SIZE: '6',
     ...(databaseUrl ? { DATABASE_URL: databaseUrl } : {}),
     ...env,
   });
