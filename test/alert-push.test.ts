@@ -159,6 +159,9 @@ test('filter {"severity": ["ALERT"]} with objectTypes ["event"]: ALERT events on
   });
   assert.deepEqual(alertsOnly.filter, { severity: ['ALERT'] });
   await integration(f.ownerId, { channel: 'webhook', destination: `${rx.url}/every-${stamp}`, objectTypes: ['event'] });
+  // Another owner's integration for events, there before any of them.
+  const stranger = await reeferFleet('stranger');
+  await integration(stranger.ownerId, { channel: 'webhook', destination: `${rx.url}/stranger-${stamp}`, objectTypes: ['event'] });
   await f.reefer(3, 0); // ALERT
   await f.reefer(2, -20); // INFO
   await f.reefer(1, 5); // ALERT again
@@ -172,6 +175,14 @@ test('filter {"severity": ["ALERT"]} with objectTypes ["event"]: ALERT events on
   assert.deepEqual(
     objectsAt(`/alerts-${stamp}`).map((o) => o.body.severity),
     ['ALERT', 'ALERT'],
+  );
+  // The other owner's integration reads the same log in order: its own owner's alert, stored after
+  // all of these, arrives, and nothing of this owner's came before it.
+  await stranger.reefer(0, 0);
+  await rx.waitFor(() => objectsAt(`/stranger-${stamp}`).length >= 1, 60_000, "the stranger's own alert");
+  assert.deepEqual(
+    objectsAt(`/stranger-${stamp}`).map((o) => o.body.assetId),
+    [stranger.assetId],
   );
   // Once both results are written nothing is pending: the INFO event is not waiting anywhere.
   await waitFor(

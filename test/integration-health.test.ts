@@ -22,35 +22,29 @@ const { db } = ta.app.services;
 const { deliveries } = deliveryHistory(() => ta);
 const hours = (h: number) => new Date(Date.now() + h * 3600_000);
 
+/** A webhook integration of the customer's, to a receiver path, retried every 0.2 s. */
+async function webhook(c: Awaited<ReturnType<typeof customer>>, path: string, extra: Record<string, unknown>) {
+  return ok(
+    await c.call('POST', '/integrations', {
+      name: `health${path.replaceAll('/', '-')}`,
+      channel: 'webhook',
+      ownerIds: [c.ownerId],
+      destination: `${rx.url}${path}`,
+      retry: { scheduleSeconds: [0.2], maxAttempts: 10000, deadlineHours: 720 },
+      ...extra,
+    }),
+    201,
+  );
+}
+
 test('failing, recovered, disabled after autoDisableAfterHours, enabled again with its backlog; every change pushed', async () => {
   const c = await customer(ta, 'health', { base: '/api/v1' });
   const asset = await c.asset('health-1');
   let down = true;
   rx.on('/health-endpoint', () => ({ status: down ? 503 : 200, body: down ? 'down for maintenance' : '{}' }));
-  const sick = ok(
-    await c.call('POST', '/integrations', {
-      name: 'health-sick',
-      channel: 'webhook',
-      ownerIds: [c.ownerId],
-      objectTypes: ['location'],
-      destination: `${rx.url}/health-endpoint`,
-      retry: { scheduleSeconds: [0.2], maxAttempts: 10000, deadlineHours: 720 },
-      autoDisableAfterHours: 2,
-    }),
-    201,
-  );
+  const sick = await webhook(c, '/health-endpoint', { name: 'health-sick', objectTypes: ['location'], autoDisableAfterHours: 2 });
   assert.deepEqual([sick.health, sick.autoDisableAfterHours, sick.disabledReason], ['ok', 2, null]);
-  ok(
-    await c.call('POST', '/integrations', {
-      name: 'health-watch',
-      channel: 'webhook',
-      ownerIds: [c.ownerId],
-      objectTypes: ['integrationStatus'],
-      destination: `${rx.url}/health-watch`,
-      retry: { scheduleSeconds: [0.2] },
-    }),
-    201,
-  );
+  await webhook(c, '/health-watch', { objectTypes: ['integrationStatus'] });
   const statuses = () => rx.for('/health-watch').map((r) => JSON.parse(r.body));
   const get = async () => ok(await c.call('GET', `/integrations/${sick.id}`), 200);
   /** Waits for a failed attempt of the location `id`. */
@@ -122,18 +116,7 @@ test('autoDisableAfterHours 0 never disables', async () => {
   const c = await customer(ta, 'health-never', { base: '/api/v1' });
   const asset = await c.asset('never-1');
   rx.on('/health-never', () => ({ status: 500 }));
-  const i = ok(
-    await c.call('POST', '/integrations', {
-      name: 'health-never',
-      channel: 'webhook',
-      ownerIds: [c.ownerId],
-      objectTypes: ['location'],
-      destination: `${rx.url}/health-never`,
-      retry: { scheduleSeconds: [0.2], maxAttempts: 10000, deadlineHours: 720 },
-      autoDisableAfterHours: 0,
-    }),
-    201,
-  );
+  const i = await webhook(c, '/health-never', { objectTypes: ['location'], autoDisableAfterHours: 0 });
   await storeLocations(ta, c.key, asset, [1]);
   await waitFor(
     () => 'a failed attempt',

@@ -278,15 +278,18 @@ test('a whole partition goes once every owner in it passed it, and an event-log 
   const asset = await c.asset('a');
   const now = Date.now();
   // 60 days ago: a partition of its own, whose every owner has 30 days at most.
-  ok(
-    await c.call('POST', '/api/v1/locations', {
-      assetId: asset,
-      latitude: 1,
-      longitude: 1,
-      whenCreated: new Date(now - 60 * DAY).toISOString(),
-    }),
-    201,
-  );
+  /** A location of the asset at `latitude`, `daysAgo` days back. */
+  const locate = async (latitude: number, daysAgo: number) =>
+    ok(
+      await c.call('POST', '/api/v1/locations', {
+        assetId: asset,
+        latitude,
+        longitude: latitude,
+        whenCreated: new Date(now - daysAgo * DAY).toISOString(),
+      }),
+      201,
+    );
+  await locate(1, 60);
   const old = (await partitions(t, 'locations')).filter(
     (p) => p.startsWith('locations_p') && p < `locations_p${new Date(now - 40 * DAY).toISOString().slice(0, 10).replaceAll('-', '')}`,
   );
@@ -314,15 +317,7 @@ test('a whole partition goes once every owner in it passed it, and an event-log 
   const r2 = await t.app.services.storage.runRetention(now);
   assert.deepEqual(await logParts(), [], JSON.stringify(r2));
   // A record for the dropped range is stored again, in a partition made again.
-  ok(
-    await c.call('POST', '/api/v1/locations', {
-      assetId: asset,
-      latitude: 3,
-      longitude: 3,
-      whenCreated: new Date(now - 60 * DAY).toISOString(),
-    }),
-    201,
-  );
+  await locate(3, 60);
 });
 
 test('a failed delivery keeps its event-log partition through the redelivery window', async () => {

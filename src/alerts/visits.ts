@@ -142,7 +142,7 @@ export class AssetVisits {
     this.advance(at);
     const now = new Set(inside.filter((id) => this.zones.get(id)?.ownerId === this.ownerId));
     const entered: Fired[] = [];
-    const left: Fired[] = [];
+    const others: Fired[] = [];
     const mark = this.fired.length;
     for (const v of this.open()) {
       const z = this.zoneOf(v, at);
@@ -190,8 +190,8 @@ export class AssetVisits {
       }
     }
     // At one location: every Entered (ascending zone id), then the rest (Left, dwell) as they came.
-    for (const f of this.fired.splice(mark)) (f.kind === 'enter' ? entered : left).push(f);
-    this.fired.push(...entered, ...left);
+    for (const f of this.fired.splice(mark)) (f.kind === 'enter' ? entered : others).push(f);
+    this.fired.push(...entered, ...others);
   }
 
   /** The events and notifications fired so far, to raise. */
@@ -319,7 +319,8 @@ export async function saveVisits(q: Queryable, stmt: WriteStatement, assets: Ass
   );
 }
 
-interface ZoneRow {
+/** A zone's row as ZONE_RULE_COLUMNS reads it. */
+export interface ZoneRuleRow {
   id: string;
   owner_id: string;
   name: string;
@@ -331,7 +332,7 @@ interface ZoneRow {
 /** The columns zoneRule reads, for a query over zones aliased `z`. */
 export const ZONE_RULE_COLUMNS = 'z.id::text, z.owner_id, z.name, z.enter_after_seconds, z.leave_after_seconds, z.dwell_alert_minutes';
 
-export const zoneRule = (z: ZoneRow): ZoneRule => ({
+export const zoneRule = (z: ZoneRuleRow): ZoneRule => ({
   id: z.id,
   ownerId: z.owner_id,
   name: z.name,
@@ -373,7 +374,7 @@ export async function sweepVisits(db: Db, now: Date, silenceSeconds: number): Pr
         q,
         assets.map((a) => a.asset_id),
       );
-      const { rows: zones } = await q.query<ZoneRow>(
+      const { rows: zones } = await q.query<ZoneRuleRow>(
         `SELECT ${ZONE_RULE_COLUMNS} FROM zones z WHERE z.id IN (SELECT zone_id FROM zone_visits WHERE asset_id = ANY($1::uuid[]) AND left_at IS NULL)`,
         [assets.map((a) => a.asset_id)],
       );

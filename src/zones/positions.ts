@@ -9,7 +9,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { Db, Queryable } from '../db/db.js';
 import type { WriteStatement } from '../db/statement.js';
-import { AssetVisits, openVisits, saveVisits, ZONE_RULE_COLUMNS, zoneRule } from '../alerts/visits.js';
+import { AssetVisits, openVisits, saveVisits, ZONE_RULE_COLUMNS, type ZoneRuleRow, zoneRule } from '../alerts/visits.js';
 import type { OwnerPaths } from '../delivery/queue/index.js';
 import { applyFilters, filters, listQuery } from '../http/filters.js';
 import { listPage } from '../http/paging.js';
@@ -17,13 +17,7 @@ import type { PreparedItem, RecordHook, StoredItem } from '../records/hooks.js';
 import { locations, round } from '../records/records.js';
 import { contains, type Circle, type Geometry } from './geo.js';
 
-interface ZoneRow {
-  id: string;
-  owner_id: string;
-  name: string;
-  enter_after_seconds: number;
-  leave_after_seconds: number;
-  dwell_alert_minutes: number | null;
+interface ZoneRow extends ZoneRuleRow {
   geometry: Geometry | null;
   circle: Circle | null;
   min_lat: number | null;

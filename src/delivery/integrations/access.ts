@@ -40,7 +40,7 @@ type Limits = Pick<Config, 'CUSTOMER_MAX_INTEGRATIONS' | 'CUSTOMER_MAX_ITEMS_PER
  */
 export async function withinCustomerLimits(q: Queryable, t: Tenancy, limits: Limits, v: Composed, creating: boolean): Promise<void> {
   if (t.isAdmin) return;
-  const key = v.channel === 'webhook' ? 'webhook' : v.channel;
+  const key = v.channel;
   const s = v.settings;
   if (s.maxItemsPerMinute === null || s.maxItemsPerMinute === undefined) s.maxItemsPerMinute = limits.CUSTOMER_MAX_ITEMS_PER_MINUTE;
   if ((s.maxItemsPerMinute as number) > limits.CUSTOMER_MAX_ITEMS_PER_MINUTE) {

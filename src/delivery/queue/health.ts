@@ -7,6 +7,8 @@
 //   enabled    a disabled one was enabled again (its streak starts afresh).
 // Each change is one conditional UPDATE, so sweeps of several processes never record one twice.
 import type { Db, Queryable } from '../../db/db.js';
+import { sqlIso } from '../../db/sql.js';
+import { iso } from '../../http/schemas.js';
 import { appendEvents, wakeReaders } from './log.js';
 
 export type HealthStatus = 'failing' | 'disabled' | 'recovered' | 'enabled';
@@ -53,7 +55,7 @@ async function record(q: Queryable, status: HealthStatus, changed: Changed[]): P
         ownerId: c.owner_id,
         status,
         detail: c.detail,
-        at: row.at.toISOString().replace(/\.\d{3}Z$/, 'Z'),
+        at: iso(row.at)!,
       };
       return { objectId: c.id, ownerId: c.owner_id, payload };
     }),
@@ -72,7 +74,7 @@ export async function sweepHealth(db: Db, now = new Date()): Promise<number> {
     const { rows: disabled } = await q.query<Changed>(
       `UPDATE integrations i SET enabled = false, health = 'disabled', disabled_at = $1,
               disabled_reason = 'Every attempt failed for ' || i.auto_disable_after_hours || ' hours, since '
-                || to_char(s.failing_since AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
+                || ${sqlIso('s.failing_since')}
                 || COALESCE('; last error: ' || left(${LAST_ERROR}, 500), ''),
               when_updated = clock_timestamp()
          FROM integration_state s
@@ -88,7 +90,7 @@ export async function sweepHealth(db: Db, now = new Date()): Promise<number> {
         WHERE s.integration_id = i.id AND i.deleted_at IS NULL AND i.enabled AND i.health = 'ok'
           AND s.failing_since <= $1::timestamptz - interval '1 hour'
         RETURNING i.id, i.name, i.channel, ${OWNER} AS owner_id,
-                  'Every attempt has failed since ' || to_char(s.failing_since AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
+                  'Every attempt has failed since ' || ${sqlIso('s.failing_since')}
                   || COALESCE('; last error: ' || left(${LAST_ERROR}, 500), '') AS detail`,
       [at],
     );
