@@ -33,6 +33,8 @@ import { silenceHook } from './alerts/silence.js';
 import { specificationRoutes } from './alerts/specifications.js';
 import { notificationRoutes } from './alerts/notifications.js';
 import { eventRoutes } from './events/events.js';
+import { pruneAudit } from './audit/audit.js';
+import { auditRoutes } from './audit/routes.js';
 import { commandRoutes, expireCommands } from './commands/commands.js';
 import { bookingRoutes } from './booking/booking.js';
 import { addressPolicy } from './delivery/address.js';
@@ -187,21 +189,33 @@ export async function buildApp(
   }
   const { alerts } = app.services;
   app.addHook('onReady', async () => alerts.start());
+  // Periodic tasks that need no lease (each is idempotent; several instances may run them at once).
+  const running = new Set<Promise<unknown>>();
+  const timers: NodeJS.Timeout[] = [];
+  const every = (seconds: number, what: string, fn: () => Promise<unknown>) => {
+    let current: Promise<unknown> | undefined;
+    const timer = setInterval(() => {
+      if (current) return;
+      current = fn()
+        .catch((e) => app.log.warn({ err: e }, `${what} failed; it runs again shortly`))
+        .finally(() => {
+          running.delete(current!);
+          current = undefined;
+        });
+      running.add(current);
+    }, seconds * 1000);
+    timer.unref();
+    timers.push(timer);
+  };
   // Open commands past their time-to-live are stored (and pushed) EXPIRED, on the alert sweep's cadence.
-  let expiring: Promise<unknown> | undefined;
-  const expiry = setInterval(() => {
-    expiring ??= expireCommands(db)
-      .catch((e) => app.log.warn({ err: e }, 'expiring commands failed; it runs again shortly'))
-      .finally(() => {
-        expiring = undefined;
-      });
-  }, cfg.ALERT_SWEEP_SECONDS * 1000);
-  expiry.unref();
+  every(cfg.ALERT_SWEEP_SECONDS, 'expiring commands', () => expireCommands(db));
+  // Audit entries past AUDIT_RETENTION_DAYS go on the storage retention's cadence.
+  every(cfg.RETENTION_CHECK_SECONDS, 'pruning the audit log', () => pruneAudit(db, cfg.AUDIT_RETENTION_DAYS));
   app.addHook('onClose', async () => {
     await storage.stop();
     await alerts.stop();
-    clearInterval(expiry);
-    await expiring;
+    for (const t of timers) clearInterval(t);
+    await Promise.all(running);
     await app.services.delivery?.stop();
     await app.services.limiter.close();
     if (!opts.db) await raw.close();
@@ -270,6 +284,7 @@ export async function buildApp(
       await api.register(positionRoutes, { db });
       await api.register(zoneRoutes, { db });
       await api.register(eventRoutes, { db });
+      await api.register(auditRoutes, { db });
       await api.register(specificationRoutes, { db, alerts });
       await api.register(notificationRoutes, { db });
       await api.register(commandRoutes, { db, cfg });

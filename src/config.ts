@@ -73,6 +73,8 @@ const spec = {
   ],
   TOKEN_LIFE_SECONDS: [int(1, 86400), '1200'],
   REFRESH_TOKEN_LIFE_SECONDS: [int(1, 30 * 86400), '28800'],
+  // The built-in issuer's sign-in session (the browser's cookie): how long a sign-in lasts at most.
+  SIGN_IN_SESSION_HOURS: [int(1, 30 * 24), '10'],
   AUTH_EXTERNAL_ISSUER: [url(['http:', 'https:']), undefined],
   AUTH_EXTERNAL_AUDIENCE: [str, undefined],
   AUTH_EXTERNAL_JWKS_URL: [url(['http:', 'https:']), undefined],
@@ -127,6 +129,8 @@ const spec = {
   CUSTOMER_MAX_INTEGRATIONS: [int(0, 100_000), '10'],
   CUSTOMER_MAX_ITEMS_PER_MINUTE: [int(1, 100_000_000), '60000'],
   CUSTOMER_MAX_CONCURRENT_REQUESTS: [int(1, 256), '8'],
+  // The audit log (API guide 14): how long its entries are kept.
+  AUDIT_RETENTION_DAYS: [int(1, 36500), '365'],
   // The result stream (API guide 9): streams open at once per owner, how far back `since` reaches,
   // and the bytes after which an NDJSON answer ends with a line naming where to go on.
   STREAM_MAX_OPEN_PER_OWNER: [int(1, 1000), '5'],

@@ -179,3 +179,80 @@ test('discovery lists only what is supported: response type code', async () => {
   const d = (await (await fetch(`${ta.url}/auth/realms/tracking/.well-known/openid-configuration`)).json()) as Record<string, unknown>;
   assert.deepEqual(d.response_types_supported, ['code']);
 });
+
+test('the sign-in session: an HttpOnly SameSite=Strict cookie signs in again without the form; signing out ends it and its logins', async () => {
+  const { verifier, challenge } = pkce();
+  const ok = await login(challenge);
+  assert.equal(ok.status, 303);
+  const set = ok.headers.get('set-cookie') ?? '';
+  assert.match(set, /^atk_signin=[A-Za-z0-9_-]{43};/);
+  assert.match(set, /; HttpOnly/);
+  assert.match(set, /; SameSite=Strict/);
+  assert.match(set, /; Path=\/auth\/realms\/tracking\/protocol\/openid-connect;/);
+  const cookie = set.split(';')[0]!;
+  const code = new URL(ok.headers.get('location')!).searchParams.get('code')!;
+  const first = (await (await exchange({ code, code_verifier: verifier })).json()) as { refresh_token: string };
+
+  // A reload: no token, the cookie only. The authorization endpoint answers with a code at once.
+  const again = pkce();
+  const silent = await fetch(`${ta.url}${base}/auth?${authorizeQuery(again.challenge)}`, { headers: { cookie }, redirect: 'manual' });
+  assert.equal(silent.status, 303);
+  const code2 = new URL(silent.headers.get('location')!).searchParams.get('code')!;
+  const second = await exchange({ code: code2, code_verifier: again.verifier });
+  assert.equal(second.status, 200);
+  const t2 = (await second.json()) as { access_token: string; refresh_token: string };
+  assert.equal((await ta.call('GET', '/api/v1/owners', { token: t2.access_token })).status, 200);
+  // prompt=login asks anyway; prompt=none without a session goes back with login_required.
+  const asked = await fetch(`${ta.url}${base}/auth?${authorizeQuery(again.challenge, { prompt: 'login' })}`, {
+    headers: { cookie },
+    redirect: 'manual',
+  });
+  assert.equal(asked.status, 200);
+  const none = await fetch(`${ta.url}${base}/auth?${authorizeQuery(again.challenge, { prompt: 'none' })}`, { redirect: 'manual' });
+  assert.equal(new URL(none.headers.get('location')!).searchParams.get('error'), 'login_required');
+
+  // Signing out from another site is refused; from the service's own origin it ends everything.
+  const foreign = await fetch(`${ta.url}${base}/logout`, { method: 'POST', headers: { cookie, origin: 'https://evil.example' } });
+  assert.equal(foreign.status, 403);
+  const out = await fetch(`${ta.url}${base}/logout`, { method: 'POST', headers: { cookie, origin: ta.url } });
+  assert.equal(out.status, 204);
+  assert.match(out.headers.get('set-cookie') ?? '', /^atk_signin=; .*Max-Age=0/);
+  const after = await fetch(`${ta.url}${base}/auth?${authorizeQuery(again.challenge)}`, { headers: { cookie }, redirect: 'manual' });
+  assert.equal(after.status, 200, 'the old cookie no longer signs in: the form again');
+  assert.equal((await ta.call('GET', '/api/v1/owners', { token: t2.access_token })).status, 401, 'the logins made through it are revoked');
+  for (const rt of [first.refresh_token, t2.refresh_token]) {
+    const r = await fetch(`${ta.url}${base}/token`, form({ grant_type: 'refresh_token', client_id: 'dashboard', refresh_token: rt }));
+    assert.equal(r.status, 400);
+  }
+
+  // A new password ends a user's sign-in sessions too.
+  const o = await ta.call('POST', '/api/v1/owners', { token: ta.adminToken, body: { name: 'session owner' } });
+  const user = await ta.call('POST', '/api/v1/users', {
+    token: ta.adminToken,
+    body: { username: 'session-user', password: 'first-password-1', ownerId: (o.body as { id: string }).id, scopes: ['read'] },
+  });
+  assert.equal(user.status, 201, user.raw);
+  const p3 = pkce();
+  const signedIn = await fetch(
+    `${ta.url}${base}/auth`,
+    form({
+      ...Object.fromEntries(new URLSearchParams(authorizeQuery(p3.challenge))),
+      username: 'session-user',
+      password: 'first-password-1',
+    }),
+  );
+  const c3 = (signedIn.headers.get('set-cookie') ?? '').split(';')[0]!;
+  assert.equal(
+    (await fetch(`${ta.url}${base}/auth?${authorizeQuery(p3.challenge)}`, { headers: { cookie: c3 }, redirect: 'manual' })).status,
+    303,
+  );
+  const changed = await ta.call('PATCH', `/api/v1/users/${(user.body as { id: string }).id}`, {
+    token: ta.adminToken,
+    body: { password: 'second-password-2' },
+  });
+  assert.equal(changed.status, 200);
+  assert.equal(
+    (await fetch(`${ta.url}${base}/auth?${authorizeQuery(p3.challenge)}`, { headers: { cookie: c3 }, redirect: 'manual' })).status,
+    200,
+  );
+});

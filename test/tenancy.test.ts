@@ -133,6 +133,8 @@ test("every /api/v1 route with a path parameter refuses a sibling owner's record
   const bNotifications = (await ta.call('GET', `/api/v1/notifications?assetId=${assetId}`, { token: B.key })).body;
   assert.equal(bNotifications.length, 1, `B has a notification: ${JSON.stringify(bNotifications)}`);
   const bEvents = (await ta.call('GET', `/api/v1/events?assetId=${assetId}`, { token: B.key })).body;
+  const bAudit = (await ta.call('GET', `/api/v1/audit?ownerId=${B.ownerId}&limit=1`, { token: admin })).body;
+  assert.equal(bAudit.length, 1, "B's changes are in the audit log");
   const bDeliveries = (await ta.call('GET', `/api/v1/integrations/${bIntegration.id}/deliveries`, { token: admin })).body;
   assert.ok(Array.isArray(bDeliveries) && bDeliveries.length >= 1, `B's records have deliveries: ${JSON.stringify(bDeliveries)}`);
   assert.ok(Array.isArray(bEvents) && bEvents.length >= 1, `B has an event: ${JSON.stringify(bEvents)}`);
@@ -166,6 +168,7 @@ test("every /api/v1 route with a path parameter refuses a sibling owner's record
     '/api/v1/booking-data/{id}': { id: bBooking.id },
     '/api/v1/specifications/{id}': { id: bSpec.id },
     '/api/v1/notifications/{id}': { id: bNotifications[0].id },
+    '/api/v1/audit/{id}': { id: bAudit[0].id },
     '/api/v1/integrations/{id}': { id: bIntegration.id },
     '/api/v1/integrations/{id}/deliveries': { id: bIntegration.id },
     '/api/v1/integrations/{id}/rotate-signing-secret': { id: bIntegration.id },

@@ -2,6 +2,7 @@
 // data, GENSET genset data), the accepted sensor ranges and when to notify. One per asset and type;
 // the owner is the asset's (read through the join); assetName and whoCreated are filled here.
 // Writing one re-checks the asset's open alert state against it (alerts/engine.ts).
+import { audit } from '../audit/audit.js';
 import crypto from 'node:crypto';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { FormatRegistry, Type, type Static, type TSchema } from '@sinclair/typebox';
@@ -229,7 +230,16 @@ export const specificationRoutes: FastifyPluginAsyncTypebox<{ db: Db; alerts: Al
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
           [id, b.assetId, b.type, b.name ?? null, json(b.settings), json(b.ranges), json(b.notification), req.tenancy.principal.actor],
         );
-        return getSpec(q, req.tenancy, id);
+        const created = await getSpec(q, req.tenancy, id);
+        await audit(q, req.tenancy, {
+          action: 'create',
+          type: 'specification',
+          id,
+          ownerId: created.owner_id,
+          before: null,
+          after: toApi(created),
+        });
+        return created;
       });
       reply.code(201).header('Location', `${req.server.publicUrl}/api/v1/specifications/${row.id}`);
       return toApi(row);
@@ -263,7 +273,10 @@ export const specificationRoutes: FastifyPluginAsyncTypebox<{ db: Db; alerts: Al
       );
       // Same asset and type: the open alert state is re-checked against the new ranges and timing.
       if (!moved) await alerts.respecify(q, id, b.type);
-      return toApi(await getSpec(q, t, id));
+      const next = await getSpec(q, t, id);
+      const after = toApi(next);
+      await audit(q, t, { action: 'update', type: 'specification', id, ownerId: next.owner_id, before: toApi(cur), after });
+      return after;
     });
   app.put('/specifications/:id', {
     schema: { tags, summary: 'Replace a specification', params: IdParam, body: SpecWrite, response: { 200: Specification } },
@@ -286,8 +299,16 @@ export const specificationRoutes: FastifyPluginAsyncTypebox<{ db: Db; alerts: Al
       const id = req.params.id;
       await db.tx(async (q) => {
         if (isUuid(id)) await alerts.lockSpecification(q, id);
-        await getSpec(q, req.tenancy, id, true);
+        const cur = await getSpec(q, req.tenancy, id, true);
         await q.query('DELETE FROM specifications WHERE id = $1', [id]);
+        await audit(q, req.tenancy, {
+          action: 'delete',
+          type: 'specification',
+          id,
+          ownerId: cur.owner_id,
+          before: toApi(cur),
+          after: null,
+        });
       });
       return reply.code(204).send();
     },

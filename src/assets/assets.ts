@@ -1,5 +1,6 @@
 // Assets (API guide 3, 4 and 8): names unique within their owner; `assetTags` accepted as
 // an alias of `tags` (published sample payloads use it); deletion refused while data records refer to it.
+import { audit } from '../audit/audit.js';
 import crypto from 'node:crypto';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type, type Static } from '@sinclair/typebox';
@@ -150,6 +151,7 @@ export const assetRoutes: FastifyPluginAsyncTypebox<{ db: Db }> = async (app, { 
           ],
         );
         await pushAsset(q, rows[0]!);
+        await audit(q, req.tenancy, { action: 'create', type: 'asset', id, ownerId, before: null, after: toApi(rows[0]!) });
         return rows[0]!;
       });
       wakeReaders(db); // after the commit: the engine looks for the new event at once
@@ -187,7 +189,9 @@ export const assetRoutes: FastifyPluginAsyncTypebox<{ db: Db }> = async (app, { 
       );
       // A move applies from now on: what was stored keeps the owner it was stored for (API guide 3).
       await pushAsset(q, rows[0]!);
-      return toApi(rows[0]!);
+      const after = toApi(rows[0]!);
+      await audit(q, t, { action: 'update', type: 'asset', id, ownerId, before: toApi(cur), after });
+      return after;
     });
     wakeReaders(db);
     return out;
@@ -207,9 +211,10 @@ export const assetRoutes: FastifyPluginAsyncTypebox<{ db: Db }> = async (app, { 
     handler: async (req, reply) => {
       const id = req.params.id;
       await db.tx(async (q) => {
-        await getAsset(q, req.tenancy, id, true);
+        const cur = await getAsset(q, req.tenancy, id, true);
         // Data record tables reference assets: the foreign key answers 409 while any exist.
         await q.query('DELETE FROM assets WHERE id = $1', [id]);
+        await audit(q, req.tenancy, { action: 'delete', type: 'asset', id, ownerId: cur.owner_id, before: toApi(cur), after: null });
       });
       return reply.code(204).send();
     },

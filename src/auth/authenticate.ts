@@ -49,7 +49,7 @@ export function installAuthentication(app: FastifyInstance, deps: { db: Db; toke
     const cfg = req.routeOptions.config;
     if (cfg.public || !req.routeOptions.url) return;
     const principal = await authenticate(deps.db, deps.tokens, req.headers.authorization);
-    req.tenancy = new Tenancy(deps.db, principal);
+    req.tenancy = new Tenancy(deps.db, principal, req.ip);
     req.credential = principal.credential;
     const needed = cfg.scope ?? (req.method === 'GET' || req.method === 'HEAD' ? 'read' : 'write');
     if (!principal.scopes.includes(needed)) throw new ApiError('FORBIDDEN', `This credential lacks the "${needed}" scope.`);

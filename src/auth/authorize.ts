@@ -5,6 +5,13 @@
 // on the service's configured public origin (PUBLIC_URL), never on one taken from the request's
 // Host header (whoever points a name of theirs at the service would collect codes); the form is
 // accepted only when its Origin is that origin (no sign-in posted from another site).
+//
+// A sign-in also opens a sign-in session (as Keycloak's SSO session): a random value in an
+// HttpOnly, SameSite=Strict cookie scoped to the issuer's paths, its digest in sign_in_sessions.
+// While it lasts (SIGN_IN_SESSION_HOURS) the authorization endpoint answers with a code at once,
+// without the form (prompt=login asks anyway; prompt=none never shows the form), so a reloaded
+// dashboard, which keeps its tokens in memory only, signs in again with one click. The logout
+// endpoint ends it and every login made through it.
 import crypto from 'node:crypto';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
@@ -12,6 +19,8 @@ import { Type, type Static } from '@sinclair/typebox';
 import type { Db } from '../db/db.js';
 import { digest, hashPassword, verifyPassword } from './crypto.js';
 import type { FailureThrottle } from './throttle.js';
+import type { Sessions } from './sessions.js';
+import { record as audit } from '../audit/audit.js';
 
 /** A code is exchanged within this many seconds, once. */
 export const CODE_LIFE_SECONDS = 60;
@@ -24,6 +33,7 @@ const AuthorizeQuery = Type.Object({
   scope: Type.Optional(Type.String({ maxLength: 1024 })),
   code_challenge: Type.Optional(Type.String({ maxLength: 128 })),
   code_challenge_method: Type.Optional(Type.String({ maxLength: 16 })),
+  prompt: Type.Optional(Type.String({ maxLength: 32 })),
 });
 type AuthorizeQuery = Static<typeof AuthorizeQuery>;
 const LoginBody = Type.Object({
@@ -46,11 +56,69 @@ interface Client {
   redirect_paths: string[];
 }
 
+/** The sign-in session's cookie. */
+export const SIGN_IN_COOKIE = 'atk_signin';
+
+/** One cookie's value from a Cookie header (RFC 6265 5.4), or undefined. */
+export function cookieValue(header: string | undefined, name: string): string | undefined {
+  for (const part of (header ?? '').split(';')) {
+    const i = part.indexOf('=');
+    if (i > 0 && part.slice(0, i).trim() === name) return part.slice(i + 1).trim();
+  }
+  return undefined;
+}
+
 export async function authorizeRoutes(
   app: FastifyInstance,
-  deps: { db: Db; realm: () => string; publicOrigin: () => string; throttle: FailureThrottle; prefixes: string[] },
+  deps: {
+    db: Db;
+    realm: () => string;
+    publicOrigin: () => string;
+    throttle: FailureThrottle;
+    prefixes: string[];
+    sessions: Sessions;
+    signInHours: number;
+  },
 ): Promise<void> {
-  const { db, throttle } = deps;
+  const { db, throttle, sessions } = deps;
+  const secure = () => deps.publicOrigin().startsWith('https:');
+  /** The cookie for the issuer's paths under the prefix the request came by. */
+  const cookie = (req: FastifyRequest, value: string, maxAge: number) => {
+    const path = req.url.split('?')[0]!.replace(/\/protocol\/openid-connect\/.*$/, '/protocol/openid-connect');
+    return `${SIGN_IN_COOKIE}=${value}; Path=${path}; Max-Age=${maxAge}; HttpOnly; SameSite=Strict${secure() ? '; Secure' : ''}`;
+  };
+  /** The live sign-in session the request's cookie names, with its user (enabled), or undefined. */
+  const signInOf = async (req: FastifyRequest) => {
+    const value = cookieValue(req.headers.cookie, SIGN_IN_COOKIE);
+    if (!value || !/^[A-Za-z0-9_-]{43}$/.test(value)) return undefined;
+    const { rows } = await db.query<{ id: string; user_id: string; owner_id: string }>(
+      `SELECT s.id, s.user_id, u.owner_id FROM sign_in_sessions s JOIN users u ON u.id = s.user_id
+        WHERE s.digest = $1 AND s.ended_at IS NULL AND s.expires_at > now() AND NOT u.disabled`,
+      [digest(value)],
+    );
+    return rows[0];
+  };
+  /** A one-time code for the user, back to the client's redirect. */
+  const codeRedirect = async (
+    reply: FastifyReply,
+    p: AuthorizeQuery,
+    checked: { client: Client; redirect: URL },
+    userId: string,
+    signInId: string,
+  ) => {
+    const code = crypto.randomBytes(32).toString('base64url');
+    await db.query(
+      `INSERT INTO auth_codes (code_digest, client_id, user_id, redirect_uri, code_challenge, expires_at, sign_in_id)
+       VALUES ($1, $2, $3, $4, $5, now() + make_interval(secs => $6), $7)`,
+      [digest(code), checked.client.id, userId, p.redirect_uri, p.code_challenge, CODE_LIFE_SECONDS, signInId],
+    );
+    // Old codes go in the same breath (a handful at most: each lives a minute).
+    await db.query("DELETE FROM auth_codes WHERE expires_at < now() - interval '1 hour'");
+    const to = new URL(checked.redirect);
+    to.searchParams.set('code', code);
+    if (p.state !== undefined) to.searchParams.set('state', p.state);
+    return reply.redirect(to.toString(), 303);
+  };
   let unknownHash: Promise<string> | undefined;
 
   /** The checks before anything may be redirected: a known public client and one of its own redirects. */
@@ -148,8 +216,14 @@ export async function authorizeRoutes(
 
     api.get(path, { ...common, schema: { ...common.schema, querystring: AuthorizeQuery } }, async (req, reply) => {
       const p = req.query;
-      if (!(await accepted(req, reply, p))) return reply;
-      return page(reply, 200, loginForm(p, req.url.split('?')[0]!));
+      const checked = await accepted(req, reply, p);
+      if (!checked) return reply;
+      // Signed in already (the cookie): a code at once, unless the client asks for the form.
+      const session = p.prompt === 'login' ? undefined : await signInOf(req);
+      if (session) return codeRedirect(reply, p, checked, session.user_id, session.id);
+      if (p.prompt === 'none') return redirectError(reply, checked.redirect, 'login_required', 'No sign-in session.', p.state);
+      const { prompt: _prompt, ...form } = p;
+      return page(reply, 200, loginForm(form, req.url.split('?')[0]!));
     });
 
     api.post(path, { ...common, schema: { ...common.schema, body: LoginBody } }, async (req, reply) => {
@@ -163,8 +237,8 @@ export async function authorizeRoutes(
       if (!checked) return reply;
       const action = req.url.split('?')[0]!;
       const username = p.username ?? '';
-      const { rows } = await db.query<{ id: string; password_hash: string; disabled: boolean }>(
-        'SELECT id, password_hash, disabled FROM users WHERE username = $1',
+      const { rows } = await db.query<{ id: string; password_hash: string; disabled: boolean; owner_id: string }>(
+        'SELECT id, password_hash, disabled, owner_id FROM users WHERE username = $1',
         [username],
       );
       const user = rows[0];
@@ -178,20 +252,69 @@ export async function authorizeRoutes(
       // scrypt runs for an unknown user too: every refusal costs the same (no enumeration by timing).
       unknownHash ??= hashPassword(crypto.randomBytes(32).toString('hex'));
       const ok = await verifyPassword(p.password ?? '', user?.password_hash ?? (await unknownHash));
-      if (!user || !ok || user.disabled) return page(reply, 401, loginForm(p, action, 'Invalid username or password.', username));
+      if (!user || !ok || user.disabled) {
+        await audit(db, {
+          actor: { type: 'user', id: user?.id ?? null },
+          address: req.ip,
+          ownerId: user?.owner_id ?? null,
+          action: 'signInFailed',
+          resource: { type: 'user', id: user?.id ?? null },
+          changes: { username: { to: username }, reason: { to: user?.disabled && ok ? 'user disabled' : 'invalid username or password' } },
+        });
+        return page(reply, 401, loginForm(p, action, 'Invalid username or password.', username));
+      }
       await throttle.succeeded('user', username, req.ip);
-      const code = crypto.randomBytes(32).toString('base64url');
-      await db.query(
-        `INSERT INTO auth_codes (code_digest, client_id, user_id, redirect_uri, code_challenge, expires_at)
-         VALUES ($1, $2, $3, $4, $5, now() + make_interval(secs => $6))`,
-        [digest(code), checked.client.id, user.id, p.redirect_uri, p.code_challenge, CODE_LIFE_SECONDS],
-      );
-      // Old codes go in the same breath (a handful at most: each lives a minute).
-      await db.query("DELETE FROM auth_codes WHERE expires_at < now() - interval '1 hour'");
-      const to = new URL(checked.redirect);
-      to.searchParams.set('code', code);
-      if (p.state !== undefined) to.searchParams.set('state', p.state);
-      return reply.redirect(to.toString(), 303);
+      const value = crypto.randomBytes(32).toString('base64url');
+      const signInId = crypto.randomUUID();
+      await db.tx(async (q) => {
+        await q.query(
+          `INSERT INTO sign_in_sessions (id, digest, user_id, expires_at) VALUES ($1, $2, $3, now() + make_interval(hours => $4))`,
+          [signInId, digest(value), user.id, deps.signInHours],
+        );
+        await audit(q, {
+          actor: { type: 'user', id: user.id },
+          address: req.ip,
+          ownerId: user.owner_id,
+          action: 'signIn',
+          resource: { type: 'user', id: user.id },
+          changes: { client: { to: checked.client.client_id } },
+        });
+      });
+      reply.header('Set-Cookie', cookie(req, value, deps.signInHours * 3600));
+      return codeRedirect(reply, p, checked, user.id, signInId);
+    });
+
+    // Signing out (OpenID Connect RP-initiated logout, POST only): ends the sign-in session the
+    // cookie names and every login made through it, and clears the cookie. Same-origin only, as the
+    // sign-in form (no one signs a user out from another site).
+    const logout = `${prefix}/protocol/openid-connect/logout`;
+    api.post(logout, { ...common }, async (req, reply) => {
+      if (!realmOk(req, reply)) return reply;
+      if (req.headers.origin !== deps.publicOrigin()) {
+        return reply.code(403).send({ error: 'Forbidden', message: "Sign out from this service's own pages.", code: 'FORBIDDEN' });
+      }
+      const session = await signInOf(req);
+      if (session) {
+        await db.tx(async (q) => {
+          const ended = await sessions.endSignIn(q, session.id);
+          if (ended) {
+            await audit(q, {
+              actor: { type: 'user', id: ended.userId },
+              address: req.ip,
+              ownerId: ended.ownerId,
+              action: 'signOut',
+              resource: { type: 'user', id: ended.userId },
+              changes: null,
+            });
+          }
+        });
+        sessions.forget();
+      }
+      return reply
+        .header('Set-Cookie', cookie(req, '', 0))
+        .header('Cache-Control', 'no-store')
+        .code(204)
+        .send();
     });
   }
 }

@@ -1,6 +1,7 @@
 // Users, OAuth clients and API keys (API guide 2). Secrets are shown once, in the create
 // response, and kept only as digests (API keys, client secrets) or scrypt hashes (passwords).
 // A non-admin creates API keys only for owners it sees, with scopes no wider than its own.
+import { audit } from '../audit/audit.js';
 import crypto from 'node:crypto';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
@@ -233,10 +234,17 @@ export const credentialRoutes: FastifyPluginAsyncTypebox<{ db: Db }> = async (ap
     handler: async (req, reply) => {
       const b = req.body;
       await req.tenancy.assertOwner(b.ownerId);
-      const id = await createUser(db, b);
-      if (b.disabled) await db.query('UPDATE users SET disabled = true WHERE id = $1', [id]);
-      reply.code(201).header('Location', `${req.server.publicUrl}/api/v1/users/${id}`);
-      return userApi(await req.tenancy.one<UserRow>(db, { select: USER_SELECT, from: 'users', ownerColumn: 'owner_id' }, id, 'user'));
+      const out = await db.tx(async (q) => {
+        const id = await createUser(q, b);
+        if (b.disabled) await q.query('UPDATE users SET disabled = true WHERE id = $1', [id]);
+        const user = userApi(
+          await req.tenancy.one<UserRow>(q, { select: USER_SELECT, from: 'users', ownerColumn: 'owner_id' }, id, 'user'),
+        );
+        await audit(q, req.tenancy, { action: 'create', type: 'user', id, ownerId: user.ownerId, before: null, after: user, body: b });
+        return user;
+      });
+      reply.code(201).header('Location', `${req.server.publicUrl}/api/v1/users/${out.id}`);
+      return out;
     },
   });
   app.get('/users/:id', {
@@ -281,7 +289,17 @@ export const credentialRoutes: FastifyPluginAsyncTypebox<{ db: Db }> = async (ap
                   ? 'owner changed'
                   : null;
         if (why) await sessions.revoke(q, { userId: id }, why);
-        return { user: userApi(rows[0]!), revoked: why !== null };
+        const user = userApi(rows[0]!);
+        await audit(q, req.tenancy, {
+          action: 'update',
+          type: 'user',
+          id,
+          ownerId: user.ownerId,
+          before: userApi(cur),
+          after: user,
+          body: b,
+        });
+        return { user, revoked: why !== null };
       });
       if (revoked) sessions.forget();
       return user;
@@ -292,9 +310,12 @@ export const credentialRoutes: FastifyPluginAsyncTypebox<{ db: Db }> = async (ap
     schema: { tags: ['users'], summary: 'Delete a user (admin)', params: IdParam },
     handler: async (req, reply) => {
       const id = param(req, 'user');
-      await req.tenancy.one(db, { select: 'id', from: 'users', ownerColumn: 'owner_id' }, id, 'user');
-      // Its logins go with it (ON DELETE CASCADE); API keys it made belong to their owner and stay.
-      await db.query('DELETE FROM users WHERE id = $1', [id]);
+      await db.tx(async (q) => {
+        const cur = await req.tenancy.one<UserRow>(q, { select: USER_SELECT, from: 'users', ownerColumn: 'owner_id' }, id, 'user', true);
+        // Its logins go with it (ON DELETE CASCADE); API keys it made belong to their owner and stay.
+        await q.query('DELETE FROM users WHERE id = $1', [id]);
+        await audit(q, req.tenancy, { action: 'delete', type: 'user', id, ownerId: cur.owner_id, before: userApi(cur), after: null });
+      });
       sessions.forget();
       return reply.code(204).send();
     },
@@ -318,17 +339,30 @@ export const credentialRoutes: FastifyPluginAsyncTypebox<{ db: Db }> = async (ap
       const b = req.body;
       const ownerId = await req.tenancy.ownerFor(b.ownerId);
       const secret = randomSecret('', 32);
-      const id = await createClient(db, {
-        clientId: b.clientId,
-        secret,
-        name: b.name ?? null,
-        grants: b.grants,
-        ownerId,
-        scopes: b.scopes ?? ['read'],
+      const client = await db.tx(async (q) => {
+        const id = await createClient(q, {
+          clientId: b.clientId,
+          secret,
+          name: b.name ?? null,
+          grants: b.grants,
+          ownerId,
+          scopes: b.scopes ?? ['read'],
+        });
+        const row = await req.tenancy.one<ClientRow>(q, { select: CLIENT_SELECT, from: 'clients', ownerColumn: 'owner_id' }, id, 'client');
+        const out = clientApi(row);
+        await audit(q, req.tenancy, {
+          action: 'create',
+          type: 'client',
+          id,
+          ownerId,
+          before: null,
+          after: out,
+          body: { clientSecret: secret },
+        });
+        return out;
       });
-      const row = await req.tenancy.one<ClientRow>(db, { select: CLIENT_SELECT, from: 'clients', ownerColumn: 'owner_id' }, id, 'client');
-      reply.code(201).header('Location', `${req.server.publicUrl}/api/v1/clients/${id}`);
-      return { ...clientApi(row), clientSecret: secret };
+      reply.code(201).header('Location', `${req.server.publicUrl}/api/v1/clients/${client.id}`);
+      return { ...client, clientSecret: secret };
     },
   });
   app.delete('/clients/:id', {
@@ -336,9 +370,18 @@ export const credentialRoutes: FastifyPluginAsyncTypebox<{ db: Db }> = async (ap
     schema: { tags: ['clients'], summary: 'Delete an OAuth client (admin)', params: IdParam },
     handler: async (req, reply) => {
       const id = param(req, 'client');
-      await req.tenancy.one(db, { select: 'id', from: 'clients', ownerColumn: 'owner_id' }, id, 'client');
-      // Every login made through the client goes with it (ON DELETE CASCADE), users' included.
-      await db.query('DELETE FROM clients WHERE id = $1', [id]);
+      await db.tx(async (q) => {
+        const cur = await req.tenancy.one<ClientRow>(
+          q,
+          { select: CLIENT_SELECT, from: 'clients', ownerColumn: 'owner_id' },
+          id,
+          'client',
+          true,
+        );
+        // Every login made through the client goes with it (ON DELETE CASCADE), users' included.
+        await q.query('DELETE FROM clients WHERE id = $1', [id]);
+        await audit(q, req.tenancy, { action: 'delete', type: 'client', id, ownerId: cur.owner_id, before: clientApi(cur), after: null });
+      });
       sessions.forget();
       return reply.code(204).send();
     },
@@ -374,7 +417,16 @@ export const credentialRoutes: FastifyPluginAsyncTypebox<{ db: Db }> = async (ap
               ? 'client narrowed'
               : null;
         if (why) await sessions.revoke(q, { clientRowId: id }, why);
-        return { client: clientApi(rows[0]!), revoked: why !== null };
+        const client = clientApi(rows[0]!);
+        await audit(q, req.tenancy, {
+          action: 'update',
+          type: 'client',
+          id,
+          ownerId: client.ownerId,
+          before: clientApi(cur),
+          after: client,
+        });
+        return { client, revoked: why !== null };
       });
       if (revoked) sessions.forget();
       return client;
@@ -403,7 +455,20 @@ export const credentialRoutes: FastifyPluginAsyncTypebox<{ db: Db }> = async (ap
       const ownerId = await req.tenancy.ownerFor(b.ownerId);
       const wider = b.scopes.filter((s) => !req.tenancy.has(s));
       if (wider.length) throw forbidden(`A key cannot have scopes its creator lacks: ${wider.join(', ')}.`);
-      const created = await createApiKey(db, { name: b.name, ownerId, scopes: b.scopes, createdBy: req.tenancy.principal.actor });
+      const created = await db.tx(async (q) => {
+        const made = await createApiKey(q, { name: b.name, ownerId, scopes: b.scopes, createdBy: req.tenancy.principal.actor });
+        const { key: _shownOnce, ...shown } = made;
+        await audit(q, req.tenancy, {
+          action: 'create',
+          type: 'apiKey',
+          id: made.id,
+          ownerId,
+          before: null,
+          after: shown,
+          body: { key: made.key },
+        });
+        return made;
+      });
       reply.code(201).header('Location', `${req.server.publicUrl}/api/v1/api-keys/${created.id}`);
       return created;
     },
@@ -412,8 +477,17 @@ export const credentialRoutes: FastifyPluginAsyncTypebox<{ db: Db }> = async (ap
     schema: { tags: ['api-keys'], summary: 'Revoke an API key', params: IdParam },
     handler: async (req, reply) => {
       const id = param(req, 'API key');
-      await req.tenancy.one(db, { select: 'id', from: 'api_keys', ownerColumn: 'owner_id' }, id, 'API key');
-      await db.query('DELETE FROM api_keys WHERE id = $1', [id]);
+      await db.tx(async (q) => {
+        const cur = await req.tenancy.one<ApiKeyRow>(
+          q,
+          { select: KEY_SELECT, from: 'api_keys', ownerColumn: 'owner_id' },
+          id,
+          'API key',
+          true,
+        );
+        await q.query('DELETE FROM api_keys WHERE id = $1', [id]);
+        await audit(q, req.tenancy, { action: 'delete', type: 'apiKey', id, ownerId: cur.owner_id, before: keyApi(cur), after: null });
+      });
       return reply.code(204).send();
     },
   });

@@ -7,7 +7,8 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import formbody from '@fastify/formbody';
 import { Type, type Static } from '@sinclair/typebox';
 import type { Config } from '../config.js';
-import type { Db } from '../db/db.js';
+import type { Db, Queryable } from '../db/db.js';
+import { type Actor, record as audit } from '../audit/audit.js';
 import { digest, hashPassword, safeEqual, verifyPassword } from './crypto.js';
 import { FailureThrottle } from './throttle.js';
 import { authorizeRoutes, verifierMatches } from './authorize.js';
@@ -132,6 +133,17 @@ export async function authRoutes(app: FastifyInstance, opts: { db: Db; cfg: Conf
 
   const token = async (req: FastifyRequest<{ Body: TokenBody; Params: { realm: string } }>, reply: FastifyReply) => {
     if (!checkRealm(req.params.realm, reply)) return reply;
+    const signedIn = (q: Queryable, actor: Actor, ownerId: string, resource: { type: string; id: string }, grant: string) =>
+      audit(q, { actor, address: req.ip, ownerId, action: 'signIn', resource, changes: { grant: { to: grant } } });
+    const signInFailed = (actor: Actor, ownerId: string | null, what: Record<string, string>) =>
+      audit(db, {
+        actor,
+        address: req.ip,
+        ownerId,
+        action: 'signInFailed',
+        resource: { type: actor.type, id: actor.id },
+        changes: Object.fromEntries(Object.entries(what).map(([k, v]) => [k, { to: v }])),
+      });
     reply.header('Cache-Control', 'no-store').header('Pragma', 'no-cache');
     try {
       const address = req.ip;
@@ -150,9 +162,17 @@ export async function authRoutes(app: FastifyInstance, opts: { db: Db; cfg: Conf
         cred.secret === null
           ? client?.public === true
           : !client?.public && safeEqual(client?.secret_digest ?? UNKNOWN_CLIENT_DIGEST, digest(cred.secret));
-      if (!client || !secretOk) throw new OAuthError(401, 'invalid_client', 'Unknown client or wrong client secret.');
+      const clientFailed = (why: string) =>
+        signInFailed({ type: 'client', id: client?.id ?? null }, client?.owner_id ?? null, { clientId: cred.id, reason: why });
+      if (!client || !secretOk) {
+        await clientFailed('unknown client or wrong secret');
+        throw new OAuthError(401, 'invalid_client', 'Unknown client or wrong client secret.');
+      }
       await throttle.succeeded('client', cred.id, address);
-      if (client.disabled) throw new OAuthError(401, 'invalid_client', 'This client is disabled.');
+      if (client.disabled) {
+        await clientFailed('client disabled');
+        throw new OAuthError(401, 'invalid_client', 'This client is disabled.');
+      }
       const grant = req.body.grant_type;
       if (!['password', 'refresh_token', 'client_credentials', 'authorization_code'].includes(grant)) {
         throw new OAuthError(400, 'unsupported_grant_type', `Grant type "${grant}" is not supported.`);
@@ -164,7 +184,14 @@ export async function authRoutes(app: FastifyInstance, opts: { db: Db; cfg: Conf
       let refreshJti: string | null = null;
       if (grant === 'client_credentials') {
         subject = { sub: client.id, clientId: client.client_id, ownerId: client.owner_id, scopes: client.scopes.filter(isScope) };
-        sid = await tokens.sessions.open({ clientRowId: client.id, userId: null, refreshJti: null, lifeSeconds: cfg.TOKEN_LIFE_SECONDS });
+        sid = await db.tx(async (q) => {
+          const opened = await tokens.sessions.open(
+            { clientRowId: client.id, userId: null, refreshJti: null, lifeSeconds: cfg.TOKEN_LIFE_SECONDS },
+            q,
+          );
+          await signedIn(q, { type: 'client', id: client.id }, client.owner_id, { type: 'client', id: client.id }, 'client_credentials');
+          return opened;
+        });
       } else if (grant === 'password') {
         const { username, password } = req.body;
         if (!username || password === undefined) {
@@ -176,20 +203,40 @@ export async function authRoutes(app: FastifyInstance, opts: { db: Db; cfg: Conf
         // scrypt runs for an unknown user too (against a hash of nothing anyone knows) and for a
         // disabled one: every refusal takes the time of a wrong password (no enumeration by timing).
         const passwordOk = await verifyPassword(password, user?.password_hash ?? (await unknownUserHash()));
-        if (!user || !passwordOk || user.disabled) throw new OAuthError(400, 'invalid_grant', 'Invalid user credentials.');
+        if (!user || !passwordOk || user.disabled) {
+          await signInFailed({ type: 'user', id: user?.id ?? null }, user?.owner_id ?? null, {
+            username,
+            reason: user?.disabled && passwordOk ? 'user disabled' : 'invalid username or password',
+          });
+          throw new OAuthError(400, 'invalid_grant', 'Invalid user credentials.');
+        }
         await throttle.succeeded('user', username, address);
         subject = userSubject(user, client);
-        refreshJti = crypto.randomUUID();
-        sid = await tokens.sessions.open({ clientRowId: client.id, userId: user.id, refreshJti, lifeSeconds: refreshLife });
+        const jti = crypto.randomUUID();
+        refreshJti = jti;
+        sid = await db.tx(async (q) => {
+          const opened = await tokens.sessions.open(
+            { clientRowId: client.id, userId: user.id, refreshJti: jti, lifeSeconds: refreshLife },
+            q,
+          );
+          await signedIn(q, { type: 'user', id: user.id }, user.owner_id, { type: 'user', id: user.id }, 'password');
+          return opened;
+        });
       } else if (grant === 'authorization_code') {
         const { code, redirect_uri: redirectUri, code_verifier: verifier } = req.body;
         if (!code || !redirectUri || !verifier) {
           throw new OAuthError(400, 'invalid_request', 'The authorization_code grant needs code, redirect_uri and code_verifier.');
         }
         // Single use: the first exchange marks it, whatever follows.
-        const { rows: codes } = await db.query<{ client_id: string; user_id: string; redirect_uri: string; code_challenge: string }>(
+        const { rows: codes } = await db.query<{
+          client_id: string;
+          user_id: string;
+          redirect_uri: string;
+          code_challenge: string;
+          sign_in_id: string | null;
+        }>(
           `UPDATE auth_codes SET used_at = now() WHERE code_digest = $1 AND used_at IS NULL AND expires_at > now()
-           RETURNING client_id, user_id, redirect_uri, code_challenge`,
+           RETURNING client_id, user_id, redirect_uri, code_challenge, sign_in_id`,
           [digest(code)],
         );
         const granted = codes[0];
@@ -203,7 +250,13 @@ export async function authRoutes(app: FastifyInstance, opts: { db: Db; cfg: Conf
         if (!user || user.disabled) throw new OAuthError(400, 'invalid_grant', 'The user no longer exists or is disabled.');
         subject = userSubject(user, client);
         refreshJti = crypto.randomUUID();
-        sid = await tokens.sessions.open({ clientRowId: client.id, userId: user.id, refreshJti, lifeSeconds: refreshLife });
+        sid = await tokens.sessions.open({
+          clientRowId: client.id,
+          userId: user.id,
+          refreshJti,
+          lifeSeconds: refreshLife,
+          signInId: granted.sign_in_id,
+        });
       } else {
         if (!req.body.refresh_token) throw new OAuthError(400, 'invalid_request', 'The refresh_token grant needs refresh_token.');
         let refreshed: VerifiedToken;
@@ -277,6 +330,8 @@ export async function authRoutes(app: FastifyInstance, opts: { db: Db; cfg: Conf
     publicOrigin: () => new URL(cfg.publicUrl).origin,
     throttle,
     prefixes: ['/auth/realms/:realm', '/realms/:realm'],
+    sessions: tokens.sessions,
+    signInHours: cfg.SIGN_IN_SESSION_HOURS,
   });
 
   for (const prefix of ['/auth/realms/:realm', '/realms/:realm']) {

@@ -34,13 +34,16 @@ export class Sessions {
   ) {}
 
   /** A new login (password grant, with its first refresh token id) or a client_credentials grant. */
-  async open(s: { clientRowId: string; userId: string | null; refreshJti: string | null; lifeSeconds: number }): Promise<string> {
-    await this.sweepIfDue();
+  async open(
+    s: { clientRowId: string; userId: string | null; refreshJti: string | null; lifeSeconds: number; signInId?: string | null },
+    q: Queryable = this.db,
+  ): Promise<string> {
+    await this.sweepIfDue(q);
     const id = crypto.randomUUID();
-    await this.db.query(
-      `INSERT INTO auth_sessions (id, client_id, user_id, refresh_jti, expires_at)
-       VALUES ($1, $2, $3, $4, now() + make_interval(secs => $5))`,
-      [id, s.clientRowId, s.userId, s.refreshJti, s.lifeSeconds],
+    await q.query(
+      `INSERT INTO auth_sessions (id, client_id, user_id, refresh_jti, expires_at, sign_in_id)
+       VALUES ($1, $2, $3, $4, now() + make_interval(secs => $5), $6)`,
+      [id, s.clientRowId, s.userId, s.refreshJti, s.lifeSeconds, s.signInId ?? null],
     );
     return id;
   }
@@ -80,6 +83,26 @@ export class Sessions {
   async revoke(q: Queryable, who: { userId: string } | { clientRowId: string }, why: string): Promise<void> {
     const [column, id] = 'userId' in who ? ['user_id', who.userId] : ['client_id', who.clientRowId];
     await q.query(`UPDATE auth_sessions SET revoked_at = now(), revoked_why = $2 WHERE ${column} = $1 AND revoked_at IS NULL`, [id, why]);
+    // A user's sign-in session in the browser ends too: the next sign-in asks for the password.
+    if ('userId' in who)
+      await q.query('UPDATE sign_in_sessions SET ended_at = now() WHERE user_id = $1 AND ended_at IS NULL', [who.userId]);
+  }
+
+  /**
+   * Ends a sign-in session (signing out) and every login made through it, in the caller's
+   * transaction; the user it was, or null when it had already ended. Call forget() after the commit.
+   */
+  async endSignIn(q: Queryable, signInId: string): Promise<{ userId: string; ownerId: string } | null> {
+    const { rows } = await q.query<{ user_id: string; owner_id: string }>(
+      `UPDATE sign_in_sessions s SET ended_at = now() FROM users u
+        WHERE s.id = $1 AND s.ended_at IS NULL AND u.id = s.user_id RETURNING s.user_id, u.owner_id`,
+      [signInId],
+    );
+    await q.query("UPDATE auth_sessions SET revoked_at = now(), revoked_why = 'signed out' WHERE sign_in_id = $1 AND revoked_at IS NULL", [
+      signInId,
+    ]);
+    const row = rows[0];
+    return row ? { userId: row.user_id, ownerId: row.owner_id } : null;
   }
 
   /** Drops this instance's cached view: local revocations take effect at once. */
@@ -124,10 +147,11 @@ export class Sessions {
   }
 
   /** Forgets logins whose last token has expired (off the hot path). */
-  private async sweepIfDue(): Promise<void> {
+  private async sweepIfDue(q: Queryable): Promise<void> {
     const now = performance.now();
     if (this.lastSweepMs && now - this.lastSweepMs < SWEEP_EVERY_MS) return;
     this.lastSweepMs = now;
-    await this.db.query("DELETE FROM auth_sessions WHERE expires_at < now() - interval '1 hour'");
+    await q.query("DELETE FROM auth_sessions WHERE expires_at < now() - interval '1 hour'");
+    await q.query("DELETE FROM sign_in_sessions WHERE expires_at < now() - interval '1 hour'");
   }
 }

@@ -1,5 +1,6 @@
 // Booking data (API guide 8): free JSON per owner; `type` must be the one configured
 // literal (BOOKING_DATA_TYPE); `name` unique within the owner; `ownerId` defaults to the caller's.
+import { audit } from '../audit/audit.js';
 import crypto from 'node:crypto';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type, type Static } from '@sinclair/typebox';
@@ -91,12 +92,17 @@ export const bookingRoutes: FastifyPluginAsyncTypebox<{ db: Db; cfg: Config }> =
     handler: async (req, reply) => {
       const b = req.body;
       const ownerId = await req.tenancy.ownerFor(b.ownerId);
-      const { rows } = await db.query<Row>(
-        `INSERT INTO booking_data (id, owner_id, name, type, json_data, who_created) VALUES ($1, $2, $3, $4, $5, $6) RETURNING ${SELECT}`,
-        [crypto.randomUUID(), ownerId, b.name ?? null, b.type, json(b.jsonData), req.tenancy.principal.actor],
-      );
-      reply.code(201).header('Location', `${req.server.publicUrl}/api/v1/booking-data/${rows[0]!.id}`);
-      return toApi(rows[0]!);
+      const created = await db.tx(async (q) => {
+        const { rows } = await q.query<Row>(
+          `INSERT INTO booking_data (id, owner_id, name, type, json_data, who_created) VALUES ($1, $2, $3, $4, $5, $6) RETURNING ${SELECT}`,
+          [crypto.randomUUID(), ownerId, b.name ?? null, b.type, json(b.jsonData), req.tenancy.principal.actor],
+        );
+        const out = toApi(rows[0]!);
+        await audit(q, req.tenancy, { action: 'create', type: 'bookingData', id: out.id, ownerId, before: null, after: out });
+        return out;
+      });
+      reply.code(201).header('Location', `${req.server.publicUrl}/api/v1/booking-data/${created.id}`);
+      return created;
     },
   });
 
@@ -117,7 +123,9 @@ export const bookingRoutes: FastifyPluginAsyncTypebox<{ db: Db; cfg: Config }> =
         `UPDATE booking_data SET name = $2, owner_id = $3, type = $4, json_data = $5, when_updated = now() WHERE id = $1 RETURNING ${SELECT}`,
         [id, name, ownerId, b.type ?? cur.type, data],
       );
-      return toApi(rows[0]!);
+      const after = toApi(rows[0]!);
+      await audit(q, t, { action: 'update', type: 'bookingData', id, ownerId, before: toApi(cur), after });
+      return after;
     });
   app.put('/booking-data/:id', {
     schema: { tags, summary: 'Replace booking data', params: IdParam, body: BookingWrite, response: { 200: Booking } },
@@ -137,8 +145,11 @@ export const bookingRoutes: FastifyPluginAsyncTypebox<{ db: Db; cfg: Config }> =
     schema: { tags, summary: 'Delete booking data', params: IdParam },
     handler: async (req, reply) => {
       const id = req.params.id;
-      await get(db, req.tenancy, id);
-      await db.query('DELETE FROM booking_data WHERE id = $1', [id]);
+      await db.tx(async (q) => {
+        const cur = await get(q, req.tenancy, id, true);
+        await q.query('DELETE FROM booking_data WHERE id = $1', [id]);
+        await audit(q, req.tenancy, { action: 'delete', type: 'bookingData', id, ownerId: cur.owner_id, before: toApi(cur), after: null });
+      });
       return reply.code(204).send();
     },
   });

@@ -4,6 +4,7 @@
 // command (PENDING or SENT) past its time-to-live reads as EXPIRED and can no longer change; a
 // sweep then stores EXPIRED. Every state is pushed, at creation and at each change (the `command`
 // object type, opted into by integrations), in the transaction that makes it.
+import { audit } from '../audit/audit.js';
 import crypto from 'node:crypto';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
@@ -170,7 +171,7 @@ async function getCommand(q: Queryable, t: Tenancy, id: string, forUpdate = fals
   return t.one<Row>(q, { select: SELECT, from: 'commands', ownerColumn: 'owner_id', idType: 'int8' }, id, 'command', forUpdate);
 }
 
-async function move(q: Queryable, t: Tenancy, id: string, to: Status): Promise<Row> {
+async function move(q: Queryable, t: Tenancy, id: string, to: Status, action: 'update' | 'cancel'): Promise<Row> {
   const cur = await getCommand(q, t, id, true);
   const from = effective(cur);
   if (!TRANSITIONS[from].includes(to)) {
@@ -181,6 +182,7 @@ async function move(q: Queryable, t: Tenancy, id: string, to: Status): Promise<R
     [id, to],
   );
   await pushCommands(q, rows);
+  await audit(q, t, { action, type: 'command', id: String(id), ownerId: cur.owner_id, before: toApi(cur), after: toApi(rows[0]!) });
   return rows[0]!;
 }
 
@@ -241,6 +243,8 @@ export const commandRoutes: FastifyPluginAsyncTypebox<{ db: Db; cfg: Config }> =
         );
         if (!rows[0]) throw new ApiError('CONFLICT', 'A command with this uniqueId already exists for this asset.', { field: '/uniqueId' });
         await pushCommands(q, rows);
+        const out = toApi(rows[0]);
+        await audit(q, req.tenancy, { action: 'create', type: 'command', id: out.id, ownerId: asset.owner_id, before: null, after: out });
         return rows[0];
       });
       wakeReaders(db);
@@ -259,7 +263,7 @@ export const commandRoutes: FastifyPluginAsyncTypebox<{ db: Db; cfg: Config }> =
     },
     handler: async (req) => {
       const { status } = req.body;
-      const row = await db.tx((q) => move(q, req.tenancy, req.params.id, status));
+      const row = await db.tx((q) => move(q, req.tenancy, req.params.id, status, 'update'));
       wakeReaders(db);
       return toApi(row);
     },
@@ -268,7 +272,7 @@ export const commandRoutes: FastifyPluginAsyncTypebox<{ db: Db; cfg: Config }> =
   app.delete('/commands/:id', {
     schema: { tags, summary: 'Cancel a PENDING command (the record stays readable as CANCELLED)', params: IdParam },
     handler: async (req, reply) => {
-      await db.tx((q) => move(q, req.tenancy, req.params.id, 'CANCELLED'));
+      await db.tx((q) => move(q, req.tenancy, req.params.id, 'CANCELLED', 'cancel'));
       wakeReaders(db);
       return reply.code(204).send();
     },

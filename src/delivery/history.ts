@@ -11,7 +11,8 @@ import { DateTime, iso, isInt8Id, Literals, Nullable, Uuid } from '../http/schem
 import * as queue from './queue/index.js';
 import { checkUrlShape, refusedAs400, type AddressPolicy } from './address.js';
 import type { WebhookIntegration } from './integrations/model.js';
-import { manageableRow, visibleRow } from './integrations/access.js';
+import { auditOwner, manageableRow, visibleRow } from './integrations/access.js';
+import { audit } from '../audit/audit.js';
 import { loadIntegration } from './integrations/store.js';
 import { sendWebhook, USER_AGENT } from './channels/webhook/webhook.js';
 
@@ -144,8 +145,19 @@ export const historyRoutes: FastifyPluginAsyncTypebox<{ db: Db; secretsKey: Buff
     handler: async (req, reply) => {
       const { id, deliveryId } = req.params;
       const found = await db.tx(async (q) => {
-        await manageableRow(q, req.tenancy, id);
-        return isInt8Id(deliveryId) && (await queue.redeliverOne(q, id, deliveryId));
+        const row = await manageableRow(q, req.tenancy, id);
+        const done = isInt8Id(deliveryId) && (await queue.redeliverOne(q, id, deliveryId));
+        if (done) {
+          await audit(q, req.tenancy, {
+            action: 'redeliver',
+            type: 'delivery',
+            id: deliveryId,
+            ownerId: auditOwner(row),
+            before: { integrationId: id },
+            after: { integrationId: id, status: 'PENDING' },
+          });
+        }
+        return done;
       });
       if (!found) throw notFound('delivery');
       queue.wakeReaders(db);
@@ -172,9 +184,19 @@ export const historyRoutes: FastifyPluginAsyncTypebox<{ db: Db; secretsKey: Buff
       const id = req.params.id;
       const b = req.body;
       const count = await db.tx(async (q) => {
-        await manageableRow(q, req.tenancy, id);
+        const row = await manageableRow(q, req.tenancy, id);
         if (Date.parse(b.from) >= Date.parse(b.to)) throw badRequest('from must be before to.', '/to');
-        return queue.redeliverRange(q, id, b.status ?? 'FAILED', b.from, b.to);
+        const n = await queue.redeliverRange(q, id, b.status ?? 'FAILED', b.from, b.to);
+        const range = { status: b.status ?? 'FAILED', from: b.from, to: b.to, count: n };
+        await audit(q, req.tenancy, {
+          action: 'redeliver',
+          type: 'integration',
+          id,
+          ownerId: auditOwner(row),
+          before: {},
+          after: { redelivered: range },
+        });
+        return n;
       });
       queue.wakeReaders(db);
       return reply.code(202).send({ count });
@@ -207,14 +229,16 @@ export const historyRoutes: FastifyPluginAsyncTypebox<{ db: Db; secretsKey: Buff
       // address it resolves to is judged when it is dialled, and reported in the answer.
       const url = await refusedAs400('/url', () => checkUrlShape(b.url, policy));
       let cfg: WebhookIntegration | null = null;
+      let ownerId = req.tenancy.principal.ownerId;
       if (b.integrationId) {
         // Any integration the caller sees (access.ts): a test changes nothing, and its auth and
         // signature go only to the integration's own destinations (below).
-        await visibleRow(db, req.tenancy, b.integrationId).catch((e) => {
+        const seen = await visibleRow(db, req.tenancy, b.integrationId).catch((e) => {
           if (e instanceof ApiError && e.code === 'NOT_FOUND')
             throw new ApiError('NOT_FOUND', 'integration not found', { field: '/integrationId' });
           throw e;
         });
+        ownerId = auditOwner(seen) ?? ownerId;
         const found = await loadIntegration(db, b.integrationId, secretsKey);
         if (!found) throw new ApiError('NOT_FOUND', 'integration not found', { field: '/integrationId' });
         if (found.channel !== 'webhook')
@@ -269,6 +293,15 @@ export const historyRoutes: FastifyPluginAsyncTypebox<{ db: Db; secretsKey: Buff
         { url: url.href, id: `test_${crypto.randomUUID()}`, objectType: 'asset', body: JSON.stringify(sample) },
         policy,
       );
+      // Changes nothing, but who sent what where is worth knowing (an entry per test, secrets never).
+      await audit(db, req.tenancy, {
+        action: 'test',
+        type: 'integration',
+        id: b.integrationId ?? null,
+        ownerId,
+        before: {},
+        after: { url: url.href, success: r.outcome === 'success', status: r.httpStatus },
+      });
       return {
         success: r.outcome === 'success',
         status: r.httpStatus,

@@ -1,6 +1,7 @@
 // Owners (API guide 3 and 4): a hierarchy where a parent sees its descendants.
 // `childIds` is derived; only an operator (admin) creates or deletes owners or moves one under
 // another parent; a move that would make a cycle is a 400.
+import { audit } from '../audit/audit.js';
 import crypto from 'node:crypto';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type, type Static } from '@sinclair/typebox';
@@ -220,7 +221,9 @@ export const ownerRoutes: FastifyPluginAsyncTypebox<{ db: Db; retentionDays: num
           retentionDays: body.retentionDays ?? null,
           silentAlertMinutes: body.silentAlertMinutes ?? null,
         });
-        return getOwner(q, req.tenancy, id);
+        const created = await getOwner(q, req.tenancy, id);
+        await audit(q, req.tenancy, { action: 'create', type: 'owner', id, ownerId: id, before: null, after: show(created) });
+        return created;
       });
       reply.code(201).header('Location', `${req.server.publicUrl}/api/v1/owners/${row.id}`);
       return show(row);
@@ -266,7 +269,9 @@ export const ownerRoutes: FastifyPluginAsyncTypebox<{ db: Db; retentionDays: num
                 when_updated = now() WHERE id = $1`,
         [id, next.name, next.note, next.disabled, next.parent, next.retention, next.silent],
       );
-      return show(await getOwner(q, t, id));
+      const after = show(await getOwner(q, t, id));
+      await audit(q, t, { action: 'update', type: 'owner', id, ownerId: id, before: show(cur), after });
+      return after;
     });
 
   app.put('/owners/:id', {
@@ -284,7 +289,7 @@ export const ownerRoutes: FastifyPluginAsyncTypebox<{ db: Db; retentionDays: num
     handler: async (req, reply) => {
       const id = req.params.id;
       await db.tx(async (q) => {
-        await getOwner(q, req.tenancy, id, true);
+        const cur = await getOwner(q, req.tenancy, id, true);
         if (id === req.tenancy.principal.ownerId) throw conflict('A credential cannot delete its own owner.');
         const { rows } = await q.query<{ children: boolean; assets: boolean }>(
           `SELECT EXISTS (SELECT 1 FROM owners WHERE parent_id = $1) AS children,
@@ -294,6 +299,7 @@ export const ownerRoutes: FastifyPluginAsyncTypebox<{ db: Db; retentionDays: num
         if (rows[0]?.children) throw conflict('The owner still has child owners.');
         if (rows[0]?.assets) throw conflict('The owner still has assets.');
         await q.query('DELETE FROM owners WHERE id = $1', [id]);
+        await audit(q, req.tenancy, { action: 'delete', type: 'owner', id, ownerId: id, before: show(cur), after: null });
       });
       // Its users' and clients' logins went with it: this instance stops trusting them at once.
       req.server.services.tokens.sessions.forget();

@@ -2,6 +2,7 @@
 // (withPartitions), the records hook that makes a bulk's partitions before its store, and the
 // background task that makes partitions ahead of time and applies retention, one instance at a
 // time (a session advisory lock; the others skip their turn).
+import { record as audit } from '../audit/audit.js';
 import type { Db } from '../db/db.js';
 import type { MigrationProgram } from '../db/migrate.js';
 import type { ObjectType } from '../delivery/objects.js';
@@ -75,6 +76,15 @@ export class Storage {
           before,
           this.s.graceSeconds,
         ]);
+        // A change of the service's configuration, made by whoever started it with a new value.
+        await audit(q, {
+          actor: { type: 'system', id: 'RETENTION_DAYS' },
+          address: null,
+          ownerId: null,
+          action: 'update',
+          resource: { type: 'retention', id: 'system' },
+          changes: { days: { from: before ?? null, to: this.s.systemDays } },
+        });
       }
       await q.query(
         `INSERT INTO service_state (name, value) VALUES ('retention', $1) ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value`,

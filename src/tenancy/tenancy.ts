@@ -35,6 +35,8 @@ export class Tenancy {
   constructor(
     private readonly db: Db,
     readonly principal: Principal,
+    /** The client's address (the request's ip), for the audit log. */
+    readonly address: string | null = null,
   ) {}
 
   get isAdmin(): boolean {

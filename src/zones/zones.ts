@@ -1,5 +1,6 @@
 // Zones (API guide 8): named areas of an owner, with an optional GeoJSON Polygon /
 // MultiPolygon `geometry` or a `circle`; names unique within the owner.
+import { audit } from '../audit/audit.js';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type, type Static } from '@sinclair/typebox';
 import type { Db, Queryable } from '../db/db.js';
@@ -143,23 +144,28 @@ export const zoneRoutes: FastifyPluginAsyncTypebox<{ db: Db }> = async (app, { d
       const b = req.body;
       const ownerId = await req.tenancy.ownerFor(b.ownerId);
       const geo = shape((b.geometry ?? null) as Geometry | null, b.circle ?? null);
-      const { rows } = await db.query<Row>(
-        `INSERT INTO zones (owner_id, name, type, note, geometry, circle, min_lat, max_lat, min_lon, max_lon,
+      const created = await db.tx(async (q) => {
+        const { rows } = await q.query<Row>(
+          `INSERT INTO zones (owner_id, name, type, note, geometry, circle, min_lat, max_lat, min_lon, max_lon,
                             enter_after_seconds, leave_after_seconds, dwell_alert_minutes)
            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING ${SELECT}`,
-        [
-          ownerId,
-          b.name,
-          b.type ?? null,
-          b.note ?? null,
-          ...geo,
-          b.enterAfterSeconds ?? 0,
-          b.leaveAfterSeconds ?? 0,
-          b.dwellAlertMinutes ?? null,
-        ],
-      );
-      reply.code(201).header('Location', `${req.server.publicUrl}/api/v1/zones/${rows[0]!.id}`);
-      return toApi(rows[0]!);
+          [
+            ownerId,
+            b.name,
+            b.type ?? null,
+            b.note ?? null,
+            ...geo,
+            b.enterAfterSeconds ?? 0,
+            b.leaveAfterSeconds ?? 0,
+            b.dwellAlertMinutes ?? null,
+          ],
+        );
+        const out = toApi(rows[0]!);
+        await audit(q, req.tenancy, { action: 'create', type: 'zone', id: String(out.id), ownerId, before: null, after: out });
+        return out;
+      });
+      reply.code(201).header('Location', `${req.server.publicUrl}/api/v1/zones/${created.id}`);
+      return created;
     },
   });
 
@@ -188,7 +194,9 @@ export const zoneRoutes: FastifyPluginAsyncTypebox<{ db: Db }> = async (app, { d
       const was = [cur.enter_after_seconds, cur.leave_after_seconds, cur.dwell_alert_minutes];
       // New timings apply to the visits in progress: the sweep looks at them again.
       if (rules.some((v, n) => v !== was[n]) || ownerId !== cur.owner_id) await rescheduleVisits(q, id);
-      return toApi(rows[0]!);
+      const after = toApi(rows[0]!);
+      await audit(q, t, { action: 'update', type: 'zone', id: String(id), ownerId, before: toApi(cur), after });
+      return after;
     });
   app.put('/zones/:id', {
     schema: { tags, summary: 'Replace a zone', params: IdParam, body: ZoneWrite, response: { 200: Zone } },
@@ -204,10 +212,18 @@ export const zoneRoutes: FastifyPluginAsyncTypebox<{ db: Db }> = async (app, { d
     handler: async (req, reply) => {
       const id = req.params.id;
       await db.tx(async (q) => {
-        await getZone(q, req.tenancy, id, true);
+        const cur = await getZone(q, req.tenancy, id, true);
         // Assets inside it simply stop being in it: no "left" events for a deleted zone.
         await q.query('UPDATE asset_positions SET zone_ids = array_remove(zone_ids, $1::int8) WHERE $1::int8 = ANY(zone_ids)', [id]);
         await q.query('DELETE FROM zones WHERE id = $1', [id]);
+        await audit(q, req.tenancy, {
+          action: 'delete',
+          type: 'zone',
+          id: String(id),
+          ownerId: cur.owner_id,
+          before: toApi(cur),
+          after: null,
+        });
       });
       return reply.code(204).send();
     },

@@ -77,3 +77,10 @@ export async function withinCustomerLimits(q: Queryable, t: Tenancy, limits: Lim
     );
   }
 }
+
+/**
+ * The owner an integration's audit entries belong to: the customer's owner that made it, else its
+ * only owner; an operator's integration over several owners is the operator's alone.
+ */
+export const auditOwner = (r: Pick<Row, 'creator_owner_id' | 'owner_ids'>): string | null =>
+  r.creator_owner_id ?? (r.owner_ids.length === 1 ? r.owner_ids[0]! : null);

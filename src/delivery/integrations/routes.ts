@@ -17,7 +17,8 @@ import { compose } from './compose.js';
 import { newSigningSecret, type Row } from './model.js';
 import { Integration, IntegrationIn, IntegrationList, IntegrationPatch, RotateBody } from './schemas.js';
 import { getRow, markDeleted, retryDeadlock, SELECT, saveRow, signUnsignedIntegrations } from './store.js';
-import { manageableRow, visibleRow, withinCustomerLimits } from './access.js';
+import { auditOwner, manageableRow, visibleRow, withinCustomerLimits } from './access.js';
+import { audit } from '../../audit/audit.js';
 import { statsApi, toApi, withShownSecret } from './view.js';
 
 export const integrationRoutes: FastifyPluginAsyncTypebox<{ db: Db; secretsKey: Buffer; policy: AddressPolicy; limits: Config }> = async (
@@ -80,6 +81,15 @@ export const integrationRoutes: FastifyPluginAsyncTypebox<{ db: Db; secretsKey: 
         };
         const row = await saveRow(q, id, v, maker);
         await startIntegration(q, id);
+        await audit(q, t, {
+          action: 'create',
+          type: 'integration',
+          id,
+          ownerId: auditOwner(row),
+          before: null,
+          after: toApi(row),
+          body: req.body,
+        });
         return withShownSecret(row, v.shownSecret);
       });
       reply.code(201).header('Location', `${req.server.publicUrl}/api/v1/integrations/${id}`);
@@ -101,6 +111,7 @@ export const integrationRoutes: FastifyPluginAsyncTypebox<{ db: Db; secretsKey: 
     id: string,
     body: Parameters<typeof compose>[3],
     mode: 'put' | 'patch',
+    rotation = false,
   ) =>
     db.tx(async (q) => {
       const cur = await manageableRow(q, req.tenancy, id);
@@ -112,6 +123,17 @@ export const integrationRoutes: FastifyPluginAsyncTypebox<{ db: Db; secretsKey: 
         await enabledAgain(q, id, req.tenancy.principal.actor);
         row = await getRow(q, id);
       }
+      // Turning it on or off is what an operator looks for: it names the entry, other changes ride along.
+      const action = rotation ? 'rotate' : cur.enabled !== row.enabled ? (row.enabled ? 'enable' : 'disable') : 'update';
+      await audit(q, req.tenancy, {
+        action,
+        type: 'integration',
+        id,
+        ownerId: auditOwner(row),
+        before: toApi(cur),
+        after: toApi(row),
+        body,
+      });
       return withShownSecret(row, v.shownSecret);
     });
   app.put('/integrations/:id', {
@@ -146,7 +168,8 @@ export const integrationRoutes: FastifyPluginAsyncTypebox<{ db: Db; secretsKey: 
     preValidation: async (req) => {
       req.body ??= {};
     },
-    handler: (req) => update(req, req.params.id, { webhook: { signingSecret: req.body?.signingSecret ?? newSigningSecret() } }, 'patch'),
+    handler: (req) =>
+      update(req, req.params.id, { webhook: { signingSecret: req.body?.signingSecret ?? newSigningSecret() } }, 'patch', true),
   });
 
   app.delete('/integrations/:id', {
@@ -157,10 +180,18 @@ export const integrationRoutes: FastifyPluginAsyncTypebox<{ db: Db; secretsKey: 
       // then aborts one side): the cancel is simply tried again.
       await retryDeadlock(() =>
         db.tx(async (q) => {
-          await manageableRow(q, req.tenancy, id);
+          const cur = await manageableRow(q, req.tenancy, id);
           // Pending deliveries become CANCELLED; the history stays.
           await markDeleted(q, id);
           await cancelIntegration(q, id);
+          await audit(q, req.tenancy, {
+            action: 'delete',
+            type: 'integration',
+            id,
+            ownerId: auditOwner(cur),
+            before: toApi(cur),
+            after: null,
+          });
         }),
       );
       return reply.code(204).send();

@@ -10,6 +10,7 @@ import type { Db, Queryable } from '../../db/db.js';
 import { sqlIso } from '../../db/sql.js';
 import { iso } from '../../http/schemas.js';
 import { appendEvents, wakeReaders } from './log.js';
+import { record as audit } from '../../audit/audit.js';
 
 export type HealthStatus = 'failing' | 'disabled' | 'recovered' | 'enabled';
 
@@ -19,6 +20,7 @@ interface Changed {
   channel: string;
   owner_id: string;
   detail: string;
+  audit_owner?: string | null;
 }
 
 /** What a change says, as pushed: `id` is the change's, `at` when it was seen. */
@@ -64,6 +66,8 @@ async function record(q: Queryable, status: HealthStatus, changed: Changed[]): P
 
 // The owner a change belongs to: the one whose credential made the integration, else its first.
 const OWNER = 'COALESCE(i.creator_owner_id, i.owner_ids[1])';
+// The audit log's owner (access.ts auditOwner): an operator's integration over several owners has none.
+const AUDIT_OWNER = 'COALESCE(i.creator_owner_id, CASE WHEN cardinality(i.owner_ids) = 1 THEN i.owner_ids[1] END)';
 const LAST_ERROR = `(SELECT a.error FROM delivery_attempts a WHERE a.integration_id = i.id AND NOT a.success
                       ORDER BY a.when_attempted DESC LIMIT 1)`;
 
@@ -80,10 +84,20 @@ export async function sweepHealth(db: Db, now = new Date()): Promise<number> {
          FROM integration_state s
         WHERE s.integration_id = i.id AND i.deleted_at IS NULL AND i.enabled AND i.auto_disable_after_hours > 0
           AND s.failing_since <= $1::timestamptz - make_interval(secs => i.auto_disable_after_hours * 3600)
-        RETURNING i.id, i.name, i.channel, ${OWNER} AS owner_id, i.disabled_reason AS detail`,
+        RETURNING i.id, i.name, i.channel, ${OWNER} AS owner_id, i.disabled_reason AS detail, ${AUDIT_OWNER} AS audit_owner`,
       [at],
     );
     await record(q, 'disabled', disabled);
+    for (const d of disabled) {
+      await audit(q, {
+        actor: { type: 'system', id: 'health' },
+        address: null,
+        ownerId: d.audit_owner ?? null,
+        action: 'disable',
+        resource: { type: 'integration', id: d.id },
+        changes: { enabled: { from: true, to: false }, disabledReason: { from: null, to: d.detail } },
+      });
+    }
     const { rows: failing } = await q.query<Changed>(
       `UPDATE integrations i SET health = 'failing'
          FROM integration_state s
