@@ -1,198 +1,21 @@
-// The dashboard (API guide 9): a page over the public API. Signed in through the built-in
+// The dashboard (API guide 12): a page over the public API. Signed in through the built-in
 // issuer (authorization code with PKCE for the public `dashboard` client, on the issuer's own
-// sign-in page) or with an API key pasted for the session; tokens live in memory only (a reload
-// signs out), renewed with the refresh token before they expire. An operator sees every
-// integration with its stats; anyone sees its fleet, events, notifications and, read-only, the
-// attempts of the integrations covering only its owners (from the result stream).
+// sign-in page) or with an API key pasted for the session. Tokens live in memory only, renewed with
+// the refresh token before they expire; a reload signs in again with one click through the issuer's
+// sign-in session (its HttpOnly cookie), and signing out ends that session. Anyone sees the
+// integrations it may see and manages its own (integrations.tsx), its fleet, events,
+// notifications, and the audit log of its owners (audit.tsx).
 //
 // Everything a customer endpoint answered (response bodies, errors) is shown as text: Preact sets
-// text content, and this file never sets HTML. Live attempts arrive over fetch (the credential in a
-// header), are rendered in batches (a few a second) and capped, so hundreds a second stay smooth.
+// text content, and no file of the dashboard sets HTML.
 import { render } from 'preact';
 import { useCallback, useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { feature } from 'topojson-client';
-
-// ---- API ----------------------------------------------------------------------------------------
-
-let credential = '';
-class ApiError extends Error {
-  constructor(
-    readonly status: number,
-    message: string,
-  ) {
-    super(message);
-  }
-}
-async function api<T = any>(method: string, path: string, body?: unknown): Promise<T> {
-  const r = await fetch(`/api/v1${path}`, {
-    method,
-    headers: { authorization: `Bearer ${credential}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  const text = await r.text();
-  const parsed = text ? JSON.parse(text) : undefined;
-  if (!r.ok) throw new ApiError(r.status, parsed?.message ?? `${r.status}`);
-  return parsed as T;
-}
-/** Every page of a list (Link rel="next"), up to `max` rows. */
-async function all<T = any>(path: string, max = 5000): Promise<T[]> {
-  const out: T[] = [];
-  let url = `/api/v1${path}${path.includes('?') ? '&' : '?'}limit=1000`;
-  while (url && out.length < max) {
-    const r = await fetch(url, { headers: { authorization: `Bearer ${credential}` } });
-    if (!r.ok) throw new ApiError(r.status, `${r.status}`);
-    out.push(...((await r.json()) as T[]));
-    const next = /<([^>]+)>;\s*rel="next"/.exec(r.headers.get('link') ?? '');
-    url = next ? new URL(next[1]!).pathname + new URL(next[1]!).search : '';
-  }
-  return out;
-}
-
-/**
- * Calls `load` now and every `intervalMs` while the page is visible; a hidden tab asks for nothing
- * and catches up once when shown again. Each request counts in the credential's hourly limit (1000
- * by default), so a few open tabs must not use it up: the integrations view asks 4 times a minute,
- * the fleet 2 to 4 times.
- */
-export function usePolling(load: () => Promise<void>, intervalMs: number) {
-  useEffect(() => {
-    let timer = 0;
-    let last = 0;
-    let stopped = false;
-    const run = () => {
-      window.clearTimeout(timer);
-      if (stopped || document.visibilityState === 'hidden') return;
-      last = Date.now();
-      void load().finally(() => {
-        if (!stopped && document.visibilityState !== 'hidden') timer = window.setTimeout(run, intervalMs);
-      });
-    };
-    const onVisibility = () => {
-      if (document.visibilityState === 'hidden') window.clearTimeout(timer);
-      else if (Date.now() - last >= intervalMs) run();
-      else timer = window.setTimeout(run, intervalMs - (Date.now() - last));
-    };
-    run();
-    document.addEventListener('visibilitychange', onVisibility);
-    return () => {
-      stopped = true;
-      window.clearTimeout(timer);
-      document.removeEventListener('visibilitychange', onVisibility);
-    };
-  }, [load, intervalMs]);
-}
-
-// ---- the result stream ----------------------------------------------------------------------------
-
-export interface Attempt {
-  integrationId: string;
-  channel: string;
-  deliveryId: string;
-  eventId: string;
-  objectType: string;
-  attempt: number;
-  whenAttempted: string;
-  success: boolean;
-  httpStatus: number | null;
-  responseTimeMs: number | null;
-  receiptId: string | null;
-  error: string | null;
-  responseBody: string | null;
-  truncated: boolean;
-  requestId?: string;
-}
-
-const MAX_ATTEMPTS = 2000;
-/** The table shows the newest this many of the attempts kept (filters apply to all kept). */
-const SHOWN_ROWS = 100;
-const FLUSH_MS = 400;
-
-/** Follows the SSE result stream over fetch; renders what arrived a few times a second. */
-function useAttemptStream(enabled: boolean, since: string) {
-  const [attempts, setAttempts] = useState<Attempt[]>([]);
-  const [state, setState] = useState<'connecting' | 'live' | 'retrying'>('connecting');
-  useEffect(() => {
-    if (!enabled) return;
-    const abort = new AbortController();
-    let pending: Attempt[] = [];
-    let frame = 0;
-    let lastFlush = 0;
-    // At most a few renders a second, on an animation frame: hundreds of attempts a second arrive
-    // as a handful of batches, not hundreds of renders.
-    const flush = () => {
-      frame = 0;
-      lastFlush = performance.now();
-      const batch = pending;
-      pending = [];
-      setAttempts((cur) => [...batch.reverse(), ...cur].slice(0, MAX_ATTEMPTS));
-    };
-    let last = '';
-    const run = async () => {
-      for (;;) {
-        try {
-          const r = await fetch(`/api/v1/deliveries/stream?since=${encodeURIComponent(since)}`, {
-            headers: { authorization: `Bearer ${credential}`, accept: 'text/event-stream', ...(last ? { 'last-event-id': last } : {}) },
-            signal: abort.signal,
-          });
-          if (!r.ok || !r.body) throw new Error(String(r.status));
-          setState('live');
-          const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
-          let buf = '';
-          for (;;) {
-            const { value, done } = await reader.read();
-            if (done) break;
-            buf += value;
-            let end = buf.indexOf('\n\n');
-            while (end >= 0) {
-              const block = buf.slice(0, end);
-              buf = buf.slice(end + 2);
-              const data = block
-                .split('\n')
-                .filter((l) => l.startsWith('data: '))
-                .map((l) => l.slice(6))
-                .join('\n');
-              const id = /^id: (.*)$/m.exec(block)?.[1];
-              if (id) last = id;
-              if (data) pending.push(JSON.parse(data) as Attempt);
-              end = buf.indexOf('\n\n');
-            }
-            if (pending.length && !frame) {
-              const wait = Math.max(0, FLUSH_MS - (performance.now() - lastFlush));
-              frame = window.setTimeout(() => requestAnimationFrame(flush), wait);
-            }
-          }
-        } catch {
-          if (abort.signal.aborted) return;
-        }
-        setState('retrying');
-        await new Promise((res) => setTimeout(res, 2000));
-      }
-    };
-    void run();
-    return () => {
-      abort.abort();
-      clearTimeout(frame);
-    };
-  }, [enabled, since]);
-  return { attempts, state };
-}
-
-// ---- small pieces -------------------------------------------------------------------------------
-
-const time = (iso: string | null | undefined) => (iso ? new Date(iso).toLocaleString() : '–');
-const ms = (n: number | null | undefined) => (n == null ? '–' : `${Math.round(n)} ms`);
-
-function Badge({ ok, text }: { ok: boolean; text: string }) {
-  return <span class={ok ? 'badge ok' : 'badge bad'}>{text}</span>;
-}
-
-function ErrorLine({ error }: { error: string }) {
-  return error ? (
-    <p class="error" role="alert">
-      {error}
-    </p>
-  ) : null;
-}
+import { ApiError, all, api, setCredential, time, usePolling } from './api.js';
+import { useAttemptStream } from './attempts.js';
+import { AuditLog } from './audit.js';
+import { IntegrationPage, Integrations } from './integrations.js';
+import { ErrorLine } from './ui.js';
 
 // ---- sign-in ------------------------------------------------------------------------------------
 
@@ -200,6 +23,7 @@ interface AuthConfig {
   clientId: string;
   authorizationEndpoint: string;
   tokenEndpoint: string;
+  logoutEndpoint: string;
 }
 const authConfig = (): Promise<AuthConfig> => fetch('/dashboard/config.json').then((r) => r.json() as Promise<AuthConfig>);
 const redirectUri = () => `${location.origin}/dashboard/`;
@@ -239,7 +63,7 @@ async function tokenRequest(cfg: AuthConfig, form: Record<string, string>): Prom
   });
   const body = (await r.json()) as { access_token?: string; refresh_token?: string; expires_in?: number; error_description?: string };
   if (!r.ok || !body.access_token) throw new Error(body.error_description ?? `sign-in failed (${r.status})`);
-  credential = body.access_token;
+  setCredential(body.access_token);
   clearTimeout(refreshTimer);
   if (body.refresh_token && body.expires_in) {
     const refresh = body.refresh_token;
@@ -301,11 +125,11 @@ function SignIn({ onSignedIn, error: initialError }: { onSignedIn: (admin: boole
   useEffect(() => setError(initialError), [initialError]);
   const submit = async (e: Event) => {
     e.preventDefault();
-    credential = key.trim();
+    setCredential(key.trim());
     try {
       onSignedIn(await isAdmin());
     } catch (x) {
-      credential = '';
+      setCredential('');
       setError(x instanceof ApiError && x.status === 401 ? 'That key was not accepted.' : `Sign-in failed: ${(x as Error).message}`);
     }
   };
@@ -316,6 +140,7 @@ function SignIn({ onSignedIn, error: initialError }: { onSignedIn: (admin: boole
       <button type="button" class="primary" onClick={account}>
         Sign in with your account
       </button>
+      <p class="hint">While your sign-in lasts, this one click is all a reload needs.</p>
       <p class="hint">or</p>
       <form onSubmit={submit}>
         <label for="key">API key or access token</label>
@@ -330,306 +155,10 @@ function SignIn({ onSignedIn, error: initialError }: { onSignedIn: (admin: boole
         <button type="submit" disabled={!key.trim()}>
           Sign in with the key
         </button>
-        <p class="hint">Kept in this tab's memory only: a reload signs you out.</p>
+        <p class="hint">A key is kept in this tab's memory only: a reload asks for it again.</p>
       </form>
       <ErrorLine error={error} />
     </main>
-  );
-}
-
-// ---- integrations -------------------------------------------------------------------------------
-
-interface Integration {
-  id: string;
-  name: string;
-  channel: string;
-  enabled: boolean;
-  destination?: string;
-  health?: 'ok' | 'failing' | 'disabled';
-  disabledReason?: string | null;
-  healthLog?: { at: string; status: string; detail: string }[];
-  stats?: {
-    pending: number;
-    delivered: { lastHour: number; lastDay: number };
-    failed: { lastHour: number; lastDay: number };
-    lastError: string | null;
-    lastErrorAt: string | null;
-    lastSuccessAt: string | null;
-    pausedUntil: string | null;
-    p50LatencyMs: number | null;
-    p99LatencyMs: number | null;
-  };
-}
-
-function Integrations({ admin, attempts }: { admin: boolean; attempts: Attempt[] }) {
-  const [list, setList] = useState<Integration[] | null>(null);
-  const [error, setError] = useState('');
-  const load = useCallback(async () => {
-    if (!admin) return;
-    try {
-      // One request for the list and every integration's stats.
-      setList(await all<Integration>('/integrations?stats=true'));
-    } catch (x) {
-      setError((x as Error).message);
-    }
-  }, [admin]);
-  usePolling(load, 15_000);
-  const toggle = async (i: Integration) => {
-    await api('PATCH', `/integrations/${i.id}`, { enabled: !i.enabled }).catch((x: Error) => setError(x.message));
-    void load();
-  };
-  // A customer's credential lists no integrations: it sees those its stream shows.
-  const seen = useMemo(() => {
-    const m = new Map<string, { channel: string; ok: number; failed: number; last: string }>();
-    for (const a of attempts) {
-      const s = m.get(a.integrationId) ?? { channel: a.channel, ok: 0, failed: 0, last: a.whenAttempted };
-      if (a.success) s.ok++;
-      else s.failed++;
-      m.set(a.integrationId, s);
-    }
-    return m;
-  }, [attempts]);
-  const byChannel = (ch: string) => (list ?? []).filter((i) => i.channel === ch);
-  return (
-    <section>
-      <h2>Integrations</h2>
-      <ErrorLine error={error} />
-      {admin ? (
-        ['webhook', 'mqtt', 'kafka'].map((ch) =>
-          byChannel(ch).length ? (
-            <div key={ch}>
-              <h3>{ch}</h3>
-              <table class="grid">
-                <thead>
-                  <tr>
-                    <th>name</th>
-                    <th>state</th>
-                    <th>backlog</th>
-                    <th>delivered 1 h / 24 h</th>
-                    <th>failed 1 h / 24 h</th>
-                    <th>p50 / p99</th>
-                    <th>last error</th>
-                    <th />
-                  </tr>
-                </thead>
-                <tbody>
-                  {byChannel(ch).map((i) => (
-                    <tr key={i.id}>
-                      <td>
-                        <a href={`#/integrations/${i.id}`}>{i.name}</a>
-                      </td>
-                      <td>
-                        {i.stats?.pausedUntil && Date.parse(i.stats.pausedUntil) > Date.now() ? (
-                          <Badge ok={false} text={`paused until ${time(i.stats.pausedUntil)}`} />
-                        ) : (
-                          <Badge ok={i.enabled} text={i.enabled ? 'enabled' : 'disabled'} />
-                        )}
-                      </td>
-                      <td>{i.stats?.pending ?? '–'}</td>
-                      <td>
-                        {i.stats?.delivered.lastHour ?? '–'} / {i.stats?.delivered.lastDay ?? '–'}
-                      </td>
-                      <td>
-                        {i.stats?.failed.lastHour ?? '–'} / {i.stats?.failed.lastDay ?? '–'}
-                      </td>
-                      <td>
-                        {ms(i.stats?.p50LatencyMs)} / {ms(i.stats?.p99LatencyMs)}
-                      </td>
-                      <td class="text">{i.stats?.lastError ? `${time(i.stats.lastErrorAt)}: ${i.stats.lastError}` : '–'}</td>
-                      <td>
-                        <button type="button" onClick={() => toggle(i)}>
-                          {i.enabled ? 'Disable' : 'Enable'}
-                        </button>
-                      </td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            </div>
-          ) : null,
-        )
-      ) : (
-        <table class="grid">
-          <thead>
-            <tr>
-              <th>integration</th>
-              <th>channel</th>
-              <th>succeeded / failed (streamed here)</th>
-            </tr>
-          </thead>
-          <tbody>
-            {[...seen].map(([id, s]) => (
-              <tr key={id}>
-                <td>
-                  <a href={`#/integrations/${id}`}>{id}</a>
-                </td>
-                <td>{s.channel}</td>
-                <td>
-                  {s.ok} / {s.failed}
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      )}
-      {admin && list?.length === 0 ? <p>No integrations yet.</p> : null}
-    </section>
-  );
-}
-
-function IntegrationPage({ id, admin, attempts }: { id: string; admin: boolean; attempts: Attempt[] }) {
-  const [integration, setIntegration] = useState<Integration | null>(null);
-  const [status, setStatus] = useState<'all' | 'ok' | 'failed'>('all');
-  const [from, setFrom] = useState('');
-  const [to, setTo] = useState('');
-  const [message, setMessage] = useState('');
-  useEffect(() => {
-    if (admin) api<Integration>('GET', `/integrations/${id}`).then(setIntegration, (x: Error) => setMessage(x.message));
-  }, [id, admin]);
-  const shown = attempts.filter(
-    (a) =>
-      a.integrationId === id &&
-      (status === 'all' || (status === 'ok') === a.success) &&
-      (!from || a.whenAttempted >= new Date(from).toISOString()) &&
-      (!to || a.whenAttempted < new Date(to).toISOString()),
-  );
-  const redeliver = async (a: Attempt) => {
-    try {
-      await api('POST', `/integrations/${id}/deliveries/${a.deliveryId}/redeliver`);
-      setMessage(`Delivery ${a.deliveryId} queued again.`);
-    } catch (x) {
-      setMessage(`Redeliver failed: ${(x as Error).message}`);
-    }
-  };
-  const redeliverRange = async () => {
-    try {
-      const f = from ? new Date(from) : new Date(Date.now() - 86400_000);
-      const t = to ? new Date(to) : new Date(Date.now() + 60_000);
-      const r = await api<{ count: number }>('POST', `/integrations/${id}/deliveries/redeliver`, {
-        status: 'FAILED',
-        from: f.toISOString(),
-        to: t.toISOString(),
-      });
-      setMessage(`${r.count} failed deliveries queued again.`);
-    } catch (x) {
-      setMessage(`Redeliver failed: ${(x as Error).message}`);
-    }
-  };
-  const test = async () => {
-    const url = integration?.destination;
-    if (!url) return;
-    try {
-      const r = await api<{ success: boolean; status: number | null; responseTimeMs: number; error: string | null }>(
-        'POST',
-        '/webhooks/test',
-        {
-          url,
-          integrationId: id,
-        },
-      );
-      setMessage(r.success ? `Test event delivered: ${r.status} in ${r.responseTimeMs} ms.` : `Test event failed: ${r.error ?? r.status}`);
-    } catch (x) {
-      setMessage(`Test failed: ${(x as Error).message}`);
-    }
-  };
-  return (
-    <section>
-      <h2>{integration?.name ?? `Integration ${id}`}</h2>
-      {integration ? (
-        <p class="text">
-          {integration.channel} to {integration.destination ?? '(broker)'}
-        </p>
-      ) : null}
-      {integration?.health && integration.health !== 'ok' ? (
-        <p class={`health ${integration.health}`}>
-          {integration.health === 'disabled'
-            ? `Disabled: ${integration.disabledReason ?? ''}`
-            : 'Failing: every attempt has failed for an hour or more'}
-        </p>
-      ) : null}
-      {integration?.healthLog?.length ? (
-        <details>
-          <summary>Health changes</summary>
-          <ul>
-            {integration.healthLog.map((h) => (
-              <li key={`${h.at}${h.status}`}>
-                {h.at} {h.status}: {h.detail}
-              </li>
-            ))}
-          </ul>
-        </details>
-      ) : null}
-      <div class="filters">
-        <label>
-          status{' '}
-          <select value={status} onChange={(e) => setStatus((e.target as HTMLSelectElement).value as typeof status)}>
-            <option value="all">all</option>
-            <option value="ok">succeeded</option>
-            <option value="failed">failed</option>
-          </select>
-        </label>
-        <label>
-          from <input type="datetime-local" value={from} onInput={(e) => setFrom((e.target as HTMLInputElement).value)} />
-        </label>
-        <label>
-          to <input type="datetime-local" value={to} onInput={(e) => setTo((e.target as HTMLInputElement).value)} />
-        </label>
-        {admin ? (
-          <button type="button" onClick={redeliverRange}>
-            Redeliver failed in range
-          </button>
-        ) : null}
-        {admin && integration?.channel === 'webhook' ? (
-          <button type="button" onClick={test}>
-            Send test event
-          </button>
-        ) : null}
-      </div>
-      <p class="status" role="status">
-        {message}
-      </p>
-      <table class="grid attempts">
-        <thead>
-          <tr>
-            <th>time</th>
-            <th>event</th>
-            <th>attempt</th>
-            <th>result</th>
-            <th>response time</th>
-            <th>receipt</th>
-            <th>error / response</th>
-            <th />
-          </tr>
-        </thead>
-        <tbody>
-          {shown.slice(0, SHOWN_ROWS).map((a) => (
-            <tr key={`${a.requestId ?? ''}${a.deliveryId}.${a.attempt}.${a.whenAttempted}`} class={a.success ? '' : 'failed'}>
-              <td>{time(a.whenAttempted)}</td>
-              <td>
-                {a.objectType} {a.deliveryId}
-              </td>
-              <td>{a.attempt}</td>
-              <td>
-                <Badge ok={a.success} text={a.success ? `OK ${a.httpStatus ?? ''}` : `failed ${a.httpStatus ?? ''}`} />
-              </td>
-              <td>{ms(a.responseTimeMs)}</td>
-              <td class="text">{a.receiptId ?? '–'}</td>
-              <td class="text excerpt" title={[a.error, a.responseBody?.slice(0, 2000)].filter(Boolean).join('\n')}>
-                {[a.error, a.responseBody?.slice(0, 300)].filter(Boolean).join(' · ') || '–'}
-              </td>
-              <td>
-                {admin ? (
-                  <button type="button" onClick={() => redeliver(a)}>
-                    Redeliver
-                  </button>
-                ) : null}
-              </td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
-      {shown.length === 0 ? <p>No attempts in this window yet; new ones appear as they happen.</p> : null}
-    </section>
   );
 }
 
@@ -875,7 +404,7 @@ function App() {
         if (done) setSession({ admin: await isAdmin() });
       })
       .catch((x: Error) => {
-        credential = '';
+        setCredential('');
         setSignInError(x.message);
       });
   }, []);
@@ -883,9 +412,13 @@ function App() {
   const { attempts, state } = useAttemptStream(session !== null, since);
   if (!session) return <SignIn onSignedIn={(admin) => setSession({ admin })} error={signInError} />;
   const integration = /^#\/integrations\/([\w-]+)$/.exec(hash)?.[1];
-  const signOut = () => {
-    credential = '';
+  const signOut = async () => {
+    setCredential('');
     clearTimeout(refreshTimer);
+    // The issuer's sign-in session ends too (its cookie goes with this same-origin request), and
+    // with it every login made through it: the next sign-in asks for the password.
+    const cfg = await authConfig().catch(() => null);
+    if (cfg) await fetch(cfg.logoutEndpoint, { method: 'POST' }).catch(() => undefined);
     setSession(null);
   };
   return (
@@ -899,6 +432,9 @@ function App() {
           <a href="#/fleet" class={hash === '#/fleet' ? 'active' : ''}>
             Fleet
           </a>
+          <a href="#/audit" class={hash === '#/audit' ? 'active' : ''}>
+            Audit log
+          </a>
         </nav>
         <span class="stream">
           stream: {state} · {attempts.length} attempts
@@ -910,6 +446,8 @@ function App() {
       </header>
       {hash === '#/fleet' ? (
         <Fleet />
+      ) : hash === '#/audit' ? (
+        <AuditLog />
       ) : integration ? (
         <IntegrationPage id={integration} admin={session.admin} attempts={attempts} />
       ) : (

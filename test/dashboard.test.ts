@@ -1,8 +1,12 @@
 // The browser tests: the dashboard in a real Chromium (playwright-core with Debian's
-// chromium). An operator signs in on the issuer's page (authorization code with PKCE), sees an integration's attempts arrive live, redelivers a failed
-// one and sees it succeed, sees an asset on the map; a customer's API key sees its own fleet and,
-// read-only, its integration's attempts. A hostile response body is shown as text. A screenshot of
-// each page goes to test-artifacts/ (outside git).
+// chromium). An operator signs in on the issuer's page (authorization code with PKCE), reloads and
+// is signed in again with one click (the issuer's sign-in session), sees an integration's attempts
+// arrive live, redelivers a failed one and sees it succeed, sees an asset on the map, signs out
+// (the next sign-in asks for the password); a customer's API key sees its own fleet and, read-only,
+// the operator's integration. A customer's user runs the portal: creates an integration of each
+// channel with the form, sees the signing secret once, tests, rotates, disables, enables,
+// redelivers and deletes, and reads the audit log. A hostile response body is shown as text. A
+// screenshot of each page goes to test-artifacts/ (outside git).
 // @test-lanes postgres
 // (the page is the same on either database: it runs once)
 import assert from 'node:assert/strict';
@@ -122,6 +126,22 @@ if (TEST_DB === 'postgres') {
     await op.waitForSelector('header nav');
     assert.equal(new URL(op.url()).search, '', 'the code is gone from the address bar');
     await op.waitForSelector('header >> text=operator');
+    // A reload keeps no token (none is in browser storage), yet one click signs in again: the
+    // issuer's sign-in session answers without its form.
+    assert.deepEqual(
+      await op.evaluate('[Object.keys(localStorage).length, Object.keys(sessionStorage).length]'),
+      [0, 0],
+      'no token in browser storage',
+    );
+    const cookies = await op.context().cookies();
+    const signInCookie = cookies.find((c) => c.name === 'atk_signin');
+    assert.ok(signInCookie?.httpOnly, 'the sign-in session is an HttpOnly cookie');
+    assert.equal(signInCookie?.sameSite, 'Strict');
+    await op.reload();
+    await op.click('text=Sign in with your account');
+    await op.waitForSelector('header nav');
+    assert.equal(await op.locator('input[name=password]').count(), 0, 'no password asked');
+    await op.waitForSelector('header >> text=operator');
     await op.waitForSelector('text=dash-hook');
     await op.screenshot({ path: path.join(ARTIFACTS, 'dashboard-integrations.png'), fullPage: true });
     // Pause and resume it from the table: the API agrees each time.
@@ -167,12 +187,22 @@ if (TEST_DB === 'postgres') {
     await op.waitForSelector('text=DASH0001: 2 positions in the last 24 h');
     await op.screenshot({ path: path.join(ARTIFACTS, 'dashboard-fleet.png'), fullPage: true });
 
-    // A customer's key: its fleet; its integration's attempts, read-only (no redeliver, no stats).
+    // Signing out ends the issuer's session: the next sign-in asks for the password again.
+    await op.click('header >> text=Sign out');
+    await op.click('text=Sign in with your account');
+    await op.waitForSelector('input[name=password]');
+    assert.equal((await op.context().cookies()).filter((c) => c.name === 'atk_signin').length, 0, 'the cookie is gone');
+    await op.screenshot({ path: path.join(ARTIFACTS, 'dashboard-signed-out.png') });
+
+    // A customer's key: its fleet; the operator's integration by name, its attempts read-only.
     const cu = await signIn(customer.key);
-    await cu.waitForSelector(`text=${integration.id}`);
-    await cu.click(`text=${integration.id}`);
+    await cu.waitForSelector('text=dash-hook');
+    await cu.waitForSelector('text=managed by the operator');
+    assert.equal(await cu.locator('tr', { hasText: 'dash-hook' }).locator('button').count(), 0, 'no enable or disable');
+    await cu.click('text=dash-hook');
     await cu.waitForSelector('table.attempts tbody tr');
     assert.equal(await cu.locator('table.attempts button', { hasText: 'Redeliver' }).count(), 0);
+    assert.equal(await cu.locator('button', { hasText: 'Rotate signing secret' }).count(), 0);
     await cu.click('text=Fleet');
     await cu.waitForSelector('canvas.map[data-assets="1"]');
     await cu.screenshot({ path: path.join(ARTIFACTS, 'dashboard-customer-fleet.png'), fullPage: true });
@@ -183,6 +213,136 @@ if (TEST_DB === 'postgres') {
     await bad.fill('#key', 'atk_not-a-key');
     await bad.click('button[type=submit]');
     await bad.waitForSelector('text=That key was not accepted.');
+    assert.deepEqual(pageErrors, []);
+  });
+
+  test("the portal: a customer's user creates an integration of each channel, sees the secret once, tests, rotates, disables, enables, redelivers, deletes; the audit log", {
+    timeout: 240_000,
+  }, async (t) => {
+    if (!requireService(t, fs.existsSync(CHROMIUM), 'Chromium', 'apt-get install -y chromium (or bash scripts/services.sh)')) return;
+    const ta = await startApp(t, {
+      PUSH_ALLOW_HTTP: 'true',
+      PUSH_ALLOWED_NETWORKS: '127.0.0.0/8',
+      DELIVERY_POLL_MS: '100',
+      RATE_LIMIT_MAX: '100000',
+      RATE_LIMIT_CONCURRENT: '1000',
+    });
+    const rx = await new Receiver().start();
+    atEnd(() => rx.close());
+    let healthy = false;
+    rx.on('/portal', () => (healthy ? { status: 200, body: '{"ok":true}' } : { status: 503, body: 'down' }));
+    const shipper = await ownerWithKey(ta, 'Portal Shipping');
+    const asset = ok(await ta.call('POST', '/api/v1/assets', { token: shipper.key, body: { name: 'PORT0001' } }), 201);
+    ok(
+      await ta.call('POST', '/api/v1/users', {
+        token: ta.adminToken,
+        body: { username: 'portal-user', password: 'portal-password-1', ownerId: shipper.ownerId, scopes: ['read', 'write'] },
+      }),
+      201,
+    );
+    const integrations = async () =>
+      ok(await ta.call('GET', '/api/v1/integrations', { token: shipper.key }), 200) as {
+        id: string;
+        name: string;
+        channel: string;
+        enabled: boolean;
+      }[];
+
+    fs.mkdirSync(ARTIFACTS, { recursive: true });
+    const browser = await launchChromium();
+    const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+    const pageErrors: string[] = [];
+    page.on('pageerror', (e) => pageErrors.push(e.message));
+    page.on('dialog', (d) => void d.accept());
+    await page.goto(`${ta.url}/dashboard/`);
+    await page.click('text=Sign in with your account');
+    await page.fill('input[name=username]', 'portal-user');
+    await page.fill('input[name=password]', 'portal-password-1');
+    await page.click('button[type=submit]');
+    await page.waitForSelector('header >> text=customer');
+
+    // A webhook with HTTP Basic: the form, then the signing secret shown once.
+    await page.click('text=New integration');
+    await page.waitForSelector('form.new-integration');
+    await page.fill('#f-name', 'Portal hook');
+    await page.fill('#f-endpoint', `${rx.url}/portal`);
+    await page.selectOption('#f-auth', 'basic');
+    await page.fill('#f-username', 'ops');
+    await page.fill('#f-secret', 'basic-password-1');
+    await page.screenshot({ path: path.join(ARTIFACTS, 'portal-new-webhook.png'), fullPage: true });
+    await page.click('form.new-integration button[type=submit]');
+    const secret = (await page.locator('code[data-secret]').textContent())!;
+    assert.match(secret, /^whsec_/);
+    await page.screenshot({ path: path.join(ARTIFACTS, 'portal-secret-once.png'), fullPage: true });
+    await page.click('text=I have copied it');
+    assert.equal(await page.locator('code[data-secret]').count(), 0, 'shown once');
+    const hook = (await integrations()).find((i) => i.name === 'Portal hook')!;
+    assert.equal(ok(await ta.call('GET', `/api/v1/integrations/${hook.id}`, { token: shipper.key }), 200).managedBy, 'customer');
+
+    // MQTT and Kafka from the same form.
+    for (const [channel, fill] of [
+      ['mqtt', async () => page.fill('#f-url', 'mqtt://127.0.0.1:1883')],
+      [
+        'kafka',
+        async () => {
+          await page.fill('#f-brokers', '127.0.0.1:19092');
+          await page.locator('label.check', { hasText: 'TLS' }).locator('input').uncheck();
+        },
+      ],
+    ] as const) {
+      await page.click('text=New integration');
+      await page.fill('#f-name', `Portal ${channel}`);
+      await page.selectOption('#f-channel', channel);
+      await fill();
+      await page.fill('#f-destination', `portal-${channel}`);
+      await page.click('form.new-integration button[type=submit]');
+      await page.waitForSelector(`a:text("Portal ${channel}")`);
+    }
+    assert.deepEqual((await integrations()).map((i) => i.channel).sort(), ['kafka', 'mqtt', 'webhook']);
+    await page.screenshot({ path: path.join(ARTIFACTS, 'portal-integrations.png'), fullPage: true });
+
+    // One integration: a test event, a rotation (the new secret once), disable, enable.
+    await page.click('a:text("Portal hook")');
+    await page.waitForSelector('h2:text("Portal hook")');
+    healthy = true;
+    await page.click('text=Send test event');
+    await page.waitForSelector('text=/Test event delivered: 200/');
+    await page.click('text=Rotate signing secret');
+    const rotated = (await page.locator('code[data-secret]').textContent())!;
+    assert.match(rotated, /^whsec_/);
+    assert.notEqual(rotated, secret);
+    await page.click('text=I have copied it');
+    await page.click('.actions >> text=Disable');
+    await page.waitForSelector('text=/^Disabled: nothing is sent/');
+    assert.equal((await integrations()).find((i) => i.id === hook.id)!.enabled, false);
+    await page.click('.actions >> text=Enable');
+    await page.waitForSelector('text=/^Enabled:/');
+    assert.equal((await integrations()).find((i) => i.id === hook.id)!.enabled, true);
+
+    // A failed delivery, redelivered from its row once the endpoint answers again.
+    healthy = false;
+    ok(await ta.call('POST', '/api/v1/locations', { token: shipper.key, body: { assetId: asset.id, latitude: 1, longitude: 2 } }), 201);
+    await page.waitForSelector('table.attempts tbody tr.failed');
+    healthy = true;
+    await page.locator('table.attempts tbody tr.failed button', { hasText: 'Redeliver' }).first().click();
+    await page.waitForSelector('text=queued again');
+    await page.waitForSelector('table.attempts tbody tr:not(.failed) >> text=OK 200');
+    await page.screenshot({ path: path.join(ARTIFACTS, 'portal-integration.png'), fullPage: true });
+
+    // The audit log: what this user did, secrets masked.
+    await page.click('text=Audit log');
+    await page.waitForSelector('table.audit >> text=/create integration/');
+    await page.waitForSelector('table.audit >> text=/rotate integration/');
+    const audit = (await page.locator('table.audit').textContent())!;
+    assert.ok(!audit.includes('basic-password-1') && !audit.includes(secret) && !audit.includes(rotated), 'no secret in the audit log');
+    await page.screenshot({ path: path.join(ARTIFACTS, 'portal-audit.png'), fullPage: true });
+
+    // Delete (after a confirmation).
+    await page.click('text=Deliveries');
+    await page.click('a:text("Portal mqtt")');
+    await page.click('.actions >> text=Delete');
+    await page.waitForSelector('h2:text("Integrations")');
+    assert.deepEqual((await integrations()).map((i) => i.channel).sort(), ['kafka', 'webhook']);
     assert.deepEqual(pageErrors, []);
   });
 

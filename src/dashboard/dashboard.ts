@@ -1,5 +1,5 @@
 // The dashboard page (API guide 9) at /dashboard: static files and one script, bundled from
-// dashboard/main.tsx with esbuild when first asked for (Preact and topojson-client from npm, the
+// dashboard/main.tsx (and the files it imports) with esbuild when first asked for (Preact and topojson-client from npm, the
 // world's land from world-atlas: nothing comes from a CDN). The page needs no credential; every
 // call it makes carries the one signed in with. A strict Content-Security-Policy: scripts, styles
 // and connections only from this origin, no inline script, no framing.
@@ -74,7 +74,12 @@ export async function dashboardRoutes(app: FastifyInstance, { realm }: { realm: 
     const base = `/auth/realms/${realm}/protocol/openid-connect`;
     return secure(reply)
       .header('Cache-Control', 'no-cache')
-      .send({ clientId: DASHBOARD_CLIENT_ID, authorizationEndpoint: `${base}/auth`, tokenEndpoint: `${base}/token` });
+      .send({
+        clientId: DASHBOARD_CLIENT_ID,
+        authorizationEndpoint: `${base}/auth`,
+        tokenEndpoint: `${base}/token`,
+        logoutEndpoint: `${base}/logout`,
+      });
   });
   app.get('/dashboard/land-110m.json', opts, async (_req, reply) =>
     secure(reply).type('application/json').header('Cache-Control', 'public, max-age=86400').send(fs.createReadStream(landFile)),

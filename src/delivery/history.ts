@@ -153,7 +153,7 @@ export const historyRoutes: FastifyPluginAsyncTypebox<{ db: Db; secretsKey: Buff
             type: 'delivery',
             id: deliveryId,
             ownerId: auditOwner(row),
-            before: { integrationId: id },
+            before: null,
             after: { integrationId: id, status: 'PENDING' },
           });
         }
@@ -299,7 +299,7 @@ export const historyRoutes: FastifyPluginAsyncTypebox<{ db: Db; secretsKey: Buff
         type: 'integration',
         id: b.integrationId ?? null,
         ownerId,
-        before: {},
+        before: null,
         after: { url: url.href, success: r.outcome === 'success', status: r.httpStatus },
       });
       return {

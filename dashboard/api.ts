@@ -1,0 +1,82 @@
+// The dashboard's calls to the public API: the credential signed in with (kept in this module's
+// memory only, never in browser storage), JSON in and out, every page of a list, and polling that
+// stops while the tab is hidden.
+import { useEffect } from 'preact/hooks';
+
+let credential = '';
+export const setCredential = (c: string) => {
+  credential = c;
+};
+export const authorization = () => ({ authorization: `Bearer ${credential}` });
+
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export async function api<T = any>(method: string, path: string, body?: unknown): Promise<T> {
+  const r = await fetch(`/api/v1${path}`, {
+    method,
+    headers: { ...authorization(), ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  const text = await r.text();
+  const parsed = text ? JSON.parse(text) : undefined;
+  if (!r.ok) throw new ApiError(r.status, parsed?.message ?? `${r.status}`);
+  return parsed as T;
+}
+
+/** Every page of a list (Link rel="next"), up to `max` rows. */
+export async function all<T = any>(path: string, max = 5000): Promise<T[]> {
+  const out: T[] = [];
+  let url = `/api/v1${path}${path.includes('?') ? '&' : '?'}limit=1000`;
+  while (url && out.length < max) {
+    const r = await fetch(url, { headers: authorization() });
+    if (!r.ok) throw new ApiError(r.status, `${r.status}`);
+    out.push(...((await r.json()) as T[]));
+    const next = /<([^>]+)>;\s*rel="next"/.exec(r.headers.get('link') ?? '');
+    url = next ? new URL(next[1]!).pathname + new URL(next[1]!).search : '';
+  }
+  return out;
+}
+
+/**
+ * Calls `load` now and every `intervalMs` while the page is visible; a hidden tab asks for nothing
+ * and catches up once when shown again. Each request counts in the credential's hourly limit (1000
+ * by default), so a few open tabs must not use it up: the integrations view asks 4 times a minute,
+ * the fleet 2 to 4 times.
+ */
+export function usePolling(load: () => Promise<void>, intervalMs: number) {
+  useEffect(() => {
+    let timer = 0;
+    let last = 0;
+    let stopped = false;
+    const run = () => {
+      window.clearTimeout(timer);
+      if (stopped || document.visibilityState === 'hidden') return;
+      last = Date.now();
+      void load().finally(() => {
+        if (!stopped && document.visibilityState !== 'hidden') timer = window.setTimeout(run, intervalMs);
+      });
+    };
+    const onVisibility = () => {
+      if (document.visibilityState === 'hidden') window.clearTimeout(timer);
+      else if (Date.now() - last >= intervalMs) run();
+      else timer = window.setTimeout(run, intervalMs - (Date.now() - last));
+    };
+    run();
+    document.addEventListener('visibilitychange', onVisibility);
+    return () => {
+      stopped = true;
+      window.clearTimeout(timer);
+      document.removeEventListener('visibilitychange', onVisibility);
+    };
+  }, [load, intervalMs]);
+}
+
+export const time = (iso: string | null | undefined) => (iso ? new Date(iso).toLocaleString() : '–');
+export const ms = (n: number | null | undefined) => (n == null ? '–' : `${Math.round(n)} ms`);
