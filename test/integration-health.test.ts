@@ -88,6 +88,12 @@ test('failing, recovered, disabled after autoDisableAfterHours, enabled again wi
   assert.match(off.disabledReason, /^Every attempt failed for 2 hours, since .*; last error: .*503/);
   assert.ok(off.disabledAt);
   await rx.waitFor(() => statuses().some((s) => s.status === 'disabled'), 60_000, 'disabled');
+  // The audit log says who disabled it: the health sweep, not a person.
+  const [disabled] = ok(await c.call('GET', `/audit?action=disable&resourceType=integration`), 200);
+  assert.deepEqual(
+    [disabled.actor, disabled.resource.id, disabled.changes.enabled],
+    [{ type: 'system', id: 'health' }, sick.id, { from: true, to: false }],
+  );
 
   // 4. While disabled its events wait; enabled again (the endpoint fixed), it delivers them.
   down = false;
