@@ -94,6 +94,7 @@ export const notificationRoutes: FastifyPluginAsync<{ db: Db }> = async (app, { 
     ownerColumn: 'owner_id',
     idType: 'int8',
     defaultOrder: 'desc',
+    export: { name: 'notifications' },
     filters: {
       assetId: filters.anyUuid('asset_id'),
       ownerId: filters.uuid('owner_id'),

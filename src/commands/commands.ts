@@ -200,6 +200,7 @@ export const commandRoutes: FastifyPluginAsyncTypebox<{ db: Db; cfg: Config }> =
     ownerColumn: 'owner_id',
     idType: 'int8',
     defaultOrder: 'desc',
+    export: { name: 'commands' },
     filters: COMMAND_FILTERS,
   });
 

@@ -118,6 +118,7 @@ export const eventRoutes: FastifyPluginAsync<{ db: Db }> = async (app, { db }) =
     ownerColumn: 'owner_id',
     idType: 'int8',
     defaultOrder: 'desc',
+    export: { name: 'events' },
     filters: {
       assetId: filters.anyUuid('asset_id'),
       ownerId: filters.uuid('owner_id'),

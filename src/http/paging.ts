@@ -24,6 +24,10 @@ interface Cursor {
   o: 'asc' | 'desc';
 }
 
+/** The opaque cursor after a row: its exact (microsecond, id) position and the order. */
+export const encodeCursor = (t: string, i: string, o: 'asc' | 'desc') =>
+  Buffer.from(JSON.stringify({ t, i, o } satisfies Cursor)).toString('base64url');
+
 function decodeCursor(raw: string, idType: 'uuid' | 'int8'): Cursor {
   try {
     const c = JSON.parse(Buffer.from(raw, 'base64url').toString('utf8')) as Cursor;
@@ -95,9 +99,7 @@ export function page<R extends { _cursor_ts?: string; id: string }>(
   const out = more ? rows.slice(0, ks.limit) : rows;
   const last = out[out.length - 1];
   if (more && last?._cursor_ts !== undefined) {
-    const cursor = Buffer.from(JSON.stringify({ t: last._cursor_ts, i: String(last.id), o: ks.order } satisfies Cursor)).toString(
-      'base64url',
-    );
+    const cursor = encodeCursor(last._cursor_ts, String(last.id), ks.order);
     const url = new URL(req.url, baseUrl);
     url.searchParams.set('cursor', cursor);
     reply.header('Link', `<${baseUrl}${url.pathname}${url.search}>; rel="next"`);

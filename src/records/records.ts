@@ -458,6 +458,7 @@ export const recordRoutes: FastifyPluginAsync<{ db: Db; cfg: Config; hooks: Reco
       idType: 'int8',
       defaultOrder: 'desc',
       filters: { assetId: filters.anyUuid('asset_id'), ownerId: filters.uuid('owner_id'), ...def.filters },
+      export: { name: def.path.slice(1), geo: def.type === 'location' },
     });
   }
 };

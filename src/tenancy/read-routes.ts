@@ -6,7 +6,9 @@ import { type Static, type TObject, Type } from '@sinclair/typebox';
 import type { Db } from '../db/db.js';
 import { notFound } from '../http/errors.js';
 import { applyFilters, type Filter, listQuery } from '../http/filters.js';
-import { listPage } from '../http/paging.js';
+import { type ListSpec, listPage } from '../http/paging.js';
+import { type ExportSpec, sendExport } from '../exports/export.js';
+import { FormatParam, listFormat, MEDIA_TYPES } from '../exports/formats.js';
 import { IdParam, isInt8Id, isUuid } from '../http/schemas.js';
 
 export interface ReadSpec<T extends TObject, R> {
@@ -26,14 +28,17 @@ export interface ReadSpec<T extends TObject, R> {
   timeColumn?: string;
   defaultOrder: 'asc' | 'desc';
   filters: Record<string, Filter>;
+  /** The list exports too (CSV, NDJSON; GeoJSON with `geo`), as `name`.csv and so on. */
+  export?: { name: string; geo?: boolean };
 }
 
 /** Registers `GET path` (the list) and `GET path/:id` (one) of an owned resource. */
 export function readRoutes<T extends TObject, R extends { id: string }>(app: FastifyInstance, db: Db, spec: ReadSpec<T, R>): void {
   // Generic over the item schema, so the handlers are typed by hand: the query and the params were
   // validated against the schemas given with them, and the answers are checked when sent.
+  const columns = Object.keys(spec.item.properties);
   const list: RouteHandlerMethod = async (req, reply) => {
-    const rows = await listPage<R>(db, req, reply, {
+    const listSpec: ListSpec = {
       select: spec.select,
       from: spec.from,
       owners: { column: spec.ownerColumn, scope: req.tenancy },
@@ -42,7 +47,15 @@ export function readRoutes<T extends TObject, R extends { id: string }>(app: Fas
       ...(spec.idColumn ? { idColumn: spec.idColumn } : {}),
       ...(spec.timeColumn ? { timeColumn: spec.timeColumn } : {}),
       filters: (params, where) => applyFilters(spec.filters, req.query as Record<string, unknown>, params, where),
-    });
+    };
+    if (spec.export) {
+      const format = listFormat(req, spec.export.geo === true);
+      if (format !== 'json') {
+        const exported = { list: listSpec, toApi: spec.toApi as ExportSpec['toApi'], columns, name: spec.export.name };
+        return sendExport(db, req, reply, exported, format, req.server.services.cfg.EXPORT_MAX_DAYS);
+      }
+    }
+    const rows = await listPage<R>(db, req, reply, listSpec);
     return rows.map(spec.toApi);
   };
   const one: RouteHandlerMethod = async (req) => {
@@ -59,8 +72,19 @@ export function readRoutes<T extends TObject, R extends { id: string }>(app: Fas
   const listSchema: FastifySchema = {
     tags: spec.tags,
     summary: spec.listSummary,
-    querystring: listQuery(spec.filters),
+    querystring: spec.export
+      ? Type.Intersect([listQuery(spec.filters), Type.Object({ format: Type.Optional(FormatParam) })])
+      : listQuery(spec.filters),
     response: { 200: Type.Array(spec.item) },
+    ...(spec.export
+      ? {
+          produces: ['application/json', MEDIA_TYPES.csv, MEDIA_TYPES.ndjson, ...(spec.export.geo ? [MEDIA_TYPES.geojson] : [])],
+          description:
+            'format=csv|ndjson' +
+            (spec.export.geo ? '|geojson' : '') +
+            ' (or Accept) exports the whole from..to range (at most EXPORT_MAX_DAYS) with these filters, streamed; no paging.',
+        }
+      : {}),
   };
   const oneSchema: FastifySchema = { tags: spec.tags, summary: `Get ${spec.what}`, params: IdParam, response: { 200: spec.item } };
   app.route({ method: 'GET', url: spec.path, schema: listSchema, handler: list });

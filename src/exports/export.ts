@@ -1,0 +1,154 @@
+// Exports of a list (API guide 5, "Exports"): the list's filters and tenancy, no page limit, the
+// whole from..to range (at most EXPORT_MAX_DAYS) streamed in the list's keyset order, a page of
+// rows at a time with the socket's backpressure, so memory stays flat however many rows go out.
+import { Readable } from 'node:stream';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { Queryable } from '../db/db.js';
+import { badRequest } from '../http/errors.js';
+import { cursorColumn, encodeCursor, keyset, type ListSpec, type PageQuery } from '../http/paging.js';
+import { csvLine, type ListFormat, MEDIA_TYPES } from './formats.js';
+
+/** Rows per query: large enough that a page's round trip is noise, small enough to stay flat. */
+const PAGE_ROWS = 5000;
+const DAY_MS = 86_400_000;
+
+type Row = { id: string; _cursor_ts: string };
+
+/** Every row of the list in order, a page at a time (the rows keep their `_cursor_ts`). */
+async function* pagesOf(db: Queryable, spec: ListSpec, query: PageQuery, extra?: (params: unknown[], where: string[]) => void) {
+  let cursor: string | undefined;
+  const time = spec.timeColumn ?? 'when_created';
+  for (;;) {
+    const params: unknown[] = [];
+    const where = spec.owners ? [await spec.owners.scope.where(spec.owners.column, params)] : ['TRUE'];
+    spec.filters?.(params, where);
+    extra?.(params, where);
+    const ks = keyset({ ...query, limit: PAGE_ROWS, ...(cursor ? { cursor } : {}) }, params, {
+      defaultOrder: 'asc',
+      idType: spec.idType,
+      timeColumn: time,
+      ...(spec.idColumn ? { idColumn: spec.idColumn } : {}),
+    });
+    const { rows } = await db.query<Row>(
+      `SELECT ${spec.select}, ${cursorColumn(time)} FROM ${spec.from} WHERE ${[...where, ...ks.where].join(' AND ')}
+        ORDER BY ${ks.orderBy} LIMIT ${ks.limit}`,
+      params,
+    );
+    if (rows.length) yield rows;
+    if (rows.length < ks.limit) return;
+    const last = rows[rows.length - 1]!;
+    cursor = encodeCursor(last._cursor_ts, String(last.id), ks.order);
+  }
+}
+
+export interface ExportSpec {
+  list: ListSpec;
+  /** The API shape of a row. */
+  toApi: (row: any) => Record<string, unknown>;
+  /** The CSV columns: the API shape's field names, in its schema's order. */
+  columns: string[];
+  /** What the file is called (`locations` gives locations.csv). */
+  name: string;
+  /** For GeoJSON (locations): the asset column. */
+  assetColumn?: string;
+}
+
+/** The export's time range: `to` defaults to now, `from` to EXPORT_MAX_DAYS before it; longer is a 400. */
+function range(query: PageQuery, maxDays: number): { from: string; to: string } {
+  const to = query.to ? Date.parse(query.to) : Date.now();
+  const from = query.from ? Date.parse(query.from) : to - maxDays * DAY_MS;
+  if (from > to) throw badRequest('from must not be after to.', '/from');
+  if (to - from > maxDays * DAY_MS) {
+    throw badRequest(`An export covers at most ${maxDays} days (EXPORT_MAX_DAYS); narrow from..to.`, '/from');
+  }
+  return { from: new Date(from).toISOString(), to: new Date(to).toISOString() };
+}
+
+/** Answers the list as a streamed file in `format` (not json). */
+export function sendExport(
+  db: Queryable,
+  req: FastifyRequest,
+  reply: FastifyReply,
+  spec: ExportSpec,
+  format: Exclude<ListFormat, 'json'>,
+  maxDays: number,
+): FastifyReply {
+  const raw = req.query as PageQuery;
+  const query: PageQuery = { ...range(raw, maxDays), ...(raw.order ? { order: raw.order } : {}) };
+  const lines = format === 'geojson' ? geojson(db, spec, query) : records(db, spec, query, format);
+  const extension = format === 'ndjson' ? 'ndjson' : format === 'geojson' ? 'geojson' : 'csv';
+  return reply
+    .type(MEDIA_TYPES[format])
+    .header('content-disposition', `attachment; filename="${spec.name}.${extension}"`)
+    .header('cache-control', 'no-store')
+    .send(Readable.from(lines, { objectMode: false }));
+}
+
+async function* records(db: Queryable, spec: ExportSpec, query: PageQuery, format: 'csv' | 'ndjson'): AsyncGenerator<string> {
+  if (format === 'csv') yield csvLine(spec.columns);
+  for await (const rows of pagesOf(db, spec.list, query)) {
+    let out = '';
+    for (const row of rows) {
+      const item = spec.toApi(row);
+      out += format === 'csv' ? csvLine(spec.columns.map((c) => item[c])) : `${JSON.stringify(item)}\n`;
+    }
+    yield out;
+  }
+}
+
+/**
+ * Locations as a GeoJSON FeatureCollection: per asset, its positions in time order as a LineString
+ * (a Point when it has one), coordinates [longitude, latitude]; properties name the asset, the first
+ * and last time and the count.
+ */
+async function* geojson(db: Queryable, spec: ExportSpec, query: PageQuery): AsyncGenerator<string> {
+  const column = spec.assetColumn ?? 'asset_id';
+  const params: unknown[] = [];
+  const list = spec.list;
+  const time = list.timeColumn ?? 'when_created';
+  const where = list.owners ? [await list.owners.scope.where(list.owners.column, params)] : ['TRUE'];
+  list.filters?.(params, where);
+  where.push(`${time} >= $${params.push(query.from)}::timestamptz`, `${time} < $${params.push(query.to)}::timestamptz`);
+  const { rows: assets } = await db.query<{ asset: string }>(
+    `SELECT DISTINCT ${column} AS asset FROM ${list.from} WHERE ${where.join(' AND ')} ORDER BY 1`,
+    params,
+  );
+  yield '{"type":"FeatureCollection","features":[';
+  let firstFeature = true;
+  for (const { asset } of assets) {
+    const points: string[] = [];
+    let count = 0;
+    let start = '';
+    let end = '';
+    let open = false; // the LineString's head is written once a second point is seen
+    const one = (q: PageQuery) => pagesOf(db, list, q, (ps, w) => w.push(`${column} = $${ps.push(asset)}::uuid`));
+    for await (const rows of one({ ...query, order: 'asc' })) {
+      let out = '';
+      for (const row of rows) {
+        const item = spec.toApi(row) as { longitude: number; latitude: number; whenCreated: string };
+        const point = `[${item.longitude},${item.latitude}]`;
+        if (count === 0) start = item.whenCreated;
+        end = item.whenCreated;
+        count++;
+        if (!open && count === 1) {
+          points.push(point);
+          continue;
+        }
+        if (!open) {
+          out += `${firstFeature ? '' : ','}{"type":"Feature","geometry":{"type":"LineString","coordinates":[${points[0]}`;
+          firstFeature = false;
+          open = true;
+        }
+        out += `,${point}`;
+      }
+      if (out) yield out;
+    }
+    const properties = JSON.stringify({ assetId: asset, start, end, count });
+    if (open) yield `]},"properties":${properties}}`;
+    else if (count === 1) {
+      yield `${firstFeature ? '' : ','}{"type":"Feature","geometry":{"type":"Point","coordinates":${points[0]}},"properties":${properties}}`;
+      firstFeature = false;
+    }
+  }
+  yield ']}\n';
+}

@@ -1,0 +1,103 @@
+// Exports of the lists (API guide 5, "Exports"): CSV that a CSV parser reads back to the list's own
+// values (quotes, commas and line breaks included), NDJSON equal to the JSON items, GeoJSON that a
+// GeoJSON validator accepts (a LineString per asset, [longitude, latitude]; a Point for one
+// position), chosen by format= or Accept; the list's filters and tenancy; the range limit.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { check } from '@placemarkio/check-geojson';
+import { parse } from 'csv-parse/sync';
+import { customer, ok, startApp } from './helpers.js';
+
+const ta = await startApp(undefined, { RATE_LIMIT_MAX: '100000', DB_POOL_SIZE: '4', EXPORT_MAX_DAYS: '30' });
+const c = await customer(ta, 'exporter', { base: '/api/v1' });
+const other = await customer(ta, 'bystander', { base: '/api/v1' });
+const ship = await c.asset('SHIP0001');
+const lone = await c.asset('LONE0001');
+const at = (minutesAgo: number) => new Date(Date.now() - minutesAgo * 60_000).toISOString();
+ok(
+  await c.call('POST', '/locations', [
+    { assetId: ship, latitude: 53.5, longitude: 9.9, whenCreated: at(30) },
+    { assetId: ship, latitude: 53.6, longitude: 10.1, speed: 12.5, whenCreated: at(20) },
+    { assetId: ship, latitude: -33.9, longitude: 151.2, zoneId: 'quay "A", berth\n7', whenCreated: at(10) },
+    { assetId: lone, latitude: 1.29, longitude: 103.85, whenCreated: at(5) },
+  ]),
+  201,
+);
+const tricky = 'x,"y"\nz';
+ok(await c.call('POST', '/sensor-data', { assetId: ship, sensorId: tricky, type: 'TEMPERATURE', value: -18.5 }), 201);
+ok(await c.call('POST', '/reefer-data', { assetId: ship, data: { supplyAirTemperature: 4.5, note: 'a "quoted", text' } }), 201);
+const theirs = await other.asset('THEIRS01');
+ok(await other.call('POST', '/locations', { assetId: theirs, latitude: 10, longitude: 10 }), 201);
+
+const get = (path: string, headers: Record<string, string> = {}) => ta.call('GET', `/api/v1${path}`, { token: c.key, headers });
+const json = async (path: string) =>
+  ok(await get(`${path}${path.includes('?') ? '&' : '?'}order=asc&limit=1000`), 200) as Record<string, unknown>[];
+const text = (v: unknown) => (v === null || v === undefined ? '' : typeof v === 'object' ? JSON.stringify(v) : String(v));
+
+test('CSV reads back to the JSON list, field by field, for every exported list; format= and Accept alike', async () => {
+  for (const path of ['/locations', '/sensor-data', '/reefer-data', '/events', '/notifications', '/commands']) {
+    const items = await json(path);
+    for (const how of ['format', 'accept'] as const) {
+      const r = how === 'format' ? await get(`${path}?format=csv`) : await get(path, { accept: 'text/csv' });
+      assert.equal(r.status, 200, `${path}: ${r.raw.slice(0, 200)}`);
+      assert.match(String(r.headers['content-type']), /^text\/csv/);
+      assert.match(String(r.headers['content-disposition']), new RegExp(`attachment; filename="${path.slice(1)}.csv"`));
+      const [header, ...rows] = parse(r.raw, { relax_column_count: false }) as string[][];
+      assert.ok(header!.includes('id') && header!.includes('whenCreated'), `${path}: the JSON field names`);
+      assert.equal(rows.length, items.length, `${path}: every row`);
+      rows.forEach((row, n) => {
+        for (const [k, name] of header!.entries()) assert.equal(row[k], text(items[n]![name]), `${path} row ${n} ${name}`);
+      });
+    }
+  }
+  const sensors = parse((await get('/sensor-data?format=csv')).raw, { columns: true }) as Record<string, string>[];
+  assert.equal(sensors[0]!.sensorId, tricky, 'quotes, a comma and a line break survive');
+});
+
+test('NDJSON is the JSON items, one per line; filters and tenancy apply; an empty range is a header only', async () => {
+  const r = await get('/locations?format=ndjson&assetId=' + ship);
+  assert.match(String(r.headers['content-type']), /^application\/x-ndjson/);
+  const lines = r.raw
+    .trimEnd()
+    .split('\n')
+    .map((l) => JSON.parse(l));
+  assert.deepEqual(lines, await json(`/locations?assetId=${ship}`));
+  assert.equal(lines.length, 3);
+  const mine = (await get('/locations', { accept: 'application/x-ndjson' })).raw.trimEnd().split('\n');
+  assert.equal(mine.length, 4, "no other owner's rows");
+  assert.ok(!mine.some((l) => l.includes(theirs)));
+  const empty = await get(`/locations?format=csv&from=${encodeURIComponent(at(60 * 24 * 20))}&to=${encodeURIComponent(at(60 * 24 * 19))}`);
+  assert.equal(parse(empty.raw).length, 1, 'the header row only');
+});
+
+test('GeoJSON: a valid FeatureCollection, a LineString per asset in time order, a Point for a lone position', async () => {
+  const r = await get('/locations?format=geojson');
+  assert.equal(r.status, 200, r.raw.slice(0, 300));
+  assert.match(String(r.headers['content-type']), /^application\/geo\+json/);
+  const doc = check(r.raw) as unknown as {
+    features: { geometry: { type: string; coordinates: unknown }; properties: { assetId: string; count: number } }[];
+  };
+  const byAsset = new Map(doc.features.map((f) => [f.properties.assetId, f]));
+  assert.equal(byAsset.size, 2);
+  assert.deepEqual(byAsset.get(ship)!.geometry, {
+    type: 'LineString',
+    coordinates: [
+      [9.9, 53.5],
+      [10.1, 53.6],
+      [151.2, -33.9],
+    ],
+  });
+  assert.equal(byAsset.get(ship)!.properties.count, 3);
+  assert.deepEqual(byAsset.get(lone)!.geometry, { type: 'Point', coordinates: [103.85, 1.29] });
+  assert.equal((await get('/locations', { accept: 'application/geo+json' })).raw, r.raw, 'Accept asks the same');
+});
+
+test('refusals: a range over EXPORT_MAX_DAYS, GeoJSON of what has no places, an unknown format', async () => {
+  const far = await get(`/locations?format=csv&from=${encodeURIComponent(at(60 * 24 * 31))}`);
+  assert.equal(far.status, 400, far.raw);
+  assert.equal(far.body.field, '/from');
+  const geo = await get('/sensor-data?format=geojson');
+  assert.equal(geo.status, 400);
+  assert.equal(geo.body.field, '/format');
+  assert.equal((await get('/locations?format=xml')).status, 400);
+});
