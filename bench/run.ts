@@ -6,12 +6,15 @@
 // `tracking_bench_brokers`, the shared Kafka at 127.0.0.1:19092 and a private Mosquitto), alerts
 // (bench/alerts.ts: reefer ingest with and without alert evaluation, on `tracking_bench_alerts`),
 // storage (bench/storage.ts: bytes, WAL and rows written per record, partitioned next to
-// unpartitioned ingest and lists at 10 million rows, removing an expired partition; not in the default run).
+// unpartitioned ingest and lists at 10 million rows, removing an expired partition; not in the default run),
+// exports (bench/exports.ts: 10 million locations as CSV and NDJSON next to a raw COPY, memory sampled;
+// not in the default run).
 // Prints tables, then one JSON line.
 import os from 'node:os';
 import { type AlertBenchResult, runAlertsBench } from './alerts.js';
 import { runIngestBench } from './ingest.js';
 import { runStorageBench } from './storage.js';
+import { runExportsBench } from './exports.js';
 import { pct, Receiver, round } from './lib.js';
 import { GW_VERSION, runPeerBench } from './peer.js';
 import { runPgliteBench } from './pglite.js';
@@ -32,13 +35,14 @@ const PARTS = [
   'mqtt',
   'alerts',
   'storage',
+  'exports',
 ] as const;
 type Part = (typeof PARTS)[number];
 const GROUPS: Record<string, Part[]> = { push: ['single', 'batch', 'backlog', 'sustain'], brokers: ['kafka', 'mqtt'] };
 
 function selection(): Set<Part> {
   const raw = (process.env.BENCH_ONLY ?? '').trim();
-  if (!raw) return new Set(PARTS.filter((p) => p !== 'storage'));
+  if (!raw) return new Set(PARTS.filter((p) => p !== 'storage' && p !== 'exports'));
   const out = new Set<Part>();
   for (const t of raw.split(',').map((s) => s.trim().toLowerCase())) {
     if (GROUPS[t]) for (const p of GROUPS[t]) out.add(p);
@@ -74,6 +78,12 @@ if (storage) {
   console.table(storage.lists);
   console.log('\n## Storage: removing one expired partition while ingesting');
   console.table([storage.drop]);
+}
+
+const exportsBench = sel.has('exports') ? await runExportsBench() : null;
+if (exportsBench) {
+  console.log("\n## Exports: one owner's locations through GET /locations?format=..., next to psql's raw COPY of the same rows");
+  console.table(exportsBench);
 }
 
 const alerts: AlertBenchResult | null = sel.has('alerts') ? await runAlertsBench() : null;
@@ -355,5 +365,5 @@ if (summary.length) {
   console.table(summary);
 }
 if (push) delete push.sampleLocation;
-console.log(JSON.stringify({ ingest, push, peer: peerRes, pglite, brokers, alerts, storage, summary }));
+console.log(JSON.stringify({ ingest, push, peer: peerRes, pglite, brokers, alerts, storage, exports: exportsBench, summary }));
 console.log(`\nbenchmark took ${round((Date.now() - started) / 1000)} s`);

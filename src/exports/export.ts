@@ -5,7 +5,7 @@ import { Readable } from 'node:stream';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Queryable } from '../db/db.js';
 import { badRequest } from '../http/errors.js';
-import { cursorColumn, encodeCursor, keyset, type ListSpec, type PageQuery } from '../http/paging.js';
+import { encodeCursor, type ListSpec, type PageQuery, pageRows } from '../http/paging.js';
 import { csvLine, type ListFormat, MEDIA_TYPES } from './formats.js';
 
 /** Rows per query: large enough that a page's round trip is noise, small enough to stay flat. */
@@ -17,26 +17,21 @@ type Row = { id: string; _cursor_ts: string };
 /** Every row of the list in order, a page at a time (the rows keep their `_cursor_ts`). */
 async function* pagesOf(db: Queryable, spec: ListSpec, query: PageQuery, extra?: (params: unknown[], where: string[]) => void) {
   let cursor: string | undefined;
-  const time = spec.timeColumn ?? 'when_created';
+  const list: ListSpec = {
+    ...spec,
+    defaultOrder: 'asc',
+    filters: (params, where) => {
+      spec.filters?.(params, where);
+      extra?.(params, where);
+    },
+  };
   for (;;) {
-    const params: unknown[] = [];
-    const where = spec.owners ? [await spec.owners.scope.where(spec.owners.column, params)] : ['TRUE'];
-    spec.filters?.(params, where);
-    extra?.(params, where);
-    const ks = keyset({ ...query, limit: PAGE_ROWS, ...(cursor ? { cursor } : {}) }, params, {
-      defaultOrder: 'asc',
-      idType: spec.idType,
-      timeColumn: time,
-      ...(spec.idColumn ? { idColumn: spec.idColumn } : {}),
-    });
-    const { rows } = await db.query<Row>(
-      `SELECT ${spec.select}, ${cursorColumn(time)} FROM ${spec.from} WHERE ${[...where, ...ks.where].join(' AND ')}
-        ORDER BY ${ks.orderBy} LIMIT ${ks.limit}`,
-      params,
-    );
-    if (rows.length) yield rows;
-    if (rows.length < ks.limit) return;
-    const last = rows[rows.length - 1]!;
+    const { rows, ks } = await pageRows<Row>(db, { ...query, limit: PAGE_ROWS, ...(cursor ? { cursor } : {}) }, list);
+    const more = rows.length > ks.limit;
+    const page = more ? rows.slice(0, ks.limit) : rows;
+    if (page.length) yield page;
+    if (!more) return;
+    const last = page[page.length - 1]!;
     cursor = encodeCursor(last._cursor_ts, String(last.id), ks.order);
   }
 }

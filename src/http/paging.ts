@@ -137,22 +137,22 @@ export interface ListSpec {
 }
 
 /**
- * One page of a list (API guide 5): the tenancy filter, the resource's filters, keyset paging
- * and the Link header, in the one shape every list shares.
+ * The rows of one page (with `_cursor_ts`; `fetch` of them, one more than the page when more
+ * follow) and its keyset: the tenancy filter, the resource's filters and keyset paging, in the one
+ * shape every list and every export shares.
  */
-export async function listPage<R extends { id: string }>(
+export async function pageRows<R extends { id: string }>(
   db: { query<T>(text: string, params?: unknown[]): Promise<{ rows: T[] }> },
-  req: FastifyRequest,
-  reply: FastifyReply,
+  query: PageQuery,
   spec: ListSpec,
-): Promise<R[]> {
+): Promise<{ rows: (R & { _cursor_ts: string })[]; ks: Keyset }> {
   const params: unknown[] = [];
   const visible = spec.owners ? await spec.owners.scope.visibleOwners?.() : undefined;
   const perOwner = spec.owners !== null && Array.isArray(visible) && visible.length <= PER_OWNER_MAX;
   const where = spec.owners === null || perOwner ? ['TRUE'] : [await spec.owners.scope.where(spec.owners.column, params)];
   spec.filters?.(params, where);
   const time = spec.timeColumn ?? 'when_created';
-  const ks = keyset(req.query as PageQuery, params, {
+  const ks = keyset(query, params, {
     defaultOrder: spec.defaultOrder,
     idType: spec.idType,
     timeColumn: time,
@@ -178,11 +178,22 @@ export async function listPage<R extends { id: string }>(
       delete r._k_t;
       delete r._k_i;
     }
-    return page(req, reply, ks, rows, req.server.publicUrl);
+    return { rows, ks };
   }
   const { rows } = await db.query<R & { _cursor_ts: string }>(
     `SELECT ${spec.select}, ${cursorColumn(time)} FROM ${spec.from} WHERE ${[...where, ...ks.where].join(' AND ')} ORDER BY ${ks.orderBy} LIMIT ${ks.fetch}`,
     params,
   );
+  return { rows, ks };
+}
+
+/** One page of a list (API guide 5), with the Link header when more follow. */
+export async function listPage<R extends { id: string }>(
+  db: { query<T>(text: string, params?: unknown[]): Promise<{ rows: T[] }> },
+  req: FastifyRequest,
+  reply: FastifyReply,
+  spec: ListSpec,
+): Promise<R[]> {
+  const { rows, ks } = await pageRows<R>(db, req.query as PageQuery, spec);
   return page(req, reply, ks, rows, req.server.publicUrl);
 }
