@@ -474,7 +474,7 @@ export async function runStorageBench(): Promise<Record<string, unknown>> {
     let dropSeconds = 0;
     let dropped: string[] = [];
     const during = await (async () => {
-      const retention = new Retention(db, partitions, { systemDays: 30, succeededDays: 7, failedDays: 30 });
+      const retention = new Retention(db, partitions, { systemDays: 30, succeededDays: 7, failedDays: 30, rollupDays: 1095 });
       const ingest = pacedIngest(fd.api, fd.assets, 20);
       await sleep(3000);
       const s = performance.now();

@@ -44,6 +44,8 @@ import { integrationRoutes } from './delivery/integrations/routes.js';
 import { historyRoutes } from './delivery/history.js';
 import { ResultStreams, streamRoutes } from './delivery/stream.js';
 import { migrationPrograms, Storage } from './storage/storage.js';
+import { repairRollups, rollupHooks } from './rollups/rollups.js';
+import { rollupRoutes } from './rollups/routes.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -124,6 +126,7 @@ export async function buildApp(
       aheadSeconds: cfg.FUTURE_TOLERANCE_SECONDS,
       succeededDays: cfg.DELIVERY_SUCCEEDED_RETENTION_DAYS,
       failedDays: cfg.DELIVERY_FAILED_RETENTION_DAYS,
+      rollupDays: cfg.ROLLUP_RETENTION_DAYS,
     },
     app.log,
   );
@@ -211,6 +214,8 @@ export async function buildApp(
   every(cfg.ALERT_SWEEP_SECONDS, 'expiring commands', () => expireCommands(db));
   // Audit entries past AUDIT_RETENTION_DAYS go on the storage retention's cadence.
   every(cfg.RETENTION_CHECK_SECONDS, 'pruning the audit log', () => pruneAudit(db, cfg.AUDIT_RETENTION_DAYS));
+  // A rollup a store left stale is repaired right after its commit; this catches a process that died in between.
+  every(60, 'repairing rollups', () => repairRollups(db));
   app.addHook('onClose', async () => {
     await storage.stop();
     await alerts.stop();
@@ -266,6 +271,7 @@ export async function buildApp(
     .register(alerts.hook('reeferdata'))
     .register(alerts.hook('gensetdata'))
     .register(silenceHook(RECORD_DEFS.map((d) => d.type)));
+  for (const h of rollupHooks()) hooks.register(h);
   // Before every /api/v1 handler, in this order: who asks and may they (auth/), how many they ask
   // (limits), whether they asked this already (idempotency).
   installAuthentication(app, { db, tokens });
@@ -285,6 +291,7 @@ export async function buildApp(
       await api.register(zoneRoutes, { db });
       await api.register(eventRoutes, { db });
       await api.register(auditRoutes, { db });
+      await api.register(rollupRoutes, { db });
       await api.register(specificationRoutes, { db, alerts });
       await api.register(notificationRoutes, { db });
       await api.register(commandRoutes, { db, cfg });

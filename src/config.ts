@@ -133,6 +133,8 @@ const spec = {
   AUDIT_RETENTION_DAYS: [int(1, 36500), '365'],
   // Exports (API guide 5): the longest from..to range one export may cover.
   EXPORT_MAX_DAYS: [int(1, 36500), '366'],
+  REPORT_MAX_DAYS: [int(1, 36500), '92'],
+  ROLLUP_RETENTION_DAYS: [int(1, 36500), '1095'],
   // The result stream (API guide 9): streams open at once per owner, how far back `since` reaches,
   // and the bytes after which an NDJSON answer ends with a line naming where to go on.
   STREAM_MAX_OPEN_PER_OWNER: [int(1, 1000), '5'],

@@ -177,6 +177,17 @@ test('a database of the unpartitioned layout upgrades in place: no copy, no long
     kinds.every((k) => k.k === 'p'),
     JSON.stringify(kinds),
   );
+  // The rows stored before are summed into hourly rollups (migration 0021), the same as the store keeps them.
+  const rolled = (
+    await c.query(`SELECT type, sum(count)::int AS n, sum((SELECT sum((v ->> 0)::int) FROM jsonb_each(stats) e(k, v)))::int AS values
+                     FROM rollups GROUP BY type ORDER BY type`)
+  ).rows;
+  assert.deepEqual(rolled[1], { type: 'sensordata', n: 1000, values: 1000 });
+  assert.equal(rolled[0].type, 'location');
+  assert.ok(
+    rolled[0].n >= ROWS && rolled[0].n <= ROWS + probes,
+    `${rolled[0].n} locations summed: the seeded ones, and probes stored meanwhile`,
+  );
   const parts = (await c.query(`SELECT pg_get_expr(c.relpartbound, c.oid) AS b FROM pg_class c WHERE relname = 'locations_legacy'`)).rows;
   assert.match(parts[0].b, /FROM \(MINVALUE\) TO/);
   assert.equal((await c.query('SELECT max(id)::text AS m FROM locations_legacy')).rows[0].m !== null, true);

@@ -409,7 +409,10 @@ export function insertRecords<I extends Common>(def: RecordDef<I>, paths: { owne
     );
     const notify = appendToLog(stmt, def.type, records, def.pushPayload, paths);
     // Ids ascend in input order (allocated so), so ORDER BY id gives input order.
-    return { records, final: `SELECT i.*, (SELECT count(*) FROM ${notify})::int AS _notified FROM i ORDER BY id` };
+    return {
+      records,
+      final: (extra) => `SELECT i.*, ${[`(SELECT count(*) FROM ${notify})::int AS _notified`, ...extra].join(', ')} FROM i ORDER BY id`,
+    };
   };
 }
 

@@ -26,7 +26,7 @@ export interface ConvertOptions {
 }
 
 export async function convertToPartitions(s: Session, o: ConvertOptions): Promise<void> {
-  for (const t of PARTITIONED) await convertTable(s, t, o);
+  for (const t of PARTITIONED) if (!t.bornPartitioned) await convertTable(s, t, o);
 }
 
 const isPartitioned = async (s: Session, table: string) =>

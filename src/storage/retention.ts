@@ -12,6 +12,8 @@
 //   may be redelivered from them, no live claim holds them. A log position is a transaction id,
 //   not a time: these are checked on the rows, not on the partition's dates.
 // - Delivery results' partitions go past the longer of the two result retentions.
+// - Hourly rollups' partitions go once every hour they cover is ROLLUP_RETENTION_DAYS old,
+//   whatever the retention of the raw data they sum.
 // Never removed here: the latest position of an asset (asset_positions holds its location),
 // alert state, anything outside these tables.
 import type { Db } from '../db/db.js';
@@ -26,6 +28,8 @@ export interface RetentionSettings {
   systemDays: number | null;
   succeededDays: number;
   failedDays: number;
+  /** ROLLUP_RETENTION_DAYS. */
+  rollupDays: number;
 }
 
 /** Days per owner (null: forever), as retention applies them now (holds included). */
@@ -141,9 +145,9 @@ export class Retention {
     }
   }
 
-  /** The event log's and the delivery results' partitions. */
+  /** The event log's, the delivery results' and the rollups' partitions. */
   private async expired(t: PartitionedTable, p: PartitionInfo, now: number): Promise<boolean> {
-    const keep = Math.max(this.s.succeededDays, this.s.failedDays) * DAY;
+    const keep = (t.expiry === 'rollups' ? this.s.rollupDays : Math.max(this.s.succeededDays, this.s.failedDays)) * DAY;
     if (p.hi + keep > now) return false;
     if (t.expiry !== 'log') return true;
     const { rows } = await this.db.query<{ needed: boolean }>(

@@ -7,6 +7,7 @@ import type { Db } from '../db/db.js';
 import type { MigrationProgram } from '../db/migrate.js';
 import type { ObjectType } from '../delivery/objects.js';
 import type { PreparedItem, RecordHook } from '../records/hooks.js';
+import { fillRollups } from '../rollups/fill.js';
 import { convertToPartitions } from './convert.js';
 import { Partitions, STORAGE_LOCK_SPACE, withPartitions } from './partitions.js';
 import { Retention, type RetentionSettings } from './retention.js';
@@ -22,9 +23,10 @@ export interface StorageSettings extends RetentionSettings {
   aheadSeconds: number;
 }
 
-/** The migrations' programs (migrate.ts): the partitioning of the existing tables. */
+/** The migrations' programs (migrate.ts): the partitioning of the existing tables; the rollups of their rows. */
 export const migrationPrograms = (kind: Db['kind'], interval: PartitionInterval): Record<string, MigrationProgram> => ({
   'partition-by-time': (s) => convertToPartitions(s, { interval, concurrently: kind === 'postgres' }),
+  'fill-rollups': fillRollups,
 });
 
 /** The task's lock key in STORAGE_LOCK_SPACE (a table's partition changes use hashtext(its name)). */
@@ -49,14 +51,17 @@ export class Storage {
     this.db = withPartitions(raw, this.partitions);
   }
 
-  /** Before a store: the partitions of the records' times in their table, and in events and notifications they may raise. */
+  /**
+   * Before a store: the partitions of the records' times in their table, in the rollups they add
+   * to, and in events and notifications they may raise.
+   */
   hook(type: ObjectType, table: string): RecordHook<void> {
     return {
       name: `storage:${table}`,
       types: [type],
       before: async (_q, batch: PreparedItem[]) => {
         const times = batch.map((p) => Date.parse(p.whenCreated));
-        for (const t of [table, 'events', 'notifications']) await this.partitions.ensure(t, times);
+        for (const t of [table, 'rollups', 'events', 'notifications']) await this.partitions.ensure(t, times);
       },
     };
   }

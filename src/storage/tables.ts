@@ -8,15 +8,19 @@ export const PARTITION_INTERVALS = ['day', 'week', 'month'] as const;
  * How a table's rows expire:
  * - `owned`: by the retention of the owner each row was stored for (records, events, notifications);
  * - `log`: the event log, only below every reader and every delivery that may still need a row;
- * - `attempts`: delivery results, by DELIVERY_*_RETENTION_DAYS.
+ * - `attempts`: delivery results, by DELIVERY_*_RETENTION_DAYS;
+ * - `rollups`: hourly rollups, by ROLLUP_RETENTION_DAYS from the hour they cover, whatever the
+ *   raw data's retention.
  */
-export type Expiry = 'owned' | 'log' | 'attempts';
+export type Expiry = 'owned' | 'log' | 'attempts' | 'rollups';
 
 export interface PartitionedTable {
   name: string;
   /** The partition key: a timestamptz column, part of the primary key (id, key). */
   key: string;
   expiry: Expiry;
+  /** Created partitioned by its own migration (not converted in place by migration 0014). */
+  bornPartitioned?: boolean;
 }
 
 export const PARTITIONED: readonly PartitionedTable[] = [
@@ -29,6 +33,7 @@ export const PARTITIONED: readonly PartitionedTable[] = [
   { name: 'notifications', key: 'when_created', expiry: 'owned' },
   { name: 'event_log', key: 'when_created', expiry: 'log' },
   { name: 'delivery_attempts', key: 'when_attempted', expiry: 'attempts' },
+  { name: 'rollups', key: 'hour', expiry: 'rollups', bornPartitioned: true },
 ];
 
 export const tableNamed = (name: string) => PARTITIONED.find((t) => t.name === name);

@@ -1,0 +1,185 @@
+// Hourly rollups (README, "Reports and rollups"), on both databases: every store keeps them equal to
+// what recomputing them from the raw rows gives, late records included (a location between the
+// stored ones of its hour leaves the row stale until the repair right after the commit); GET
+// /rollups sums them by hour or UTC day with the step between hours counted once; tenancy as for
+// the records; and they outlive the raw rows' retention, going after ROLLUP_RETENTION_DAYS.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { haversineMeters } from '../src/zones/geo.js';
+import { aggregate, ROLLUP_COLUMNS, ROLLUP_TABLES, type RollupType } from '../src/rollups/sql.js';
+import { bad, customer, ok, startApp, type TestApp } from './helpers.js';
+
+const HOUR = 3_600_000;
+const DAY = 86_400_000;
+const ta = await startApp(undefined, { RATE_LIMIT_MAX: '100000', RATE_LIMIT_CONCURRENT: '1000', DB_POOL_SIZE: '4' });
+
+/** A whole hour some days ago (so every record of the test is in the past). */
+const base = Math.floor((Date.now() - 3 * DAY) / HOUR) * HOUR;
+const at = (minutes: number) => new Date(base + minutes * 60_000).toISOString();
+
+/** The stored rollup rows of an asset, as the table holds them. */
+async function stored(t: TestApp, assetId: string) {
+  const { rows } = await t.app.services.db.query(
+    `SELECT ${ROLLUP_COLUMNS}, stale FROM rollups WHERE asset_id = $1 ORDER BY hour, type, owner_id`,
+    [assetId],
+  );
+  return rows;
+}
+
+/** The same rows recomputed from the raw tables by the fill's SQL. */
+async function recomputed(t: TestApp, assetId: string) {
+  const parts = (Object.keys(ROLLUP_TABLES) as RollupType[]).map(
+    (type) => `SELECT * FROM (${aggregate(type, `(SELECT * FROM ${ROLLUP_TABLES[type]} WHERE asset_id = $1) AS src`)}) a`,
+  );
+  const { rows } = await t.app.services.db.query(
+    `SELECT x.*, false AS stale FROM (${parts.join(' UNION ALL ')}) AS x(${ROLLUP_COLUMNS}) ORDER BY hour, type, owner_id`,
+    [assetId],
+  );
+  return rows;
+}
+
+const post = (c: { call: (m: string, p: string, b?: unknown) => Promise<any> }, path: string, body: unknown) =>
+  c.call('POST', `/api/v1${path}`, body).then((r) => ok(r, 201, path));
+
+test('locations in order, in bulks across hours, and late ones between stored positions: the rollup equals a recomputation', async () => {
+  const c = await customer(ta, 'rollup-loc');
+  const asset = await c.asset('ROLL-LOC');
+  // A ship sailing east along the equator across the antimeridian, one position a minute for 3 hours.
+  const point = (m: number) => ({
+    assetId: asset,
+    latitude: 0.5 + m * 0.001,
+    longitude: ((179.5 + m * 0.01 + 180) % 360) - 180,
+    whenCreated: at(m),
+  });
+  const minutes = Array.from({ length: 180 }, (_, m) => m).filter((m) => m % 7 !== 3);
+  // In order, in bulks that end mid-hour.
+  for (let i = 0; i < minutes.length; i += 50) await post(c, '/locations', minutes.slice(i, i + 50).map(point));
+  assert.deepEqual(await stored(ta, asset), await recomputed(ta, asset), 'in-order bulks');
+  // Late: the left-out minutes, one at a time and then a bulk, between stored positions (and an hour's first).
+  await post(c, '/locations', point(3));
+  await post(c, '/locations', point(59 + 4));
+  await post(c, '/locations', [17, 24, 31, 38, 45, 52, 59 + 11].map(point));
+  const after = await stored(ta, asset);
+  assert.ok(
+    after.every((r: any) => !r.stale),
+    'no row left stale',
+  );
+  assert.deepEqual(after, await recomputed(ta, asset), 'after late records');
+  // Before the first position: a new hour whose last step joins the next hour when read.
+  await post(c, '/locations', [point(-30), point(-10)]);
+  assert.deepEqual(await stored(ta, asset), await recomputed(ta, asset), 'an earlier hour');
+
+  // GET /rollups: per hour, the distance includes the step from the previous hour's last position,
+  // so the hours add up to the whole route, computed here independently from the raw positions.
+  const raw = ok(await c.call('GET', `/api/v1/locations?assetId=${asset}&order=asc&limit=1000&from=${at(-60)}`), 200);
+  let whole = 0;
+  for (let i = 1; i < raw.length; i++)
+    whole += haversineMeters(raw[i - 1].latitude, raw[i - 1].longitude, raw[i].latitude, raw[i].longitude);
+  const hours = ok(await c.call('GET', `/api/v1/rollups?assetId=${asset}&from=${at(-60)}&to=${at(240)}`), 200);
+  assert.deepEqual(
+    hours.map((h: any) => h.start),
+    [-60, 0, 60, 120].map((m) => at(m).replace('.000', '')),
+  );
+  const perHour = [-60, 0, 60, 120].map((m) => raw.filter((l: any) => l.whenCreated >= at(m) && l.whenCreated < at(m + 60)).length);
+  assert.deepEqual(
+    hours.map((h: any) => h.records.location),
+    perHour,
+  );
+  assert.equal(perHour[0], 2);
+  const sum = hours.reduce((s: number, h: any) => s + h.distanceMeters, 0);
+  assert.ok(Math.abs(sum - whole) < raw.length * 0.001, `hours add up to the route: ${sum} vs ${whole}`);
+  assert.ok(whole > 220_000 && whole < 250_000, `210 minutes at ~1.1 km a minute across the antimeridian, not around the world: ${whole}`);
+  // The first hour read alone still counts the step into it from the hour before.
+  const one = ok(await c.call('GET', `/api/v1/rollups?assetId=${asset}&from=${at(60)}&to=${at(120)}`), 200);
+  assert.equal(one.length, 1);
+  assert.equal(one[0].distanceMeters, hours[2].distanceMeters);
+  // By day: the same sums.
+  const days = ok(await c.call('GET', `/api/v1/rollups?assetId=${asset}&from=${at(-60)}&to=${at(240)}&interval=day`), 200);
+  assert.equal(
+    days.reduce((s: number, d: any) => s + d.records.location, 0),
+    raw.length,
+  );
+  assert.ok(Math.abs(days.reduce((s: number, d: any) => s + d.distanceMeters, 0) - sum) < 0.01);
+});
+
+test('sensor, reefer and genset values: count, min, max and mean per key, late records included', async () => {
+  const c = await customer(ta, 'rollup-values');
+  const asset = await c.asset('ROLL-REEFER');
+  const reefer = (m: number, supply: number, ret: number) => ({
+    assetId: asset,
+    whenCreated: at(m),
+    data: {
+      supplyAirTemperature: supply,
+      cargo: { sensors: { returnAirTemperature: ret, supplyAirTemperature: 99 } },
+      humidity: 80,
+      note: 'x',
+    },
+  });
+  await post(c, '/reefer-data', [reefer(1, 2.5, 4.1), reefer(2, 3.25, 4.3), reefer(61, -1.125, 3)]);
+  await post(c, '/reefer-data', reefer(0, 0.1, 0.2)); // late, into the first hour
+  await post(c, '/genset-data', { assetId: asset, gensetType: 'SG-3000', whenCreated: at(5), data: { engineCoolantTemperature: 81.5 } });
+  await post(c, '/sensor-data', [
+    { assetId: asset, sensorId: 's1', type: 'TEMPERATURE', value: 5.5, whenCreated: at(3) },
+    { assetId: asset, sensorId: 's1', type: 'TEMPERATURE', value: 6.5, whenCreated: at(4) },
+    { assetId: asset, sensorId: 'door', type: 'PRESSURE', value: 'OPEN', whenCreated: at(4) },
+  ]);
+  await post(c, '/oem-data', { assetId: asset, payloadType: 7, whenCreated: at(9), data: { x: 1 } });
+  assert.deepEqual(await stored(ta, asset), await recomputed(ta, asset));
+
+  const hours = ok(await c.call('GET', `/api/v1/rollups?assetId=${asset}&from=${at(0)}&to=${at(120)}`), 200);
+  assert.equal(hours.length, 2);
+  const [h0, h1] = hours;
+  assert.deepEqual(h0.records, { gensetdata: 1, oemdata: 1, reeferdata: 3, sensordata: 3 });
+  assert.equal(h0.distanceMeters, null);
+  assert.deepEqual(h0.reefer.supplyAirTemperature, { count: 3, min: 0.1, max: 3.25, mean: (0.1 + 2.5 + 3.25) / 3 });
+  assert.deepEqual(h0.reefer.returnAirTemperature, { count: 3, min: 0.2, max: 4.3, mean: (0.2 + 4.1 + 4.3) / 3 });
+  assert.equal(h0.reefer.humidity, undefined, 'only temperatures');
+  assert.deepEqual(h0.genset, { engineCoolantTemperature: { count: 1, min: 81.5, max: 81.5, mean: 81.5 } });
+  assert.deepEqual(
+    h0.sensors,
+    { s1: { type: 'TEMPERATURE', count: 2, min: 5.5, max: 6.5, mean: 6 } },
+    'text values are counted, not summed',
+  );
+  assert.deepEqual(h1.reefer.supplyAirTemperature, { count: 1, min: -1.125, max: -1.125, mean: -1.125 });
+});
+
+test('GET /rollups: another owner’s asset is a 404; bad ranges and intervals are 400s', async () => {
+  const c = await customer(ta, 'rollup-owner');
+  const other = await customer(ta, 'rollup-stranger');
+  const asset = await c.asset('ROLL-T');
+  await post(c, '/locations', { assetId: asset, latitude: 1, longitude: 2, whenCreated: at(1) });
+  assert.equal((await other.call('GET', `/api/v1/rollups?assetId=${asset}&from=${at(0)}&to=${at(60)}`)).status, 404);
+  assert.equal(ok(await c.call('GET', `/api/v1/rollups?assetId=${asset}&from=${at(0)}&to=${at(60)}`), 200).length, 1);
+  bad(await c.call('GET', `/api/v1/rollups?assetId=${asset}&from=${at(60)}&to=${at(0)}`), 400, '/from');
+  bad(await c.call('GET', `/api/v1/rollups?assetId=${asset}&from=2020-01-01T00:00:00Z&to=2026-01-01T00:00:00Z`), 400, '/from');
+  bad(await c.call('GET', `/api/v1/rollups?assetId=${asset}&interval=week`), 400, '/interval');
+  bad(await c.call('GET', '/api/v1/rollups'), 400, '/assetId');
+});
+
+test('rollups outlive the raw rows, and go after ROLLUP_RETENTION_DAYS', async () => {
+  const t = await startApp(undefined, {
+    RETENTION_DAYS: '2',
+    RETENTION_GRACE_SECONDS: '0',
+    ROLLUP_RETENTION_DAYS: '5',
+    PARTITION_INTERVAL: 'day',
+    DB_POOL_SIZE: '4',
+  });
+  const c = await customer(t, 'rollup-retention');
+  const asset = await c.asset('ROLL-R');
+  const now = Date.now();
+  const old = (days: number) => new Date(Math.floor((now - days * DAY) / HOUR) * HOUR + 60_000).toISOString();
+  await post(
+    c,
+    '/locations',
+    [3, 9].map((d) => ({ assetId: asset, latitude: 1, longitude: 2, whenCreated: old(d) })),
+  );
+  await t.app.services.storage.runRetention(now);
+  const raw = ok(await c.call('GET', `/api/v1/locations?assetId=${asset}&from=${old(20)}`), 200);
+  assert.equal(raw.length, 0, 'the raw rows expired');
+  const days = ok(await c.call('GET', `/api/v1/rollups?assetId=${asset}&from=${old(20)}&interval=day`), 200);
+  assert.deepEqual(
+    days.map((d: any) => d.records.location),
+    [1],
+    'the 3-day-old hour is kept, the 9-day-old one went with its partition',
+  );
+});
