@@ -46,6 +46,7 @@ import { ResultStreams, streamRoutes } from './delivery/stream.js';
 import { migrationPrograms, Storage } from './storage/storage.js';
 import { repairRollups, rollupHooks } from './rollups/rollups.js';
 import { rollupRoutes } from './rollups/routes.js';
+import { reportRoutes } from './reports/routes.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -292,6 +293,7 @@ export async function buildApp(
       await api.register(eventRoutes, { db });
       await api.register(auditRoutes, { db });
       await api.register(rollupRoutes, { db });
+      await api.register(reportRoutes, { db, cfg });
       await api.register(specificationRoutes, { db, alerts });
       await api.register(notificationRoutes, { db });
       await api.register(commandRoutes, { db, cfg });

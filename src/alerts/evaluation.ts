@@ -107,7 +107,8 @@ interface Verdict {
   high?: boolean;
 }
 
-const numeric = (v: unknown): number | undefined => {
+/** A reading as a number: a finite number, or a string holding one (as the evaluation reads it). */
+export const numeric = (v: unknown): number | undefined => {
   if (typeof v === 'number' && Number.isFinite(v)) return v;
   if (typeof v === 'string' && v.trim() !== '' && Number.isFinite(Number(v))) return Number(v);
   return undefined;

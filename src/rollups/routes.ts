@@ -5,7 +5,7 @@ import { type Static, Type } from '@sinclair/typebox';
 import type { Db } from '../db/db.js';
 import { badRequest } from '../http/errors.js';
 import { DateTime, iso, Literals, Nullable, Uuid } from '../http/schemas.js';
-import type { Tenancy } from '../tenancy/tenancy.js';
+import type { OwnerScope } from '../http/paging.js';
 import { repairRollups } from './rollups.js';
 import type { RollupType } from './sql.js';
 
@@ -28,20 +28,20 @@ export interface RollupRow {
 }
 
 /**
- * The rollup rows of `assetId` with `from <= hour < to` that the caller sees, oldest first; stale
- * distances are repaired before they are read.
+ * The rollup rows of `assetId` with `from <= hour < to` of the owners `owners` lets through (the
+ * caller's tenancy, or one owner), oldest first; stale distances are repaired before they are read.
  */
-export async function readRollups(db: Db, tenancy: Tenancy, assetId: string, from: number, to: number): Promise<RollupRow[]> {
+export async function readRollups(db: Db, owners: OwnerScope, assetId: string, from: number, to: number): Promise<RollupRow[]> {
   for (let attempt = 0; ; attempt++) {
     const params: unknown[] = [assetId, new Date(from), new Date(to)];
-    const owners = await tenancy.where('owner_id', params);
+    const visible = await owners.where('owner_id', params);
     const { rows } = await db.query<RollupRow>(
       `WITH loc AS (
          (SELECT hour, owner_id, first_lat, first_lon, last_lat, last_lon FROM rollups
-           WHERE asset_id = $1 AND type = 'location' AND hour < $2 AND ${owners} ORDER BY hour DESC LIMIT 1)
+           WHERE asset_id = $1 AND type = 'location' AND hour < $2 AND ${visible} ORDER BY hour DESC LIMIT 1)
          UNION ALL
          SELECT hour, owner_id, first_lat, first_lon, last_lat, last_lon FROM rollups
-          WHERE asset_id = $1 AND type = 'location' AND hour >= $2 AND hour < $3 AND ${owners}
+          WHERE asset_id = $1 AND type = 'location' AND hour >= $2 AND hour < $3 AND ${visible}
        ), steps AS (
          SELECT hour, owner_id, CASE WHEN lag(owner_id) OVER w = owner_id
                   THEN rollup_mm(lag(last_lat) OVER w, lag(last_lon) OVER w, first_lat, first_lon) ELSE 0 END AS step_mm
@@ -50,7 +50,7 @@ export async function readRollups(db: Db, tenancy: Tenancy, assetId: string, fro
        SELECT r.type, r.hour, r.count::float8 AS count, r.first_at, r.last_at, r.stats, r.stale,
               (r.distance_mm + COALESCE(s.step_mm, 0))::float8 AS distance_mm
          FROM rollups r LEFT JOIN steps s ON r.type = 'location' AND s.hour = r.hour AND s.owner_id = r.owner_id
-        WHERE r.asset_id = $1 AND r.hour >= $2 AND r.hour < $3 AND ${owners.replaceAll('owner_id', 'r.owner_id')}
+        WHERE r.asset_id = $1 AND r.hour >= $2 AND r.hour < $3 AND ${visible.replaceAll('owner_id', 'r.owner_id')}
         ORDER BY r.hour, r.type`,
       params,
     );

@@ -1,0 +1,40 @@
+// The raw records a report reads: one asset's rows of one table in the range, oldest first by
+// (when_created, id), a page at a time by keyset, so a report over months of data holds one page.
+import type { Queryable } from '../db/db.js';
+import type { ReportScope } from './scope.js';
+
+const PAGE = 10_000;
+
+/**
+ * The rows of `table` for `assetId` with from <= when_created < to that the scope may read:
+ * `t` (epoch ms) and the columns `columns` selects (it may push parameters).
+ */
+export async function* timeOrdered<R>(
+  db: Queryable,
+  s: ReportScope,
+  table: string,
+  assetId: string,
+  range: { from: number; to: number },
+  columns: (params: unknown[]) => string,
+): AsyncGenerator<(R & { t: number })[]> {
+  let after: { us: string; id: string } | null = null;
+  for (;;) {
+    const params: unknown[] = [assetId, new Date(range.from), new Date(range.to)];
+    const owners = await s.owners.where('owner_id', params);
+    const select = columns(params);
+    const cursor: string = after
+      ? `AND (when_created, id) > (timestamptz 'epoch' + $${params.push(after.us)}::int8 * interval '1 microsecond', $${params.push(after.id)}::int8)`
+      : '';
+    const { rows }: { rows: (R & { t: number; _us: string; _id: string })[] } = await db.query(
+      `SELECT (extract(epoch FROM when_created) * 1000)::float8 AS t, ${select},
+              (extract(epoch FROM when_created) * 1000000)::int8::text AS _us, id::text AS _id
+         FROM ${table} WHERE asset_id = $1 AND ${owners} AND when_created >= $2 AND when_created < $3 ${cursor}
+        ORDER BY when_created, id LIMIT ${PAGE}`,
+      params,
+    );
+    if (rows.length) yield rows;
+    if (rows.length < PAGE) return;
+    const last: { _us: string; _id: string } = rows[rows.length - 1]!;
+    after = { us: last._us, id: last._id };
+  }
+}
