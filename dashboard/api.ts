@@ -80,3 +80,36 @@ export function usePolling(load: () => Promise<void>, intervalMs: number) {
 
 export const time = (iso: string | null | undefined) => (iso ? new Date(iso).toLocaleString() : '–');
 export const ms = (n: number | null | undefined) => (n == null ? '–' : `${Math.round(n)} ms`);
+
+/** A file name's safe characters: letters, digits, dot, dash and underscore. */
+export const fileSafe = (s: string) => s.replace(/[^\w.-]+/g, '_').replace(/^_+|_+$/g, '') || 'export';
+
+/**
+ * Downloads what a list or report answers as a file (`format=csv` in `path`): fetched with the
+ * credential (a plain link could not carry it), then saved through a Blob's object URL and an
+ * `<a download>` click, under `name` (else the name the answer's Content-Disposition gives).
+ */
+export async function download(path: string, name?: string): Promise<void> {
+  const r = await fetch(`/api/v1${path}`, { headers: authorization() });
+  if (!r.ok) {
+    const text = await r.text();
+    let message = `${r.status}`;
+    try {
+      message = (JSON.parse(text) as { message?: string }).message ?? message;
+    } catch {
+      /* not JSON */
+    }
+    throw new ApiError(r.status, message);
+  }
+  const blob = await r.blob();
+  const given = /filename="([^"]+)"/.exec(r.headers.get('content-disposition') ?? '')?.[1];
+  const url = URL.createObjectURL(blob);
+  const a = document.createElement('a');
+  a.href = url;
+  a.download = fileSafe(name ?? given ?? 'export.csv');
+  a.hidden = true;
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 60_000);
+}

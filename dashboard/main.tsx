@@ -4,18 +4,21 @@
 // the refresh token before they expire; a reload signs in again with one click through the issuer's
 // sign-in session (its HttpOnly cookie), and signing out ends that session. Anyone sees the
 // integrations it may see and manages its own (integrations.tsx), its fleet, events,
-// notifications, and the audit log of its owners (audit.tsx).
+// notifications, its assets and each asset's page (asset.tsx: temperatures, trips and stops,
+// reports), and the audit log of its owners (audit.tsx). Lists the API also answers as CSV have
+// "Download CSV".
 //
 // Everything a customer endpoint answered (response bodies, errors) is shown as text: Preact sets
 // text content, and no file of the dashboard sets HTML.
 import { render } from 'preact';
 import { useCallback, useEffect, useMemo, useRef, useState } from 'preact/hooks';
-import { feature } from 'topojson-client';
 import { ApiError, all, api, setCredential, time, usePolling } from './api.js';
+import { AssetList, AssetPage } from './asset.js';
 import { useAttemptStream } from './attempts.js';
 import { AuditLog } from './audit.js';
 import { IntegrationPage, Integrations } from './integrations.js';
-import { ErrorLine } from './ui.js';
+import { FleetMap, type MapZone } from './map.js';
+import { DownloadCsv, ErrorLine } from './ui.js';
 
 // ---- sign-in ------------------------------------------------------------------------------------
 
@@ -175,126 +178,12 @@ interface Asset {
   name: string;
   disabled: boolean;
 }
-interface Zone {
-  id: string;
-  name: string;
-  geometry: { type: 'Polygon' | 'MultiPolygon'; coordinates: any } | null;
-  circle: { latitude: number; longitude: number; radiusMeters: number } | null;
-}
-
-let land: any = null;
-async function loadLand() {
-  if (!land) {
-    const topo = await (await fetch('/dashboard/land-110m.json')).json();
-    land = feature(topo, topo.objects.land);
-  }
-  return land;
-}
-
-function FleetMap({
-  positions,
-  zones,
-  track,
-  selected,
-  onSelect,
-}: {
-  positions: (Loc & { name: string })[];
-  zones: Zone[];
-  track: Loc[];
-  selected: string | null;
-  onSelect: (id: string) => void;
-}) {
-  const canvas = useRef<HTMLCanvasElement>(null);
-  const [geo, setGeo] = useState<any>(null);
-  useEffect(() => {
-    void loadLand().then(setGeo);
-  }, []);
-  useEffect(() => {
-    const c = canvas.current;
-    if (!c) return;
-    const w = c.clientWidth;
-    const h = c.clientHeight;
-    c.width = w * devicePixelRatio;
-    c.height = h * devicePixelRatio;
-    const g = c.getContext('2d')!;
-    g.scale(devicePixelRatio, devicePixelRatio);
-    const x = (lon: number) => ((lon + 180) / 360) * w;
-    const y = (lat: number) => ((90 - lat) / 180) * h;
-    g.fillStyle = '#dfeaf3';
-    g.fillRect(0, 0, w, h);
-    // A ring cut at the antimeridian has edges along it (lon 180 to -180): never drawn across the map.
-    const ring = (coords: number[][]) => {
-      let prev: number | undefined;
-      for (const [lon, lat] of coords) {
-        if (prev === undefined || Math.abs(lon! - prev) > 180) g.moveTo(x(lon!), y(lat!));
-        else g.lineTo(x(lon!), y(lat!));
-        prev = lon;
-      }
-    };
-    if (geo) {
-      g.fillStyle = '#f6f3ea';
-      g.strokeStyle = '#c9c2ad';
-      g.beginPath();
-      for (const f of geo.features) {
-        const polys = f.geometry.type === 'Polygon' ? [f.geometry.coordinates] : f.geometry.coordinates;
-        for (const p of polys) for (const r of p) ring(r);
-      }
-      g.fill('evenodd');
-      g.stroke();
-    }
-    g.strokeStyle = '#7a4fc9';
-    g.fillStyle = 'rgba(122,79,201,0.15)';
-    for (const z of zones) {
-      g.beginPath();
-      if (z.circle) {
-        const r = (z.circle.radiusMeters / 111_320) * (w / 360);
-        g.arc(x(z.circle.longitude), y(z.circle.latitude), Math.max(r, 3), 0, 2 * Math.PI);
-      } else if (z.geometry) {
-        const polys = z.geometry.type === 'Polygon' ? [z.geometry.coordinates] : z.geometry.coordinates;
-        for (const p of polys) for (const r of p) ring(r);
-      }
-      g.fill();
-      g.stroke();
-    }
-    if (track.length > 1) {
-      g.strokeStyle = '#d9480f';
-      g.lineWidth = 2;
-      g.beginPath();
-      track.forEach((p, i) => (i ? g.lineTo(x(p.longitude), y(p.latitude)) : g.moveTo(x(p.longitude), y(p.latitude))));
-      g.stroke();
-      g.lineWidth = 1;
-    }
-    for (const p of positions) {
-      g.fillStyle = p.assetId === selected ? '#d9480f' : '#1864ab';
-      g.beginPath();
-      g.arc(x(p.longitude), y(p.latitude), p.assetId === selected ? 5 : 3, 0, 2 * Math.PI);
-      g.fill();
-    }
-  }, [geo, positions, zones, track, selected]);
-  const click = (e: MouseEvent) => {
-    const c = canvas.current!;
-    const rect = c.getBoundingClientRect();
-    const px = e.clientX - rect.left;
-    const py = e.clientY - rect.top;
-    let best: string | null = null;
-    let bestD = 64;
-    for (const p of positions) {
-      const dx = ((p.longitude + 180) / 360) * rect.width - px;
-      const dy = ((90 - p.latitude) / 180) * rect.height - py;
-      if (dx * dx + dy * dy < bestD) {
-        bestD = dx * dx + dy * dy;
-        best = p.assetId;
-      }
-    }
-    if (best) onSelect(best);
-  };
-  return <canvas ref={canvas} class="map" data-assets={positions.length} onClick={click} aria-label="Fleet map" />;
-}
+const monthAgo = () => encodeURIComponent(new Date(Date.now() - 30 * 86400_000).toISOString());
 
 function Fleet() {
   const [assets, setAssets] = useState<Asset[]>([]);
   const [latest, setLatest] = useState<Loc[]>([]);
-  const [zones, setZones] = useState<Zone[]>([]);
+  const [zones, setZones] = useState<MapZone[]>([]);
   const [events, setEvents] = useState<any[]>([]);
   const [notifications, setNotifications] = useState<any[]>([]);
   const [showDisabled, setShowDisabled] = useState(false);
@@ -311,7 +200,7 @@ function Fleet() {
         api<any[]>('GET', '/events?limit=20'),
         api<any[]>('GET', '/notifications?limit=20'),
         full ? all<Asset>('/assets') : undefined,
-        full ? all<Zone>('/zones') : undefined,
+        full ? all<MapZone>('/zones') : undefined,
       ]);
       setLatest(l);
       setEvents(e);
@@ -351,14 +240,17 @@ function Fleet() {
       <FleetMap positions={positions} zones={zones} track={track} selected={selected} onSelect={setSelected} />
       {chosen ? (
         <p class="selected">
-          {chosen.name}: {track.length} positions in the last 24 h
+          {chosen.name}: {track.length} positions in the last 24 h · <a href={`#/assets/${chosen.id}`}>Open asset page</a>
         </p>
       ) : (
-        <p class="hint">Click an asset for its track.</p>
+        <p class="hint">Click an asset for its track, a cluster to zoom into it. Drag to pan; wheel, pinch or + and - to zoom.</p>
       )}
       <div class="columns">
         <div>
-          <h3>Latest events</h3>
+          <div class="report-head">
+            <h3>Latest events</h3>
+            <DownloadCsv path={`/events?from=${monthAgo()}&format=csv`} name="events_last-30-days.csv" label="Download CSV (30 days)" />
+          </div>
           <ul class="feed">
             {events.map((e) => (
               <li key={e.id} class={e.severity === 'ALERT' ? 'alert' : ''}>
@@ -368,7 +260,14 @@ function Fleet() {
           </ul>
         </div>
         <div>
-          <h3>Latest notifications</h3>
+          <div class="report-head">
+            <h3>Latest notifications</h3>
+            <DownloadCsv
+              path={`/notifications?from=${monthAgo()}&format=csv`}
+              name="notifications_last-30-days.csv"
+              label="Download CSV (30 days)"
+            />
+          </div>
           <ul class="feed">
             {notifications.map((n) => (
               <li key={n.id}>
@@ -412,6 +311,7 @@ function App() {
   const { attempts, state } = useAttemptStream(session !== null, since);
   if (!session) return <SignIn onSignedIn={(admin) => setSession({ admin })} error={signInError} />;
   const integration = /^#\/integrations\/([\w-]+)$/.exec(hash)?.[1];
+  const asset = /^#\/assets\/([\w-]+)$/.exec(hash)?.[1];
   const signOut = async () => {
     setCredential('');
     clearTimeout(refreshTimer);
@@ -432,6 +332,9 @@ function App() {
           <a href="#/fleet" class={hash === '#/fleet' ? 'active' : ''}>
             Fleet
           </a>
+          <a href="#/assets" class={hash.startsWith('#/assets') ? 'active' : ''}>
+            Assets
+          </a>
           <a href="#/audit" class={hash === '#/audit' ? 'active' : ''}>
             Audit log
           </a>
@@ -446,6 +349,10 @@ function App() {
       </header>
       {hash === '#/fleet' ? (
         <Fleet />
+      ) : asset ? (
+        <AssetPage key={asset} id={asset} />
+      ) : hash === '#/assets' ? (
+        <AssetList />
       ) : hash === '#/audit' ? (
         <AuditLog />
       ) : integration ? (

@@ -1,4 +1,7 @@
 // Small pieces every view uses. Text only: nothing here sets HTML.
+import { useState } from 'preact/hooks';
+import { download } from './api.js';
+
 export function Badge({ ok, text }: { ok: boolean; text: string }) {
   return <span class={ok ? 'badge ok' : 'badge bad'}>{text}</span>;
 }
@@ -25,5 +28,37 @@ export function SecretOnce({ label, value, onDone }: { label: string; value: str
         I have copied it
       </button>
     </div>
+  );
+}
+
+/**
+ * "Download CSV": the file a list or report answers with `format=csv` (`path` under /api/v1),
+ * fetched with the credential and saved as `name`. A failure shows next to the button.
+ */
+export function DownloadCsv({ path, name, label = 'Download CSV' }: { path: string; name: string; label?: string }) {
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState('');
+  const go = async () => {
+    setBusy(true);
+    setError('');
+    try {
+      await download(path, name);
+    } catch (x) {
+      setError(`Download failed: ${(x as Error).message}`);
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <span class="download">
+      <button type="button" class="download" disabled={busy} onClick={go} title={`${name} (CSV)`}>
+        {busy ? 'Preparing…' : label}
+      </button>
+      {error ? (
+        <span class="error" role="alert">
+          {error}
+        </span>
+      ) : null}
+    </span>
   );
 }

@@ -10,41 +10,21 @@
 // @test-lanes postgres
 // (the page is the same on either database: it runs once)
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import { DASHBOARD_CSP } from '../src/dashboard/dashboard.js';
-import { atEnd, OPERATOR, ok, ownerWithKey, requireService, startApp, TEST_DB, waitFor } from './helpers.js';
+import { atEnd, OPERATOR, ok, ownerWithKey, startApp, TEST_DB, waitFor } from './helpers.js';
+import { ARTIFACTS, launchChromium, requireChromium } from './browser.js';
 import { Receiver } from './receiver.js';
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-const ARTIFACTS = path.resolve('test-artifacts');
 const HOSTILE = '<img src=x onerror="window.__xss=1">';
-
-/** Debian's Chromium, headless, closed when the test ends. */
-async function launchChromium() {
-  const { chromium } = await import('playwright-core');
-  const browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: [
-      '--headless',
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-    ],
-  });
-  atEnd(() => browser.close());
-  return browser;
-}
 
 // One browser run per suite: PGlite or PostgreSQL makes no difference to the page.
 if (TEST_DB === 'postgres') {
   test('dashboard: sign in, live attempts, redeliver a failed one, the fleet map; a customer sees its own', {
     timeout: 240_000,
   }, async (t) => {
-    if (!requireService(t, fs.existsSync(CHROMIUM), 'Chromium', 'apt-get install -y chromium (or bash scripts/services.sh)')) return;
+    if (!requireChromium(t)) return;
     const ta = await startApp(t, {
       PUSH_ALLOW_HTTP: 'true',
       PUSH_ALLOWED_NETWORKS: '127.0.0.0/8',
@@ -94,7 +74,6 @@ if (TEST_DB === 'postgres') {
     assert.match(DASHBOARD_CSP, /script-src 'self';/);
     assert.equal((await fetch(`${ta.url}/dashboard/app.js`)).status, 200);
 
-    fs.mkdirSync(ARTIFACTS, { recursive: true });
     const browser = await launchChromium();
     const pageErrors: string[] = [];
     const signIn = async (credential: string) => {
@@ -219,7 +198,7 @@ if (TEST_DB === 'postgres') {
   test("the portal: a customer's user creates an integration of each channel, sees the secret once, tests, rotates, disables, enables, redelivers, deletes; the audit log", {
     timeout: 240_000,
   }, async (t) => {
-    if (!requireService(t, fs.existsSync(CHROMIUM), 'Chromium', 'apt-get install -y chromium (or bash scripts/services.sh)')) return;
+    if (!requireChromium(t)) return;
     const ta = await startApp(t, {
       PUSH_ALLOW_HTTP: 'true',
       PUSH_ALLOWED_NETWORKS: '127.0.0.0/8',
@@ -248,7 +227,6 @@ if (TEST_DB === 'postgres') {
         enabled: boolean;
       }[];
 
-    fs.mkdirSync(ARTIFACTS, { recursive: true });
     const browser = await launchChromium();
     const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
     const pageErrors: string[] = [];
@@ -349,7 +327,7 @@ if (TEST_DB === 'postgres') {
   test('the dashboard asks a few times a minute and nothing while hidden; a sign-in error shows fixed words; /docs works under its policy', {
     timeout: 180_000,
   }, async (t) => {
-    if (!requireService(t, fs.existsSync(CHROMIUM), 'Chromium', 'apt-get install -y chromium (or bash scripts/services.sh)')) return;
+    if (!requireChromium(t)) return;
     const ta = await startApp(t, { PUSH_ALLOW_HTTP: 'true', PUSH_ALLOWED_NETWORKS: '127.0.0.0/8', RATE_LIMIT_MAX: '100000' });
     const o = await ownerWithKey(ta, 'poll');
     for (const k of [1, 2, 3]) {

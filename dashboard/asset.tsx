@@ -1,0 +1,376 @@
+// The asset page (#/assets/<id>), reached from the fleet map and the assets list: over a range
+// (the last 24 hours, 7 or 30 days, or from..to), a reefer's supply and return air against its
+// specification (chart.ts: one canvas, from the hourly rollups or, for a short range, the raw
+// records binned to pixel columns), the trips and stops on the map, and the reports (summary,
+// trips, stops, zone visits, temperature and its excursions) with "Download CSV" each; the
+// asset's events and raw records of the range as CSV too.
+import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
+import { all, api, fileSafe, time } from './api.js';
+import { type ChartData, TemperatureChart } from './chart.js';
+import { FleetMap, type MapAsset, type MapStop, type MapZone, type TrackPoint } from './map.js';
+import { REPORT_KINDS, type Report, type ReportKind, type ReportState, ReportTables, rangeText, type TemperatureItem } from './reports.js';
+import { DAY, type Loaded, loadTemperatures } from './series.js';
+import { DownloadCsv, ErrorLine } from './ui.js';
+
+const PRESETS = [
+  { id: '24h', label: 'Last 24 h', ms: DAY },
+  { id: '7d', label: '7 days', ms: 7 * DAY },
+  { id: '30d', label: '30 days', ms: 30 * DAY },
+];
+interface Range {
+  preset: string;
+  from: number;
+  to: number;
+}
+const preset = (id: string): Range => {
+  const to = Date.now();
+  return { preset: id, from: to - PRESETS.find((p) => p.id === id)!.ms, to };
+};
+
+/** The series charted, with their colours (app.css has the legend's). */
+const SERIES = [
+  { key: 'supplyAirTemperature', label: 'Supply air', color: '#1864ab', envelope: 'rgba(24,100,171,0.20)' },
+  { key: 'returnAirTemperature', label: 'Return air', color: '#e67700', envelope: 'rgba(230,119,0,0.20)' },
+];
+
+interface Spec {
+  ranges: any;
+  settings: any;
+}
+/** A sensor's range in a specification ([min, max, minutes, frequency]; null is unbounded). */
+function specRange(spec: Spec | null | undefined, key: string): [number | null, number | null] | null {
+  const r = spec?.ranges?.cargo?.sensors?.[key] ?? spec?.ranges?.hardware?.sensors?.[key];
+  return Array.isArray(r) ? [typeof r[0] === 'number' ? r[0] : null, typeof r[1] === 'number' ? r[1] : null] : null;
+}
+const setpointOf = (spec: Spec | null | undefined) => {
+  const v = spec?.settings?.cargo?.settings?.temperatureSetpoint;
+  return typeof v === 'number' ? v : null;
+};
+
+/** datetime-local input values (local time) to and from epoch ms. */
+const toLocalInput = (t: number) => new Date(t - new Date(t).getTimezoneOffset() * 60_000).toISOString().slice(0, 16);
+const fromLocalInput = (s: string) => (s ? new Date(s).getTime() : Number.NaN);
+const day = (t: number) => toLocalInput(t).slice(0, 10);
+
+/** A trips GeoJSON (LineString or MultiLineString per trip) as paths. */
+function pathsOf(fc: { features?: { geometry: { type: string; coordinates: any } | null }[] }): TrackPoint[][] {
+  const out: TrackPoint[][] = [];
+  for (const f of fc.features ?? []) {
+    const g = f.geometry;
+    const lines: number[][][] = g?.type === 'LineString' ? [g.coordinates] : g?.type === 'MultiLineString' ? g.coordinates : [];
+    // A trip cut at the antimeridian is one path again: the map unwraps it.
+    const path = lines.flat().map(([longitude, latitude]) => ({ latitude: latitude!, longitude: longitude! }));
+    if (path.length > 1) out.push(path);
+  }
+  return out;
+}
+
+function Chart({ data }: { data: ChartData | undefined }) {
+  const canvas = useRef<HTMLCanvasElement>(null);
+  const chart = useRef<TemperatureChart>();
+  useEffect(() => {
+    const c = new TemperatureChart(canvas.current!);
+    chart.current = c;
+    return () => c.destroy();
+  }, []);
+  useEffect(() => chart.current?.set(data), [data]);
+  return <canvas ref={canvas} class="chart" role="img" aria-label="Supply and return air temperature against the specification" />;
+}
+
+export function AssetPage({ id }: { id: string }) {
+  const [asset, setAsset] = useState<{ id: string; name: string } | null>(null);
+  const [spec, setSpec] = useState<Spec | null | undefined>(undefined);
+  const [zones, setZones] = useState<MapZone[]>([]);
+  const [range, setRange] = useState<Range>(() => preset('7d'));
+  const [custom, setCustom] = useState(() => ({ from: toLocalInput(range.from), to: toLocalInput(range.to) }));
+  const [temps, setTemps] = useState<{ key: string; t0: number; loaded?: Loaded; error?: string }>();
+  const [reports, setReports] = useState<Partial<Record<ReportKind, ReportState>>>({});
+  const [paths, setPaths] = useState<TrackPoint[][]>([]);
+  const [last, setLast] = useState<MapAsset | null>(null);
+  const [events, setEvents] = useState<any[] | undefined>();
+  const [error, setError] = useState('');
+
+  useEffect(() => {
+    api<{ id: string; name: string }>('GET', `/assets/${id}`).then(setAsset, (x: Error) =>
+      setError(`The asset could not be read: ${x.message}`),
+    );
+    api<Spec[]>('GET', `/specifications?assetId=${id}&type=REEFER`).then(
+      (list) => setSpec(list[0] ?? null),
+      () => setSpec(null),
+    );
+    all<MapZone>('/zones').then(setZones, () => undefined);
+  }, [id]);
+
+  const q = `assetId=${id}&from=${encodeURIComponent(new Date(range.from).toISOString())}&to=${encodeURIComponent(new Date(range.to).toISOString())}`;
+  useEffect(() => {
+    const ctl = new AbortController();
+    const live = () => !ctl.signal.aborted;
+    const key = `${range.preset}:${range.from}:${range.to}`;
+    const t0 = performance.now();
+    setTemps({ key, t0 });
+    setReports({});
+    setPaths([]);
+    setLast(null);
+    setEvents(undefined);
+    loadTemperatures(
+      id,
+      range.from,
+      range.to,
+      SERIES.map((s) => s.key),
+      ctl.signal,
+    ).then(
+      (loaded) => live() && setTemps({ key, t0, loaded }),
+      (x: Error) => live() && setTemps({ key, t0, error: x.message }),
+    );
+    for (const kind of REPORT_KINDS) {
+      api<Report>('GET', `/reports/${kind}?${q}`).then(
+        (report) => live() && setReports((cur) => ({ ...cur, [kind]: { report } })),
+        (x: Error) => live() && setReports((cur) => ({ ...cur, [kind]: { error: x.message } })),
+      );
+    }
+    api('GET', `/reports/trips?${q}&format=geojson`).then(
+      (fc) => live() && setPaths(pathsOf(fc)),
+      () => undefined,
+    );
+    api<any[]>('GET', `/locations?${q}&order=desc&limit=1`).then(
+      ([l]) => live() && setLast(l ? { assetId: id, name: '', latitude: l.latitude, longitude: l.longitude } : null),
+      () => undefined,
+    );
+    api<any[]>('GET', `/events?${q}&limit=50`).then(
+      (e) => live() && setEvents(e),
+      (x: Error) => live() && setError(`Events: ${x.message}`),
+    );
+    return () => ctl.abort();
+  }, [id, q]);
+
+  const temperature = reports.temperature?.report?.items as TemperatureItem[] | undefined;
+  const chartData = useMemo((): ChartData | undefined => {
+    if (!temps?.loaded || spec === undefined) return undefined;
+    const reefer = (temperature ?? []).filter((t) => t.type === 'REEFER' && SERIES.some((s) => s.key === t.sensor));
+    const gapsOf = reefer.find((t) => t.sensor === SERIES[0]!.key) ?? reefer[0];
+    return {
+      key: temps.key,
+      t0: temps.t0,
+      from: range.from,
+      to: range.to,
+      series: SERIES.map((s) => {
+        const loaded = temps.loaded!.series.find((x) => x.key === s.key)!;
+        return { ...s, samples: loaded.samples, maxGapMs: loaded.maxGapMs, range: specRange(spec, s.key) };
+      }).filter((s) => s.samples.length > 0),
+      band: specRange(spec, SERIES[0]!.key) ?? specRange(spec, SERIES[1]!.key),
+      setpoint: setpointOf(spec),
+      excursions: reefer.flatMap((t) => t.excursions.map((e) => ({ start: Date.parse(e.start), end: Date.parse(e.end) }))),
+      gaps: (gapsOf?.gaps ?? []).map((g) => ({ start: Date.parse(g.start), end: Date.parse(g.end) })),
+    };
+  }, [temps, spec, temperature, range]);
+
+  const stops: MapStop[] = useMemo(
+    () =>
+      (reports.stops?.report?.items ?? []).map((s: any, i: number) => ({
+        latitude: s.latitude,
+        longitude: s.longitude,
+        label: String(i + 1),
+      })),
+    [reports.stops],
+  );
+  const positions = useMemo(() => (last ? [{ ...last, name: asset?.name ?? '' }] : []), [last, asset]);
+  const notes = [...new Set(Object.values(reports).flatMap((r) => r?.report?.notes ?? []))];
+  const name = asset?.name ?? id;
+  const file = (what: string) => `${fileSafe(name)}_${what}_${day(range.from)}_${day(range.to)}.csv`;
+  const customFrom = fromLocalInput(custom.from);
+  const customTo = fromLocalInput(custom.to);
+  const customOk = customFrom < customTo;
+  const band = specRange(spec, SERIES[0]!.key);
+  const setpoint = setpointOf(spec);
+  const loaded = temps?.loaded;
+
+  return (
+    <section class="asset-page" data-asset={id}>
+      <div class="toolbar">
+        <a href="#/fleet">← Fleet</a>
+        <h2>{name}</h2>
+        <span class="hint">
+          {spec === undefined
+            ? ''
+            : spec
+              ? `Reefer specification: supply air ${rangeText(band)}${setpoint == null ? '' : `, set point ${setpoint} °C`}`
+              : 'No reefer specification'}
+        </span>
+      </div>
+      <ErrorLine error={error} />
+      <fieldset class="range-bar" aria-label="Range">
+        {PRESETS.map((p) => (
+          <button
+            key={p.id}
+            type="button"
+            class={range.preset === p.id ? 'active' : ''}
+            aria-pressed={range.preset === p.id}
+            onClick={() => {
+              const r = preset(p.id);
+              setRange(r);
+              setCustom({ from: toLocalInput(r.from), to: toLocalInput(r.to) });
+            }}
+          >
+            {p.label}
+          </button>
+        ))}
+        <label>
+          from{' '}
+          <input
+            type="datetime-local"
+            name="from"
+            value={custom.from}
+            onInput={(e) => setCustom({ ...custom, from: (e.target as HTMLInputElement).value })}
+          />
+        </label>
+        <label>
+          to{' '}
+          <input
+            type="datetime-local"
+            name="to"
+            value={custom.to}
+            onInput={(e) => setCustom({ ...custom, to: (e.target as HTMLInputElement).value })}
+          />
+        </label>
+        <button
+          type="button"
+          disabled={!customOk}
+          class={range.preset === 'custom' ? 'active' : ''}
+          onClick={() => setRange({ preset: 'custom', from: customFrom, to: customTo })}
+        >
+          Show range
+        </button>
+      </fieldset>
+      {notes.map((n) => (
+        <p class="note" key={n}>
+          {n}
+        </p>
+      ))}
+
+      <h3>Temperature</h3>
+      <div
+        class="chart-frame"
+        data-state={temps?.error ? 'error' : loaded ? 'loaded' : 'loading'}
+        data-source={loaded?.source ?? ''}
+        data-range={range.preset}
+      >
+        <Chart data={chartData} />
+        <div class="legend">
+          {SERIES.map((s) => (
+            <span key={s.key}>
+              <i class={`swatch ${s.key}`} />
+              {s.label} (mean, min–max)
+            </span>
+          ))}
+          {band ? (
+            <span>
+              <i class="swatch band" />
+              specification {rangeText(band)}
+            </span>
+          ) : null}
+          {setpoint != null ? (
+            <span>
+              <i class="swatch setpoint" />
+              set point {setpoint} °C
+            </span>
+          ) : null}
+          <span>
+            <i class="swatch excursion" />
+            out of range, excursion
+          </span>
+          {chartData?.gaps.length ? (
+            <span>
+              <i class="swatch gap" />
+              no data
+            </span>
+          ) : null}
+        </div>
+        <p class="hint source">
+          {temps?.error
+            ? `The temperatures could not be read: ${temps.error}`
+            : loaded
+              ? loaded.source === 'rollups'
+                ? `From the hourly rollups: ${loaded.records.toLocaleString()} readings in ${loaded.series[0]?.samples.length ?? 0} hours.`
+                : `${loaded.records.toLocaleString()} raw readings, drawn as the mean and min–max of each pixel column.`
+              : 'Loading…'}
+        </p>
+      </div>
+
+      <div class="report-head">
+        <h3>Trips and stops</h3>
+        <DownloadCsv path={`/locations?${q}&format=csv`} name={file('locations')} label="Locations CSV" />
+        <DownloadCsv path={`/reefer-data?${q}&format=csv`} name={file('reefer-data')} label="Reefer data CSV" />
+      </div>
+      <FleetMap positions={positions} zones={zones} track={[]} selected={id} onSelect={() => undefined} trips={paths} stops={stops} />
+
+      <ReportTables states={reports} csv={(kind) => ({ path: `/reports/${kind}?${q}&format=csv`, name: file(kind) })} />
+
+      <section class="report" data-report="events" data-state={events ? 'loaded' : 'loading'} data-rows={events?.length ?? 0}>
+        <div class="report-head">
+          <h3>Events</h3>
+          <DownloadCsv path={`/events?${q}&format=csv`} name={file('events')} />
+        </div>
+        {!events ? (
+          <p class="hint">Loading…</p>
+        ) : events.length ? (
+          <ul class="feed">
+            {events.map((e) => (
+              <li key={e.id} class={e.severity === 'ALERT' ? 'alert' : ''}>
+                {time(e.whenCreated)} · {e.subject}
+              </li>
+            ))}
+          </ul>
+        ) : (
+          <p class="hint">No events in this range.</p>
+        )}
+      </section>
+    </section>
+  );
+}
+
+/** Every asset the credential sees, each a link to its page, with its last position's time. */
+export function AssetList() {
+  const [assets, setAssets] = useState<{ id: string; name: string; disabled: boolean }[]>();
+  const [latest, setLatest] = useState<Map<string, string>>(new Map());
+  const [filter, setFilter] = useState('');
+  const [error, setError] = useState('');
+  useEffect(() => {
+    all<{ id: string; name: string; disabled: boolean }>('/assets').then(setAssets, (x: Error) => setError(x.message));
+    all<{ assetId: string; whenCreated: string }>('/locations/latest').then(
+      (l) => setLatest(new Map(l.map((x) => [x.assetId, x.whenCreated]))),
+      () => undefined,
+    );
+  }, []);
+  const shown = (assets ?? []).filter((a) => a.name.toLowerCase().includes(filter.toLowerCase()));
+  return (
+    <section>
+      <div class="toolbar">
+        <h2>Assets</h2>
+        <input type="search" placeholder="Filter by name" value={filter} onInput={(e) => setFilter((e.target as HTMLInputElement).value)} />
+        <span class="hint">{assets ? `${shown.length} of ${assets.length}` : 'Loading…'}</span>
+      </div>
+      <ErrorLine error={error} />
+      <table class="grid compact">
+        <thead>
+          <tr>
+            <th>name</th>
+            <th>last position</th>
+            <th>state</th>
+          </tr>
+        </thead>
+        <tbody>
+          {shown.slice(0, 500).map((a) => (
+            <tr key={a.id}>
+              <td>
+                <a href={`#/assets/${a.id}`}>{a.name}</a>
+              </td>
+              <td>{time(latest.get(a.id))}</td>
+              <td>{a.disabled ? 'disabled' : 'enabled'}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      {shown.length > 500 ? <p class="hint">The first 500: filter by name for the others.</p> : null}
+    </section>
+  );
+}

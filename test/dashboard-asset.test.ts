@@ -1,0 +1,324 @@
+// The asset page in a real Chromium (playwright-core with Debian's chromium): a reefer with a
+// REEFER specification (supply air 2 to 8 °C, set point 5 °C) and 30 days of one-minute reefer
+// data (43,200 records stored through the API in bulks of 1000, supply and return air about the
+// set point, a few excursions), and a drive of a few hours with two stops (the first in a zone).
+// From the fleet map to the asset page; 30 days draw from the hourly rollups on one canvas, in
+// under a second, with a few dozen DOM nodes in the chart's frame; 24 hours from the raw records;
+// a custom range; the trips and stops on the map; the report tables; "Download CSV" of a report,
+// of the raw records and of the fleet's events saves files whose first line is the CSV header.
+// Screenshots go to test-artifacts/ (outside git); the drawing times are reported.
+// @test-lanes postgres
+// (the page is the same on either database: it runs once)
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { test } from 'node:test';
+import type { Page } from 'playwright-core';
+import { ok, ownerWithKey, startApp, TEST_DB, waitFor } from './helpers.js';
+import { ARTIFACTS, launchChromium, requireChromium } from './browser.js';
+
+const MIN = 60_000;
+
+/** Minute i of the 30 days (0: 30 days ago), a whole minute. */
+const END = Math.floor(Date.now() / MIN) * MIN - MIN;
+const DAYS = 30;
+const COUNT = DAYS * 24 * 60;
+const minute = (i: number) => END - (COUNT - 1 - i) * MIN;
+/** Excursions of the supply air: [first minute, minutes, value]; the last one within the last 24 hours. */
+const EXCURSIONS: [number, number, number][] = [
+  [4 * 1440 + 600, 45, 9.6],
+  [11 * 1440 + 200, 20, 1.2],
+  [19 * 1440 + 900, 180, 10.4],
+  [COUNT - 6 * 60, 35, 9.2],
+];
+/** A little noise, the same every run. */
+const noise = (i: number) => Math.sin(i * 12.9898) * 0.25;
+function supplyAt(i: number): number {
+  for (const [start, minutes, v] of EXCURSIONS) if (i >= start && i < start + minutes) return v + noise(i) / 5;
+  return 5 + 0.9 * Math.sin((2 * Math.PI * i) / 1440) + noise(i);
+}
+
+// The drive (within the last 5 hours): a trip, a stop in the depot, a trip, a stop, a trip.
+const LEGS: { minutes: number; to: [number, number] | null }[] = [
+  { minutes: 30, to: [51.8, 4.6] },
+  { minutes: 40, to: null },
+  { minutes: 30, to: [51.55, 4.75] },
+  { minutes: 30, to: null },
+  { minutes: 30, to: [51.3, 4.45] },
+];
+function drive(start: number): { latitude: number; longitude: number; speed: number; whenCreated: string }[] {
+  const out: { latitude: number; longitude: number; speed: number; whenCreated: string }[] = [];
+  let [lat, lon] = [51.95, 4.14];
+  let m = 0;
+  for (const leg of LEGS) {
+    const [lat0, lon0] = [lat, lon];
+    for (let k = 1; k <= leg.minutes; k++) {
+      if (leg.to) {
+        lat = lat0 + ((leg.to[0] - lat0) * k) / leg.minutes;
+        lon = lon0 + ((leg.to[1] - lon0) * k) / leg.minutes;
+      }
+      // At a stop, a few metres of GPS jitter.
+      const jitter = leg.to ? 0 : Math.sin(k) * 0.00003;
+      out.push({
+        latitude: lat + jitter,
+        longitude: lon - jitter,
+        speed: leg.to ? 55 : 0,
+        whenCreated: new Date(start + m++ * MIN).toISOString(),
+      });
+    }
+  }
+  return out;
+}
+
+/** The chart's attributes, all at once. */
+const chartState = (page: Page) =>
+  page.evaluate(`(() => {
+    const f = document.querySelector('.chart-frame');
+    const c = f && f.querySelector('canvas.chart');
+    return f && c ? { state: f.dataset.state, source: f.dataset.source, range: f.dataset.range, drawn: c.dataset.drawn ?? '',
+      drawMs: Number(c.dataset.drawMs), totalMs: Number(c.dataset.totalMs), samples: Number(c.dataset.samples),
+      columns: Number(c.dataset.columns), excursions: Number(c.dataset.excursions),
+      nodes: f.querySelectorAll('*').length } : null;
+  })()`) as Promise<{
+    state: string;
+    source: string;
+    range: string;
+    drawn: string;
+    drawMs: number;
+    totalMs: number;
+    samples: number;
+    columns: number;
+    excursions: number;
+    nodes: number;
+  } | null>;
+
+/** Red (out of range) and the band's green tint among the chart's pixels. */
+const chartColours = (page: Page) =>
+  page.evaluate(`(() => {
+    const c = document.querySelector('canvas.chart');
+    const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+    let red = 0, band = 0;
+    for (let i = 0; i < d.length; i += 4) {
+      if (d[i] > 200 && d[i + 1] < 90 && d[i + 2] < 90) red++;
+      if (d[i + 1] > d[i] + 12 && d[i + 1] > d[i + 2] + 12 && d[i + 1] > 200) band++;
+    }
+    return { red, band };
+  })()`) as Promise<{ red: number; band: number }>;
+
+if (TEST_DB === 'postgres') {
+  test('the asset page: 30 days of a reefer from the rollups in under a second, 24 h raw, trips and stops, reports, Download CSV', {
+    timeout: 300_000,
+  }, async (t) => {
+    if (!requireChromium(t)) return;
+    const ta = await startApp(t, { RATE_LIMIT_MAX: '100000', RATE_LIMIT_CONCURRENT: '1000', DB_POOL_SIZE: '8' });
+    const o = await ownerWithKey(ta, 'asset-page-shipper');
+    const call = (method: string, p: string, body?: unknown) => ta.call(method, `/api/v1${p}`, { token: o.key, body });
+    const asset = ok(await call('POST', '/assets', { name: 'REEFER-0042' }), 201);
+    ok(
+      await call('POST', '/specifications', {
+        assetId: asset.id,
+        type: 'REEFER',
+        settings: { cargo: { settings: { temperatureSetpoint: 5 } } },
+        ranges: { cargo: { sensors: { supplyAirTemperature: [2, 8, 30, 0] } } },
+      }),
+      201,
+    );
+    const depot = ok(
+      await call('POST', '/zones', {
+        name: 'Depot Moerdijk',
+        circle: { latitude: 51.8, longitude: 4.6, radiusMeters: 500 },
+        enterAfterSeconds: 0,
+        leaveAfterSeconds: 0,
+      }),
+      201,
+    );
+
+    // 43,200 minutes of reefer data, in bulks of 1000, three at a time.
+    const stored = Date.now();
+    const bulks: number[] = [];
+    for (let i = 0; i < COUNT; i += 1000) bulks.push(i);
+    const storeBulk = async (first: number) => {
+      const body = [];
+      for (let i = first; i < Math.min(COUNT, first + 1000); i++) {
+        const supply = Math.round(supplyAt(i) * 100) / 100;
+        const ret = Math.round((supply + 1.6 + 0.4 * Math.sin((2 * Math.PI * i) / 720)) * 100) / 100;
+        body.push({
+          assetId: asset.id,
+          whenCreated: new Date(minute(i)).toISOString(),
+          data: { supplyAirTemperature: supply, returnAirTemperature: ret },
+        });
+      }
+      ok(await call('POST', '/reefer-data', body), 201, `bulk at ${first}`);
+    };
+    await Promise.all(
+      [0, 1, 2].map(async () => {
+        for (let first = bulks.shift(); first !== undefined; first = bulks.shift()) await storeBulk(first);
+      }),
+    );
+    const storeSeconds = (Date.now() - stored) / 1000;
+    const route = drive(END - 4 * 60 * MIN);
+    ok(
+      await call(
+        'POST',
+        '/locations',
+        route.map((p) => ({ assetId: asset.id, ...p })),
+      ),
+      201,
+    );
+
+    // What the page will show, as the API answers it.
+    const range = `assetId=${asset.id}&from=${new Date(END - 86_400_000).toISOString()}&to=${new Date(END + MIN).toISOString()}`;
+    const stopsApi = ok(await call('GET', `/reports/stops?${range}`), 200).items;
+    assert.equal(stopsApi.length, 2, 'two stops');
+    const tripsApi = ok(await call('GET', `/reports/trips?${range}`), 200).items;
+    assert.equal(tripsApi.length, 3, 'three trips');
+    const zonesApi = ok(await call('GET', `/reports/zones?${range}`), 200).items;
+    assert.equal(zonesApi.length, 1, 'the depot visited');
+    assert.equal(zonesApi[0].zoneId, depot.id);
+
+    const browser = await launchChromium();
+    const pageErrors: string[] = [];
+    const page = await browser.newPage({ viewport: { width: 1400, height: 1000 }, acceptDownloads: true });
+    page.on('pageerror', (e) => pageErrors.push(e.message));
+    page.on('console', (m) => m.type() === 'error' && !m.text().startsWith('Failed to load resource') && pageErrors.push(m.text()));
+    await page.goto(`${ta.url}/dashboard/`);
+    await page.fill('#key', o.key);
+    await page.click('button[type=submit]');
+    await page.waitForSelector('header nav');
+
+    // From the fleet map: the asset, fitted, clicked; "Open asset page".
+    await page.click('header >> text=Fleet');
+    await page.waitForSelector('canvas.map[data-assets="1"]');
+    await page.click('text=Fit fleet');
+    await waitFor(
+      () => 'the fleet fitted',
+      async () =>
+        Number(await page.locator('canvas.map').getAttribute('data-zoom')) > 1000 &&
+        !(await page.locator('canvas.map[data-animating]').count()),
+    );
+    const box = (await page.locator('canvas.map').boundingBox())!;
+    await page.mouse.click(box.x + box.width / 2, box.y + box.height / 2);
+    await page.click('text=Open asset page');
+    await page.waitForSelector('.asset-page h2:text("REEFER-0042")');
+    assert.equal(new URL(page.url()).hash, `#/assets/${asset.id}`);
+    await page.waitForSelector('text=supply air 2 to 8 °C, set point 5 °C');
+
+    // 30 days: from the hourly rollups, one canvas, drawn in under a second.
+    const report: string[] = [`stored ${COUNT} reefer records in ${storeSeconds.toFixed(1)} s`];
+    await page.click('.range-bar >> text=30 days');
+    const month = await waitFor(
+      () => '30 days drawn with its excursions',
+      async () => {
+        const s = await chartState(page);
+        return s?.range === '30d' && s.source === 'rollups' && s.drawn.startsWith('30d:') && s.excursions >= 4 ? s : undefined;
+      },
+      60_000,
+    );
+    assert.ok(month.drawMs < 1000, `30 days drawn in ${month.drawMs} ms`);
+    assert.ok(month.samples >= 2 * 719 && month.samples <= 2 * 721, `hourly buckets of two series: ${month.samples}`);
+    assert.ok(month.nodes < 100, `${month.nodes} DOM nodes in the chart's frame`);
+    assert.equal(await page.locator('.chart-frame canvas').count(), 1);
+    await page.waitForSelector(`text=From the hourly rollups: ${COUNT.toLocaleString('en-US')} readings`);
+    const colours = await chartColours(page);
+    assert.ok(colours.red > 200, `excursions in red: ${colours.red} px`);
+    assert.ok(colours.band > 20_000, `the band shaded: ${colours.band} px`);
+    report.push(
+      `30 days (rollups, ${month.samples} buckets on ${month.columns} columns): drawn in ${month.drawMs} ms, ${month.totalMs} ms from the click; ${month.nodes} DOM nodes in the chart's frame`,
+    );
+    await page.locator('.chart-frame').screenshot({ path: path.join(ARTIFACTS, 'asset-chart-30d.png') });
+    // The temperature report of 30 days: the four excursions.
+    await page.waitForSelector('section[data-report="excursions"][data-rows="4"]');
+    // Hovering shows the values under the pointer.
+    const chartBox = (await page.locator('canvas.chart').boundingBox())!;
+    await page.mouse.move(chartBox.x + chartBox.width * 0.66, chartBox.y + chartBox.height / 2);
+    await page.waitForSelector('canvas.chart[data-hover]');
+    await page.locator('.chart-frame').screenshot({ path: path.join(ARTIFACTS, 'asset-chart-30d-hover.png') });
+    await page.mouse.move(0, 0);
+    await page.screenshot({ path: path.join(ARTIFACTS, 'asset-page-30d.png'), fullPage: true });
+
+    // 24 hours: the raw records, binned to the columns.
+    await page.click('.range-bar >> text=Last 24 h');
+    const dayState = await waitFor(
+      () => '24 h drawn',
+      async () => {
+        const s = await chartState(page);
+        return s?.range === '24h' && s.source === 'raw' && s.drawn.startsWith('24h:') && s.excursions >= 1 ? s : undefined;
+      },
+      60_000,
+    );
+    assert.ok(dayState.samples >= 2 * 1438 && dayState.samples <= 2 * 1441, `raw readings of two series: ${dayState.samples}`);
+    assert.ok(dayState.drawMs < 1000);
+    report.push(
+      `24 h (raw, ${dayState.samples} readings on ${dayState.columns} columns): drawn in ${dayState.drawMs} ms, ${dayState.totalMs} ms from the click`,
+    );
+    await page.locator('.chart-frame').screenshot({ path: path.join(ARTIFACTS, 'asset-chart-24h.png') });
+
+    // The trips and stops on the map, fitted to them; the tables.
+    await page.waitForSelector('canvas.map[data-trips="3"][data-stops="2"]');
+    await waitFor(
+      () => 'the route fitted, with the 10m land',
+      async () => {
+        const map = page.locator('canvas.map');
+        return Number(await map.getAttribute('data-zoom')) > 50 && (await map.getAttribute('data-land')) === '10m';
+      },
+    );
+    for (const [kind, rows] of [
+      ['summary', 1],
+      ['trips', 3],
+      ['stops', 2],
+      ['zones', 1],
+      ['temperature', 1],
+      ['excursions', 1],
+    ] as const) {
+      await page.waitForSelector(`section[data-report="${kind}"][data-state="loaded"][data-rows="${rows}"]`);
+    }
+    await page.waitForSelector('section[data-report="zones"] >> text=Depot Moerdijk');
+    await page.locator('canvas.map').scrollIntoViewIfNeeded();
+    await page.locator('canvas.map').screenshot({ path: path.join(ARTIFACTS, 'asset-map-24h.png') });
+    await page.screenshot({ path: path.join(ARTIFACTS, 'asset-page-24h.png'), fullPage: true });
+
+    // "Download CSV": the stops report, the raw reefer data, each a file that starts with its header.
+    const downloaded = async (click: () => Promise<void>) => {
+      const [d] = await Promise.all([page.waitForEvent('download'), click()]);
+      const file = await d.path();
+      return { name: d.suggestedFilename(), text: fs.readFileSync(file, 'utf8') };
+    };
+    const stopsCsv = await downloaded(() => page.locator('section[data-report="stops"] button.download').click());
+    assert.match(stopsCsv.name, /^REEFER-0042_stops_\d{4}-\d\d-\d\d_\d{4}-\d\d-\d\d\.csv$/);
+    assert.ok(stopsCsv.text.startsWith('assetId,start,end,durationSeconds,latitude,longitude\r\n'), stopsCsv.text.slice(0, 100));
+    assert.equal(stopsCsv.text.trim().split('\r\n').length, 3, 'a header and two stops');
+    const tripsCsv = await downloaded(() => page.locator('section[data-report="trips"] button.download').click());
+    assert.ok(tripsCsv.text.startsWith('assetId,start.time,start.latitude'), tripsCsv.text.slice(0, 100));
+    const reeferCsv = await downloaded(() => page.click('button.download:text("Reefer data CSV")'));
+    const reeferLines = reeferCsv.text.trim().split('\r\n');
+    assert.match(reeferLines[0]!, /^id,assetId,ownerId,whenCreated,/);
+    assert.ok(reeferLines.length >= 1440, `${reeferLines.length} lines of reefer data`);
+
+    // A custom range: the drive's few hours, raw.
+    const local = (ms: number) => new Date(ms - new Date(ms).getTimezoneOffset() * MIN).toISOString().slice(0, 16);
+    await page.fill('input[name=from]', local(END - 5 * 60 * MIN));
+    await page.fill('input[name=to]', local(END + MIN));
+    await page.click('text=Show range');
+    await waitFor(
+      () => 'the custom range drawn',
+      async () => {
+        const s = await chartState(page);
+        return s?.range === 'custom' && s.source === 'raw' && s.drawn.startsWith('custom:') ? s : undefined;
+      },
+    );
+    await page.waitForSelector('section[data-report="stops"][data-state="loaded"][data-rows="2"]');
+    await page.locator('.chart-frame').screenshot({ path: path.join(ARTIFACTS, 'asset-chart-custom.png') });
+
+    // The assets list links to the page; the fleet's events download as CSV.
+    await page.click('header >> text=Assets');
+    await page.click('a:text("REEFER-0042")');
+    await page.waitForSelector('.asset-page h2:text("REEFER-0042")');
+    await page.click('header >> text=Fleet');
+    const events = await downloaded(() => page.locator('.report-head', { hasText: 'Latest events' }).locator('button.download').click());
+    assert.match(events.text.split('\r\n')[0]!, /^id,/);
+
+    t.diagnostic(report.join('; '));
+    console.log(report.join('\n'));
+    assert.deepEqual(pageErrors, []);
+  });
+}
