@@ -12,7 +12,7 @@ const POSTS_PER_ROUND = knob('BENCH_ALERT_POSTS', 5);
 const IN_FLIGHT = 4;
 
 /** A reefer payload as a controller sends it: cargo and hardware sensors, alarms, power, control module. */
-function reading(seq: number) {
+export function reading(seq: number) {
   // About 1 reading in 200 has its supply air out of range; an alarm now and then.
   const excursion = seq % 200 < 1;
   return {

@@ -9,27 +9,12 @@ import http from 'node:http';
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
 import { createPostgres } from '../src/db/db.js';
-import { migrate } from '../src/db/migrate.js';
 import { Partitions } from '../src/storage/partitions.js';
-import { migrationPrograms } from '../src/storage/storage.js';
-import { ADMIN_URL, Api, dbUrl, knob, round, startService } from './lib.js';
+import { Api, keptDatabase, knob, round, startService } from './lib.js';
 
 const ROWS = knob('BENCH_EXPORT_ROWS', 10_000_000);
 const ASSETS = 100;
 const NAME = 'tracking_bench_exports';
-
-async function ensureDatabase(): Promise<string> {
-  const admin = new pg.Client({ connectionString: ADMIN_URL });
-  await admin.connect();
-  const exists = await admin.query('SELECT 1 FROM pg_database WHERE datname = $1', [NAME]);
-  if (!exists.rowCount) await admin.query(`CREATE DATABASE ${NAME}`);
-  await admin.end();
-  const url = dbUrl(NAME);
-  const db = createPostgres(url, 2);
-  await migrate(db, { programs: migrationPrograms('postgres', 'week') });
-  await db.close();
-  return url;
-}
 
 /** The owner and its assets, and its locations up to ROWS (one a minute per asset, ending an hour ago). */
 async function fill(pool: pg.Pool, url: string, ownerId: string): Promise<{ from: string; to: string }> {
@@ -135,7 +120,7 @@ export interface ExportBenchRow {
 }
 
 export async function runExportsBench(): Promise<ExportBenchRow[]> {
-  const url = await ensureDatabase();
+  const { url } = await keptDatabase(NAME);
   const service = await startService({ DATABASE_URL: url, DELIVERY_WORKERS: '0', DELIVERY_ENABLED: 'false', EXPORT_MAX_DAYS: '366' });
   const out: ExportBenchRow[] = [];
   try {

@@ -8,6 +8,9 @@ import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
+import { createPostgres } from '../src/db/db.js';
+import { migrate } from '../src/db/migrate.js';
+import { migrationPrograms } from '../src/storage/storage.js';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 export const ADMIN_URL = process.env.BENCH_PG_URL ?? process.env.TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
@@ -39,6 +42,26 @@ export function dbUrl(name: string): string {
   const u = new URL(ADMIN_URL);
   u.pathname = `/${name}`;
   return u.toString();
+}
+
+/**
+ * A database kept between runs (made when missing) and migrated as the service migrates it: its
+ * URL, and whether it was made now.
+ */
+export async function keptDatabase(name: string): Promise<{ url: string; made: boolean }> {
+  const admin = new pg.Client({ connectionString: ADMIN_URL });
+  await admin.connect();
+  const exists = await admin.query('SELECT 1 FROM pg_database WHERE datname = $1', [name]);
+  if (!exists.rowCount) await admin.query(`CREATE DATABASE ${name}`);
+  await admin.end();
+  const url = dbUrl(name);
+  const db = createPostgres(url, 2);
+  try {
+    await migrate(db, { programs: migrationPrograms('postgres', 'week') });
+  } finally {
+    await db.close();
+  }
+  return { url, made: !exists.rowCount };
 }
 
 export async function freshDatabase(name: string): Promise<string> {

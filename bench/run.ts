@@ -8,13 +8,15 @@
 // storage (bench/storage.ts: bytes, WAL and rows written per record, partitioned next to
 // unpartitioned ingest and lists at 10 million rows, removing an expired partition; not in the default run),
 // exports (bench/exports.ts: 10 million locations as CSV and NDJSON next to a raw COPY, memory sampled;
-// not in the default run).
+// not in the default run), reports (bench/reports.ts: trips and temperature reports over 30 days of
+// minute data next to raw reads of the same rows, ingest with rollups next to without; not in the default run).
 // Prints tables, then one JSON line.
 import os from 'node:os';
 import { type AlertBenchResult, runAlertsBench } from './alerts.js';
 import { runIngestBench } from './ingest.js';
 import { runStorageBench } from './storage.js';
 import { runExportsBench } from './exports.js';
+import { runReportsBench } from './reports.js';
 import { pct, Receiver, round } from './lib.js';
 import { GW_VERSION, runPeerBench } from './peer.js';
 import { runPgliteBench } from './pglite.js';
@@ -36,13 +38,14 @@ const PARTS = [
   'alerts',
   'storage',
   'exports',
+  'reports',
 ] as const;
 type Part = (typeof PARTS)[number];
 const GROUPS: Record<string, Part[]> = { push: ['single', 'batch', 'backlog', 'sustain'], brokers: ['kafka', 'mqtt'] };
 
 function selection(): Set<Part> {
   const raw = (process.env.BENCH_ONLY ?? '').trim();
-  if (!raw) return new Set(PARTS.filter((p) => p !== 'storage' && p !== 'exports'));
+  if (!raw) return new Set(PARTS.filter((p) => p !== 'storage' && p !== 'exports' && p !== 'reports'));
   const out = new Set<Part>();
   for (const t of raw.split(',').map((s) => s.trim().toLowerCase())) {
     if (GROUPS[t]) for (const p of GROUPS[t]) out.add(p);
@@ -84,6 +87,16 @@ const exportsBench = sel.has('exports') ? await runExportsBench() : null;
 if (exportsBench) {
   console.log("\n## Exports: one owner's locations through GET /locations?format=..., next to psql's raw COPY of the same rows");
   console.table(exportsBench);
+}
+
+const reports = sel.has('reports') ? await runReportsBench() : null;
+if (reports) {
+  console.log('\n## Reports: trips of one asset over 30 days of minute positions, next to the raw read of the same rows');
+  console.table(reports.trips);
+  console.log('\n## Reports: temperature of 100 reefers over 30 days of minute data, next to psql COPY of the same values');
+  console.table(reports.temperature);
+  console.log('\n## Rollups: REST ingest (reefer data and locations) with rollups kept up to date, next to without');
+  console.table(reports.ingest);
 }
 
 const alerts: AlertBenchResult | null = sel.has('alerts') ? await runAlertsBench() : null;
@@ -365,5 +378,5 @@ if (summary.length) {
   console.table(summary);
 }
 if (push) delete push.sampleLocation;
-console.log(JSON.stringify({ ingest, push, peer: peerRes, pglite, brokers, alerts, storage, exports: exportsBench, summary }));
+console.log(JSON.stringify({ ingest, push, peer: peerRes, pglite, brokers, alerts, storage, exports: exportsBench, reports, summary }));
 console.log(`\nbenchmark took ${round((Date.now() - started) / 1000)} s`);

@@ -8,15 +8,16 @@
 -- - locations: the hour's first and last position (time, id, latitude, longitude) and
 --   `distance_mm`, the great-circle distance between its consecutive positions in millimetres
 --   (each step rounded to the millimetre, so sums in any order are exact). The step from the
---   previous hour's last position into this hour is added when read. A store whose positions
---   fall between the hour's stored ones cannot add its steps: it marks the row `stale`, and the
---   rollups module recomputes its distance from the raw rows right after the commit (or on its
---   sweep after a crash);
+--   previous hour's last position into this hour is added when read;
+-- - reefer and genset data: `max_step_us`, the longest time between consecutive records of the
+--   hour (with which a report knows an hour whose every reading was in range needs no raw read);
+-- - a store whose records fall between the hour's stored ones cannot extend a distance or a
+--   longest step: it marks the row `stale`, and the rollups module recomputes it from the raw rows
+--   right after the commit (or on its sweep after a crash);
 -- - sensor, reefer and genset data: `stats`, per key `[count, min, max, sum]` (the sum as an exact
 --   decimal, so a mean does not depend on the order records arrived in). Sensor data: each numeric
 --   sensor, keyed `<type>/<sensorId>`. Reefer and genset data: each numeric member whose name holds
---   "temperature" (any case) at the top of `data`, or under `data.cargo.sensors` or
---   `data.hardware.sensors` (the first found, in that order).
+--   "temperature" (any case), read where the alert engine reads it (rollup_temperatures).
 -- Time-partitioned like the records (by `hour`); partitions are made ahead and on demand by the
 -- storage module. The rows that exist when this migration runs are summed by the next one.
 CREATE TABLE rollups (
@@ -34,6 +35,9 @@ CREATE TABLE rollups (
   last_lat     double precision,
   last_lon     double precision,
   distance_mm  bigint,
+  -- Reefer and genset data: the longest time between two consecutive records of the hour, in
+  -- microseconds (the step from the previous hour's last record is read with it).
+  max_step_us  bigint,
   stale        boolean NOT NULL DEFAULT false,
   stats        jsonb,
   PRIMARY KEY (asset_id, hour, type, owner_id)
@@ -52,31 +56,52 @@ CREATE FUNCTION rollup_mm(lat1 double precision, lon1 double precision, lat2 dou
   RETURN round(2 * 6371008.8 * 1000 * asin(sqrt(least(1, greatest(0,
            sin(radians(lat2 - lat1) / 2) ^ 2 + cos(radians(lat1)) * cos(radians(lat2)) * sin(radians(lon2 - lon1) / 2) ^ 2)))))::bigint;
 
--- The temperature members of a reefer or genset record's data (see above): (key, value).
+-- The temperature members of a reefer or genset record's data (see above): (key, value). A key is
+-- read where the alert engine reads it: `data.<key>` when present, else under the sensors of its
+-- group (the specification's cargo and hardware sensors), else, for a key of neither, under cargo's
+-- then hardware's sensors. Numbers only. The store computes the same in JavaScript (src/rollups/values.ts).
 CREATE FUNCTION rollup_temperatures(data jsonb) RETURNS TABLE (k text, v double precision)
   LANGUAGE sql IMMUTABLE PARALLEL SAFE
   AS $$
-    SELECT DISTINCT ON (e.key) e.key, e.value::numeric::double precision
-      FROM (SELECT 1 AS p, key, value FROM jsonb_each(CASE WHEN jsonb_typeof(data) = 'object' THEN data END)
-            UNION ALL
-            SELECT 2, key, value FROM jsonb_each(CASE WHEN jsonb_typeof(data -> 'cargo' -> 'sensors') = 'object' THEN data -> 'cargo' -> 'sensors' END)
-            UNION ALL
-            SELECT 3, key, value FROM jsonb_each(CASE WHEN jsonb_typeof(data -> 'hardware' -> 'sensors') = 'object' THEN data -> 'hardware' -> 'sensors' END)) e
-     WHERE e.key ILIKE '%temperature%' AND jsonb_typeof(e.value) = 'number' AND abs(e.value::numeric) < 1e300
-     ORDER BY e.key, e.p
+    SELECT x.k, x.j::numeric::double precision
+      FROM (SELECT keys.k,
+                   CASE WHEN data ? keys.k THEN data -> keys.k
+                        WHEN keys.k = ANY (ARRAY['compressorTemperature', 'condenserTemperature', 'evaporatorTemperature', 'defrostTemperature', 'dischargeTemperature', 'engineCoolantTemperature', 'suctionTemperature']) THEN data -> 'hardware' -> 'sensors' -> keys.k
+                        WHEN keys.k = ANY (ARRAY['ambientTemperature', 'returnAirTemperature', 'returnAir2Temperature', 'supplyAirTemperature', 'supplyAir2Temperature', 'usda1Temperature', 'usda2Temperature', 'usda3Temperature', 'usda4Temperature']) THEN data -> 'cargo' -> 'sensors' -> keys.k
+                        ELSE COALESCE(data -> 'cargo' -> 'sensors' -> keys.k, data -> 'hardware' -> 'sensors' -> keys.k) END AS j
+              FROM (SELECT jsonb_object_keys(data)
+                    UNION SELECT jsonb_object_keys(CASE WHEN jsonb_typeof(data -> 'cargo' -> 'sensors') = 'object' THEN data -> 'cargo' -> 'sensors' ELSE '{}' END)
+                    UNION SELECT jsonb_object_keys(CASE WHEN jsonb_typeof(data -> 'hardware' -> 'sensors') = 'object' THEN data -> 'hardware' -> 'sensors' ELSE '{}' END)) AS keys(k)
+             WHERE jsonb_typeof(data) = 'object' AND keys.k ~* 'temperature') x
+     WHERE jsonb_typeof(x.j) = 'number' AND abs(x.j::numeric) < 1e300
   $$;
 
--- Two `stats` objects as one: per key the counts and sums added, the lower min and the higher max.
+-- Two `stats` objects as one: per key the counts and sums added, the lower min and the higher max
+-- (PL/pgSQL: a loop over the second object's few keys costs a fraction of a set-based SQL body,
+-- which the executor would set up again for every row it merges).
 CREATE FUNCTION rollup_merge(a jsonb, b jsonb) RETURNS jsonb
-  LANGUAGE sql IMMUTABLE PARALLEL SAFE
+  LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
   AS $$
-    SELECT CASE WHEN a IS NULL THEN b WHEN b IS NULL THEN a ELSE (
-      SELECT jsonb_object_agg(k, CASE
-               WHEN a -> k IS NULL THEN b -> k
-               WHEN b -> k IS NULL THEN a -> k
-               ELSE jsonb_build_array((a -> k ->> 0)::bigint + (b -> k ->> 0)::bigint,
-                                      least((a -> k -> 1)::numeric, (b -> k -> 1)::numeric),
-                                      greatest((a -> k -> 2)::numeric, (b -> k -> 2)::numeric),
-                                      (a -> k -> 3)::numeric + (b -> k -> 3)::numeric) END)
-        FROM (SELECT jsonb_object_keys(a) UNION SELECT jsonb_object_keys(b)) AS keys(k)) END
+  DECLARE
+    out jsonb := a;
+    key text;
+    y jsonb;
+    x jsonb;
+  BEGIN
+    IF a IS NULL THEN RETURN b; END IF;
+    IF b IS NULL THEN RETURN a; END IF;
+    FOR key, y IN SELECT * FROM jsonb_each(b) LOOP
+      x := a -> key;
+      IF x IS NULL THEN
+        out := out || jsonb_build_object(key, y);
+      ELSE
+        out := out || jsonb_build_object(key, jsonb_build_array(
+          (x ->> 0)::bigint + (y ->> 0)::bigint,
+          least((x -> 1)::numeric, (y -> 1)::numeric),
+          greatest((x -> 2)::numeric, (y -> 2)::numeric),
+          (x -> 3)::numeric + (y -> 3)::numeric));
+      END IF;
+    END LOOP;
+    RETURN out;
+  END
   $$;

@@ -175,20 +175,17 @@ test('temperature: an excursion shorter than the specification’s duration is r
   );
   // Every 10 minutes from 0 to 120, no reading between 60 and 100 (a 40-minute gap); supply air out
   // of range from 20 to 40 (20 minutes, under the 30 the specification waits before an alert).
-  const supply: Record<number, number> = { 0: 5, 10: 5.5, 20: 9.1, 30: 10.4, 40: 6, 50: 5, 60: 4, 100: 4.5, 110: 1.5, 120: 5 };
-  ok(
-    await c.call(
-      'POST',
-      '/reefer-data',
-      Object.entries(supply).map(([m, v]) => ({
-        assetId: reefer,
-        whenCreated: at(Number(m)),
-        data: { supplyAirTemperature: v, cargo: { sensors: { humidity: 80 } } },
-      })),
-    ),
-    201,
-  );
-  const r = ok(await get(`/reports/temperature?assetId=${reefer}&from=${at(0)}&to=${at(125)}`), 200);
+  // In range again from 120 on: a whole hour (120..180) the rollups show was in range throughout.
+  const supply: Record<number, number> = { 0: 5, 10: 5.5, 20: 9.1, 30: 10.4, 40: 6, 50: 5, 60: 4, 100: 4.5, 110: 1.5 };
+  for (let m = 120; m <= 180; m += 10) supply[m] = 5 + (m % 20) / 10;
+  const readings = (assetId: string) =>
+    Object.entries(supply).map(([m, v]) => ({
+      assetId,
+      whenCreated: at(Number(m)),
+      data: { supplyAirTemperature: v, cargo: { sensors: { humidity: 80 } } },
+    }));
+  ok(await c.call('POST', '/reefer-data', readings(reefer)), 201);
+  const r = ok(await get(`/reports/temperature?assetId=${reefer}&from=${at(0)}&to=${at(185)}`), 200);
   const supplyRow = r.items.find((x: any) => x.sensor === 'supplyAirTemperature');
   assert.deepEqual(supplyRow.range, [2, 8]);
   assert.equal(supplyRow.setpoint, 5);
@@ -197,16 +194,30 @@ test('temperature: an excursion shorter than the specification’s duration is r
     { start: at(110).replace('.000', ''), end: at(120).replace('.000', ''), durationSeconds: 600, min: 1.5, max: 1.5 },
   ]);
   assert.deepEqual(supplyRow.gaps, [{ start: at(60).replace('.000', ''), end: at(100).replace('.000', ''), durationSeconds: 2400 }]);
-  // Covered: 0..60 and 100..125 (the last reading holds to `to`): 85 minutes, 30 of them out.
+  // Covered: 0..60 and 100..185 (the last reading holds to `to`): 145 minutes, 30 of them out.
   assert.equal(supplyRow.minutesOutOfRange, 30);
-  assert.equal(supplyRow.shareInRange, Math.round((55 / 85) * 1e6) / 1e6);
+  assert.equal(supplyRow.shareInRange, Math.round((115 / 145) * 1e6) / 1e6);
+  // A specification of temperatures only: the hour 120..180 comes from its rollup, not its ten
+  // readings (humidity above is not rolled up, so every hour was read raw): the same row.
+  const chilled = await c.asset('REEFER-2');
+  ok(
+    await c.call('POST', '/specifications', {
+      assetId: chilled,
+      type: 'REEFER',
+      ranges: { cargo: { sensors: { supplyAirTemperature: [2, 8] } } },
+    }),
+    201,
+  );
+  ok(await c.call('POST', '/reefer-data', readings(chilled)), 201);
+  const fast = ok(await get(`/reports/temperature?assetId=${chilled}&from=${at(0)}&to=${at(185)}`), 200).items;
+  assert.deepEqual(fast, [{ ...supplyRow, assetId: chilled, setpoint: null }]);
   assert.equal(supplyRow.rollupHoursOutOfRange, null);
   const humidity = r.items.find((x: any) => x.sensor === 'humidity');
   assert.deepEqual([humidity.excursions, humidity.shareInRange, humidity.setpoint], [[], 1, null]);
   const alerts = ok(await c.call('GET', `/events?assetId=${reefer}&severity=ALERT`), 200);
   assert.equal(alerts.length, 0, 'no alert: the excursions were shorter than the specification’s 30 minutes');
   // CSV: the nested lists as JSON text.
-  const csv = parse((await get(`/reports/temperature?assetId=${reefer}&from=${at(0)}&to=${at(125)}&format=csv`)).raw, {
+  const csv = parse((await get(`/reports/temperature?assetId=${reefer}&from=${at(0)}&to=${at(185)}&format=csv`)).raw, {
     columns: true,
   }) as Record<string, string>[];
   assert.deepEqual(JSON.parse(csv.find((x) => x.sensor === 'supplyAirTemperature')!.excursions!), supplyRow.excursions);

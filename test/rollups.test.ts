@@ -18,7 +18,7 @@ const base = Math.floor((Date.now() - 3 * DAY) / HOUR) * HOUR;
 const at = (minutes: number) => new Date(base + minutes * 60_000).toISOString();
 
 /** The stored rollup rows of an asset, as the table holds them. */
-async function stored(t: TestApp, assetId: string) {
+async function stored(t: TestApp, assetId: string): Promise<any[]> {
   const { rows } = await t.app.services.db.query(
     `SELECT ${ROLLUP_COLUMNS}, stale FROM rollups WHERE asset_id = $1 ORDER BY hour, type, owner_id`,
     [assetId],
@@ -116,7 +116,27 @@ test('sensor, reefer and genset values: count, min, max and mean per key, late r
     },
   });
   await post(c, '/reefer-data', [reefer(1, 2.5, 4.1), reefer(2, 3.25, 4.3), reefer(61, -1.125, 3)]);
-  await post(c, '/reefer-data', reefer(0, 0.1, 0.2)); // late, into the first hour
+  await post(c, '/reefer-data', reefer(0, 0.1, 0.2)); // late, before the first hour's records
+  // Late, between them: the hour's longest step is recomputed from its rows.
+  await post(c, '/reefer-data', { ...reefer(0, 1.5, 2), whenCreated: new Date(Date.parse(at(1)) + 30_000).toISOString() });
+  // Members read where the alert engine reads them: a cargo key under hardware is not its reading, a
+  // top-level member wins (even a null one), a numeric string is no number, an unknown key falls back.
+  const tricky = await c.asset('ROLL-TRICKY');
+  await post(c, '/reefer-data', [
+    {
+      assetId: tricky,
+      whenCreated: at(5),
+      data: {
+        returnAirTemperature: null,
+        cargo: { sensors: { returnAirTemperature: 7, usda1Temperature: '3.5', probeTemperature: 1 } },
+        hardware: { sensors: { supplyAirTemperature: 9, compressorTemperature: 70, probeTemperature: 2, oddTemperature: 4 } },
+        compressorTemperature: 71,
+      },
+    },
+  ]);
+  const odd = await stored(ta, tricky);
+  assert.deepEqual(odd[0]!.stats, { compressorTemperature: [1, 71, 71, 71], probeTemperature: [1, 1, 1, 1], oddTemperature: [1, 4, 4, 4] });
+  assert.deepEqual(odd, await recomputed(ta, tricky));
   await post(c, '/genset-data', { assetId: asset, gensetType: 'SG-3000', whenCreated: at(5), data: { engineCoolantTemperature: 81.5 } });
   await post(c, '/sensor-data', [
     { assetId: asset, sensorId: 's1', type: 'TEMPERATURE', value: 5.5, whenCreated: at(3) },
@@ -129,10 +149,12 @@ test('sensor, reefer and genset values: count, min, max and mean per key, late r
   const hours = ok(await c.call('GET', `/api/v1/rollups?assetId=${asset}&from=${at(0)}&to=${at(120)}`), 200);
   assert.equal(hours.length, 2);
   const [h0, h1] = hours;
-  assert.deepEqual(h0.records, { gensetdata: 1, oemdata: 1, reeferdata: 3, sensordata: 3 });
+  assert.deepEqual(h0.records, { gensetdata: 1, oemdata: 1, reeferdata: 4, sensordata: 3 });
+  // Minutes 0, 1, 1.5 and 2: the longest step is a minute.
+  assert.equal((await stored(ta, asset)).find((r: any) => r.type === 'reeferdata')!.max_step_us, '60000000');
   assert.equal(h0.distanceMeters, null);
-  assert.deepEqual(h0.reefer.supplyAirTemperature, { count: 3, min: 0.1, max: 3.25, mean: (0.1 + 2.5 + 3.25) / 3 });
-  assert.deepEqual(h0.reefer.returnAirTemperature, { count: 3, min: 0.2, max: 4.3, mean: (0.2 + 4.1 + 4.3) / 3 });
+  assert.deepEqual(h0.reefer.supplyAirTemperature, { count: 4, min: 0.1, max: 3.25, mean: (0.1 + 2.5 + 1.5 + 3.25) / 4 });
+  assert.deepEqual(h0.reefer.returnAirTemperature, { count: 4, min: 0.2, max: 4.3, mean: (0.2 + 4.1 + 2 + 4.3) / 4 });
   assert.equal(h0.reefer.humidity, undefined, 'only temperatures');
   assert.deepEqual(h0.genset, { engineCoolantTemperature: { count: 1, min: 81.5, max: 81.5, mean: 81.5 } });
   assert.deepEqual(

@@ -75,6 +75,13 @@ export class RecordHooks {
     return this;
   }
 
+  /** Takes out the hooks whose name starts with `prefix` (a benchmark measuring what they cost). */
+  remove(prefix: string): number {
+    const before = this.hooks.length;
+    this.hooks.splice(0, this.hooks.length, ...this.hooks.filter((h) => !h.name.startsWith(prefix)));
+    return before - this.hooks.length;
+  }
+
   /**
    * Stores `batch` (ids allocated, in input order) with every hook for `type`, in one statement;
    * returns what the final query returns.

@@ -41,13 +41,13 @@ export class ExcursionTracker {
     return (this.min !== null && v < this.min) || (this.max !== null && v > this.max);
   }
 
-  /** The time from the last reading to `t` (the next reading, or the end). */
-  private close(t: number): void {
+  /** The time from the last reading to `t` (the next reading, or the end); `held`: no gap in it. */
+  private close(t: number, held = false): void {
     const last = this.last;
     if (!last) return;
     const a = Math.max(last.t, this.from);
     const b = Math.min(t, this.end);
-    if (t - last.t > this.gapMs) {
+    if (!held && t - last.t > this.gapMs) {
       if (b > a) this.result.gaps.push({ start: a, end: b });
       this.endExcursion(a);
       return;
@@ -85,6 +85,23 @@ export class ExcursionTracker {
       } else this.open = { start: Math.max(t, this.from), end: 0, min: v, max: v, ...(t < this.from ? { before: true } : {}) };
     } else this.endExcursion(t);
     this.last = { t, v, out };
+  }
+
+  /**
+   * Readings from `first` to `last` (in time order after the ones before), one within the gap of
+   * the next and all of one value: what an hour whose rollup shows only readings in range, close
+   * together, amounts to.
+   */
+  pushSpan(first: number, last: number, v: number): void {
+    this.push(first, v);
+    if (last <= first || first >= this.end || !this.last) return;
+    this.close(last, true);
+    if (last >= this.end) {
+      this.endExcursion(this.end);
+      this.last = null;
+      return;
+    }
+    this.last = { t: last, v, out: this.last.out };
   }
 
   /**

@@ -16,6 +16,7 @@ export async function* timeOrdered<R>(
   assetId: string,
   range: { from: number; to: number },
   columns: (params: unknown[]) => string,
+  pageRows = PAGE,
 ): AsyncGenerator<(R & { t: number })[]> {
   let after: { us: string; id: string } | null = null;
   for (;;) {
@@ -29,12 +30,54 @@ export async function* timeOrdered<R>(
       `SELECT (extract(epoch FROM when_created) * 1000)::float8 AS t, ${select},
               (extract(epoch FROM when_created) * 1000000)::int8::text AS _us, id::text AS _id
          FROM ${table} WHERE asset_id = $1 AND ${owners} AND when_created >= $2 AND when_created < $3 ${cursor}
-        ORDER BY when_created, id LIMIT ${PAGE}`,
+        ORDER BY when_created, id LIMIT ${pageRows}`,
       params,
     );
     if (rows.length) yield rows;
-    if (rows.length < PAGE) return;
+    if (rows.length < pageRows) return;
     const last: { _us: string; _id: string } = rows[rows.length - 1]!;
     after = { us: last._us, id: last._id };
+  }
+}
+
+/** Ranges of one query at most this long together (at one record a second, 21,600 rows). */
+const RANGES_MS = 6 * 3_600_000;
+
+/**
+ * The rows of `table` for `assetId` in each of `ranges` (sorted, not overlapping), oldest first:
+ * the ranges a query at a time, as many as add up to RANGES_MS (a long one alone, paged).
+ */
+export async function* inRanges<R>(
+  db: Queryable,
+  s: ReportScope,
+  table: string,
+  assetId: string,
+  ranges: { from: number; to: number }[],
+  columns: (params: unknown[]) => string,
+): AsyncGenerator<(R & { t: number })[]> {
+  for (let i = 0; i < ranges.length; ) {
+    if (ranges[i]!.to - ranges[i]!.from >= RANGES_MS) {
+      yield* timeOrdered<R>(db, s, table, assetId, ranges[i]!, columns);
+      i++;
+      continue;
+    }
+    const chunk: { from: number; to: number }[] = [];
+    let total = 0;
+    while (i < ranges.length && ranges[i]!.to - ranges[i]!.from < RANGES_MS && total + (ranges[i]!.to - ranges[i]!.from) <= RANGES_MS) {
+      total += ranges[i]!.to - ranges[i]!.from;
+      chunk.push(ranges[i++]!);
+    }
+    const params: unknown[] = [assetId, chunk.map((r) => new Date(r.from)), chunk.map((r) => new Date(r.to))];
+    const owners = await s.owners.where('x.owner_id', params);
+    const select = columns(params);
+    const { rows }: { rows: (R & { t: number })[] } = await db.query(
+      `SELECT (extract(epoch FROM x.when_created) * 1000)::float8 AS t, ${select}
+         FROM unnest($2::timestamptz[], $3::timestamptz[]) AS r(lo, hi)
+         CROSS JOIN LATERAL (SELECT * FROM ${table} WHERE asset_id = $1 AND when_created >= r.lo AND when_created < r.hi) x
+        WHERE ${owners}
+        ORDER BY x.when_created, x.id`,
+      params,
+    );
+    if (rows.length) yield rows;
   }
 }

@@ -11,12 +11,13 @@ import type { Db } from '../db/db.js';
 import { numeric } from '../alerts/evaluation.js';
 import { LEVEL_SENSORS, type RangesValue } from '../alerts/model.js';
 import { iso } from '../http/schemas.js';
-import { readRollups } from '../rollups/routes.js';
+import { type RollupRow, readRollups } from '../rollups/routes.js';
 import { ExcursionTracker, type Span } from './excursions.js';
-import { timeOrdered } from './read.js';
+import { inRanges } from './read.js';
 import type { ReportScope } from './scope.js';
 
 const MIN = 60_000;
+const HOUR = 3_600_000;
 
 /** The set point a specification's settings give a sensor, by its key. */
 const SETPOINTS: Record<string, 'temperatureSetpoint' | 'humiditySetpoint' | 'co2Setpoint' | 'o2Setpoint'> = {
@@ -99,8 +100,6 @@ export async function* temperature(db: Db, s: ReportScope, gapMinutes: number): 
       if (!sensors.length) continue;
       const table = spec.type === 'REEFER' ? 'reefer_data' : 'genset_data';
       const trackers = sensors.map((x) => new ExcursionTracker(x.min, x.max, gapMs, from, s.end));
-      // From a gap before the range (the reading in force at its start) to a gap after it (the
-      // reading that ends the last one's time).
       // Each record's reading of each sensor, where the engine reads it (null where it has none).
       const columns = (params: unknown[]) =>
         sensors
@@ -109,15 +108,37 @@ export async function* temperature(db: Db, s: ReportScope, gapMinutes: number): 
             return `COALESCE(data -> ${k}, data -> '${x.group}' -> 'sensors' -> ${k}) #>> '{}' AS v${n}`;
           })
           .join(', ');
-      const pages = timeOrdered<Record<string, string | null>>(db, s, table, asset.id, { from: from - gapMs, to: s.end + gapMs }, columns);
-      for await (const page of pages) {
-        for (const r of page) {
-          for (const [n, tracker] of trackers.entries()) {
-            const raw = r[`v${n}`];
-            const v = raw == null ? undefined : numeric(raw);
-            if (v !== undefined) tracker.push(r.t, v);
-          }
+      const feed = (r: Record<string, unknown> & { t: number }) => {
+        for (const [n, tracker] of trackers.entries()) {
+          const raw = r[`v${n}`];
+          const v = raw == null ? undefined : numeric(raw);
+          if (v !== undefined) tracker.push(r.t, v);
         }
+      };
+      // From a gap before the range (the reading in force at its start) to a gap after it (the
+      // reading that ends the last one's time): the raw readings, except in the whole hours the
+      // rollups show were in range throughout (plan below), which stand for themselves.
+      const plan = await hoursPlan(db, s, asset.id, spec.type, sensors, { from, to: s.end }, gapMs);
+      const raw = inRanges<Record<string, unknown>>(db, s, table, asset.id, plan.raw, columns);
+      let next = await raw.next();
+      let at = 0;
+      const rawUntil = (t: number) => {
+        // The raw rows before `t` (the ranges come in order, so do their rows).
+        const page = next.done ? [] : next.value;
+        while (at < page.length && page[at]!.t < t) feed(page[at++]!);
+        return at < page.length || next.done;
+      };
+      for (const clean of plan.clean) {
+        while (!rawUntil(clean.first)) {
+          next = await raw.next();
+          at = 0;
+        }
+        for (const [n, tracker] of trackers.entries()) tracker.pushSpan(clean.first, clean.last, clean.inRange[n]!);
+      }
+      while (!next.done) {
+        rawUntil(Number.POSITIVE_INFINITY);
+        next = await raw.next();
+        at = 0;
       }
       const expired = s.rawFrom !== null ? await rollupHours(db, s, asset.id, spec.type, sensors) : null;
       for (const [n, x] of sensors.entries()) {
@@ -139,6 +160,66 @@ export async function* temperature(db: Db, s: ReportScope, gapMinutes: number): 
       }
     }
   }
+}
+
+/** An hour whose every reading of every sensor was in range, one step after another within the gap. */
+interface CleanHour {
+  first: number;
+  last: number;
+  /** Per sensor, a value it read in that hour (all were in range). */
+  inRange: number[];
+}
+
+/**
+ * Which hours of [range.from, range.to) need their raw readings, and which the rollups answer:
+ * an hour is answered when its one rollup row shows every record carrying a number for every
+ * sensor (the count of each equal to the records'), all of them within the range, and no two
+ * records further apart than the gap. Within such an hour each reading holds until the next in
+ * range, so its first and last reading stand for all (the steps into and out of it are the
+ * tracker's to judge). Everything else, and the partial hours at the ends with a gap's margin, is
+ * read raw. A sensor the rollups do not keep (not a temperature) makes every hour raw.
+ */
+async function hoursPlan(
+  db: Db,
+  s: ReportScope,
+  assetId: string,
+  type: 'REEFER' | 'GENSET',
+  sensors: Sensor[],
+  range: { from: number; to: number },
+  gapMs: number,
+): Promise<{ raw: { from: number; to: number }[]; clean: CleanHour[] }> {
+  const lo = Math.ceil(range.from / HOUR) * HOUR;
+  const hi = Math.floor(range.to / HOUR) * HOUR;
+  const all = { raw: [{ from: range.from - gapMs, to: range.to + gapMs }], clean: [] };
+  if (hi <= lo) return all;
+  const kind = type === 'REEFER' ? 'reeferdata' : 'gensetdata';
+  const rows = (await readRollups(db, s.owners, assetId, lo, hi)).filter((r) => r.type === kind);
+  const byHour = new Map<number, RollupRow[]>();
+  for (const r of rows) byHour.set(r.hour.getTime(), [...(byHour.get(r.hour.getTime()) ?? []), r]);
+  const raw: { from: number; to: number }[] = [];
+  const clean: CleanHour[] = [];
+  const addRaw = (from: number, to: number) => {
+    const last = raw[raw.length - 1];
+    if (last && last.to >= from) last.to = Math.max(last.to, to);
+    else raw.push({ from, to });
+  };
+  addRaw(range.from - gapMs, lo);
+  for (const [hour, found] of byHour) {
+    const r = found.length === 1 ? found[0]! : null;
+    const inRange =
+      r && !r.stale && r.max_step_us !== null && r.max_step_us <= gapMs * 1000
+        ? sensors.map((x) => {
+            const st = r.stats?.[x.key]?.map(Number);
+            const ok = st && st[0] === r.count && (x.min === null || st[1]! >= x.min) && (x.max === null || st[2]! <= x.max);
+            return ok ? st[1]! : null;
+          })
+        : null;
+    if (r && inRange && inRange.every((v) => v !== null))
+      clean.push({ first: r.first_at.getTime(), last: r.last_at.getTime(), inRange: inRange as number[] });
+    else addRaw(hour, hour + HOUR);
+  }
+  addRaw(hi, range.to + gapMs);
+  return { raw, clean };
 }
 
 /**

@@ -92,7 +92,8 @@ export async function* movement(
       kind === 'stops' ? { stop: (x) => found.push(stopItem(asset.id, x)) } : { trip: (x) => found.push(tripItem(asset.id, x)) },
       opts.paths,
     );
-    const pages = timeOrdered<Point>(db, s, 'locations', asset.id, { from, to: s.to }, () => 'latitude, longitude, speed');
+    // Positions are small rows: a month of one a minute is one page.
+    const pages = timeOrdered<Point>(db, s, 'locations', asset.id, { from, to: s.to }, () => 'latitude, longitude, speed', 50_000);
     for await (const page of pages) {
       for (const p of page) detector.push(p);
       yield* found.splice(0);

@@ -2,6 +2,7 @@
 // the same SQL the store's statement uses, in one transaction (a crash leaves nothing behind, and
 // the migration runs again at the next start).
 import type { Session } from '../db/db.js';
+import { ROLLUP_FILLFACTOR } from '../storage/tables.js';
 import { aggregate, ROLLUP_COLUMNS, ROLLUP_TABLES, type RollupType } from './sql.js';
 
 export async function fillRollups(s: Session): Promise<void> {
@@ -16,7 +17,9 @@ export async function fillRollups(s: Session): Promise<void> {
     const bound = rows[0]?.bound;
     if (bound) {
       // Every hour with a record so far in one partition; the storage module makes the later ones.
-      await s.exec(`CREATE TABLE rollups_before PARTITION OF rollups FOR VALUES FROM (MINVALUE) TO ('${bound}')`);
+      await s.exec(
+        `CREATE TABLE rollups_before PARTITION OF rollups FOR VALUES FROM (MINVALUE) TO ('${bound}') WITH (fillfactor = ${ROLLUP_FILLFACTOR})`,
+      );
       for (const [type, table] of Object.entries(ROLLUP_TABLES)) {
         await s.exec(`INSERT INTO rollups (${ROLLUP_COLUMNS}) ${aggregate(type as RollupType, table)}`);
       }

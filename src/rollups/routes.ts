@@ -23,6 +23,8 @@ export interface RollupRow {
   last_at: Date;
   /** Locations: the hour's steps, with the one from the previous hour's last position. */
   distance_mm: number | null;
+  /** Reefer and genset data: the longest step between the hour's records, in microseconds. */
+  max_step_us: number | null;
   stats: Record<string, [number, number, number, number]> | null;
   stale: boolean;
 }
@@ -47,7 +49,7 @@ export async function readRollups(db: Db, owners: OwnerScope, assetId: string, f
                   THEN rollup_mm(lag(last_lat) OVER w, lag(last_lon) OVER w, first_lat, first_lon) ELSE 0 END AS step_mm
            FROM loc WINDOW w AS (ORDER BY hour, owner_id)
        )
-       SELECT r.type, r.hour, r.count::float8 AS count, r.first_at, r.last_at, r.stats, r.stale,
+       SELECT r.type, r.hour, r.count::float8 AS count, r.first_at, r.last_at, r.stats, r.stale, r.max_step_us::float8 AS max_step_us,
               (r.distance_mm + COALESCE(s.step_mm, 0))::float8 AS distance_mm
          FROM rollups r LEFT JOIN steps s ON r.type = 'location' AND s.hour = r.hour AND s.owner_id = r.owner_id
         WHERE r.asset_id = $1 AND r.hour >= $2 AND r.hour < $3 AND ${visible.replaceAll('owner_id', 'r.owner_id')}

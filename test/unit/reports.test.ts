@@ -179,3 +179,24 @@ test('a data gap is counted neither in nor out and ends an excursion; the range 
   assert.deepEqual(open.gaps, [[0, 50]]);
   assert.equal(open.outMin, 10);
 });
+
+test('a span of readings in range, close together, counts as the readings it stands for', () => {
+  const readings: [number, number][] = [
+    [-10, 9],
+    [5, 9],
+    [20, 4],
+  ];
+  const after: [number, number][] = [
+    [95, 4.5],
+    [100, 12],
+    [140, 5],
+  ];
+  const full = new ExcursionTracker(2, 8, 30 * MIN, T0, T0 + 150 * MIN);
+  const spanned = new ExcursionTracker(2, 8, 30 * MIN, T0, T0 + 150 * MIN);
+  for (const t of [full, spanned]) for (const [m, v] of readings) t.push(T0 + m * MIN, v);
+  // Minutes 30..90 every 10 minutes, all at 5; the other gets them as one span.
+  for (let m = 30; m <= 90; m += 10) full.push(T0 + m * MIN, 5);
+  spanned.pushSpan(T0 + 30 * MIN, T0 + 90 * MIN, 5);
+  for (const t of [full, spanned]) for (const [m, v] of after) t.push(T0 + m * MIN, v);
+  assert.deepEqual(spanned.finish(), full.finish());
+});
