@@ -19,7 +19,8 @@ import { aggregate, ROLLUP_COLUMNS } from '../src/rollups/sql.js';
 import { reading } from './alerts.js';
 import { buildApp } from '../src/app.js';
 import { loadConfig } from '../src/config.js';
-import { Api, freshDatabase, keptDatabase, knob, percentile, round, SECRETS_KEY, startService } from './lib.js';
+import { foldRollups } from '../src/rollups/rollups.js';
+import { ADMIN_URL, Api, freshDatabase, keptDatabase, knob, percentile, round, SECRETS_KEY, startService } from './lib.js';
 
 const NAME = 'tracking_bench_reports';
 const DAYS = 30;
@@ -103,7 +104,15 @@ async function fill(pool: pg.Pool, url: string, api: Api) {
     );
   }
   await pool.query('VACUUM ANALYZE locations');
-  return { ownerId, truck, reefers, from: new Date(start).toISOString(), to: new Date(end).toISOString() };
+  // The ranges the rows cover (kept from an earlier run, they end where that run's clock put them).
+  const span = async (table: string, ids: string[]) => {
+    const { rows } = await pool.query(
+      `SELECT min(when_created) AS a, max(when_created) AS b FROM ${table} WHERE asset_id = ANY($1::uuid[])`,
+      [ids],
+    );
+    return `from=${encodeURIComponent(new Date(rows[0].a).toISOString())}&to=${encodeURIComponent(new Date(new Date(rows[0].b).getTime() + 1000).toISOString())}`;
+  };
+  return { ownerId, truck, reefers, truckRange: await span('locations', [truck]), reeferRange: await span('reefer_data', reefers) };
 }
 
 const rssMiB = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? Number.NaN) / 1024;
@@ -132,7 +141,6 @@ async function reportFigures(): Promise<Omit<ReportBenchResult, 'ingest'>> {
   try {
     await api.login();
     const f = await fill(pool, url, api);
-    const range = `from=${encodeURIComponent(f.from)}&to=${encodeURIComponent(f.to)}`;
 
     // 1. trips, next to the raw read of the same positions.
     const timed = async (n: number, fn: () => Promise<unknown>) => {
@@ -145,16 +153,16 @@ async function reportFigures(): Promise<Omit<ReportBenchResult, 'ingest'>> {
       return ms.sort((a, b) => a - b);
     };
     let trips = 0;
-    await api.call('GET', `/reports/trips?assetId=${f.truck}&${range}`); // warm-up
+    await api.call('GET', `/reports/trips?assetId=${f.truck}&${f.truckRange}`); // warm-up
     const service_ = await timed(QUERIES, async () => {
-      const r = await api.call('GET', `/reports/trips?assetId=${f.truck}&${range}`);
+      const r = await api.call('GET', `/reports/trips?assetId=${f.truck}&${f.truckRange}`);
       trips = r.items.length;
     });
     const raw = await timed(QUERIES, () =>
       pool.query(
         `SELECT extract(epoch FROM when_created) * 1000 AS t, latitude, longitude, speed FROM locations
-          WHERE asset_id = $1 AND when_created >= $2 AND when_created < $3 ORDER BY when_created, id`,
-        [f.truck, f.from, f.to],
+          WHERE asset_id = $1 ORDER BY when_created, id`,
+        [f.truck],
       ),
     );
     const row = (what: string, ms: number[]) => ({
@@ -170,8 +178,7 @@ async function reportFigures(): Promise<Omit<ReportBenchResult, 'ingest'>> {
     const copySql = `SELECT asset_id, when_created,
         COALESCE(data -> 'supplyAirTemperature', data -> 'cargo' -> 'sensors' -> 'supplyAirTemperature') #>> '{}',
         COALESCE(data -> 'returnAirTemperature', data -> 'cargo' -> 'sensors' -> 'returnAirTemperature') #>> '{}'
-        FROM reefer_data WHERE owner_id = '${f.ownerId}' AND when_created >= '${f.from}' AND when_created < '${f.to}'
-        ORDER BY asset_id, when_created, id`;
+        FROM reefer_data WHERE owner_id = '${f.ownerId}' ORDER BY asset_id, when_created, id`;
     for (let run = 1; run <= 2; run++) {
       const copy = await psqlCopy(url, copySql);
       const pid = service.proc.pid!;
@@ -181,7 +188,7 @@ async function reportFigures(): Promise<Omit<ReportBenchResult, 'ingest'>> {
         peak = Math.max(peak, rssMiB(pid));
       }, 100);
       const t0 = performance.now();
-      const r = await api.call('GET', `/reports/temperature?ownerId=${f.ownerId}&${range}`);
+      const r = await api.call('GET', `/reports/temperature?ownerId=${f.ownerId}&${f.reeferRange}`);
       const seconds = (performance.now() - t0) / 1000;
       clearInterval(timer);
       const excursions = (r.items as { excursions: unknown[] }[]).reduce((n, x) => n + x.excursions.length, 0);
@@ -209,7 +216,20 @@ async function reportFigures(): Promise<Omit<ReportBenchResult, 'ingest'>> {
 
 /** 3. Ingest with and without rollups, alternating rounds; both bulk shapes. */
 async function ingestFigures(): Promise<Record<string, number | string | null>[]> {
-  const sides = [] as { label: string; api: Api; stop: () => Promise<void>; assets: string[]; seconds: Record<string, number> }[];
+  const sides = [] as {
+    label: string;
+    api: Api;
+    stop: () => Promise<void>;
+    assets: string[];
+    seconds: Record<string, number>;
+    wal: Record<string, number>;
+    /** What is still owed when a run's requests are answered: the rollups' last deltas folded in. */
+    settle: () => Promise<unknown>;
+  }[];
+  const wal = new pg.Pool({ connectionString: ADMIN_URL, max: 1 });
+  const lsn = async () => (await wal.query('SELECT pg_current_wal_lsn()::text AS l')).rows[0].l as string;
+  const walBytes = async (from: string) =>
+    Number((await wal.query('SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1) AS d', [from])).rows[0].d);
   try {
     for (const [label, rollups] of [
       ['with rollups', true],
@@ -236,7 +256,8 @@ async function ingestFigures(): Promise<Record<string, number | string | null>[]
       const owner = (await api.call('POST', '/owners', { name: 'rollup-bench' })).id as string;
       const assets: string[] = [];
       for (let i = 0; i < 1000; i++) assets.push((await api.call('POST', '/assets', { name: `RB-${i}`, ownerId: owner })).id);
-      sides.push({ label, api, stop: () => app.close(), assets, seconds: {} });
+      const settle = rollups ? () => foldRollups(app.services.db, 1095) : async () => 0;
+      sides.push({ label, api, stop: () => app.close(), assets, seconds: {}, wal: {}, settle });
     }
     const start = Date.now() - 7 * 86_400_000;
     // Reefer data and locations alternately; each asset's readings a minute apart, in order.
@@ -255,7 +276,8 @@ async function ingestFigures(): Promise<Record<string, number | string | null>[]
         ['/locations', JSON.stringify(loc)],
       ] as const;
     };
-    const run = async (api: Api, work: (readonly [string, string])[]) => {
+    const run = async (side: (typeof sides)[number], work: (readonly [string, string])[]) => {
+      const api = side.api;
       let next = 0;
       const t0 = performance.now();
       await Promise.all(
@@ -267,6 +289,7 @@ async function ingestFigures(): Promise<Record<string, number | string | null>[]
           }
         }),
       );
+      await side.settle();
       return (performance.now() - t0) / 1000;
     };
     const shapes = [
@@ -274,7 +297,7 @@ async function ingestFigures(): Promise<Record<string, number | string | null>[]
       ['1000 assets x 1 reading', 1],
     ] as const;
     let post = 0;
-    for (const s of sides) await run(s.api, [...bodies(s.assets, 10, post)]); // warm-up
+    for (const s of sides) await run(s, [...bodies(s.assets, 10, post)]); // warm-up
     post++;
     for (let r = 0; r < INGEST_ROUNDS; r++) {
       for (const [shape, perAsset] of shapes) {
@@ -282,7 +305,9 @@ async function ingestFigures(): Promise<Record<string, number | string | null>[]
         const order = r % 2 === 0 ? sides : [...sides].reverse();
         for (const s of order) {
           const mine = s === sides[0] ? work : remap(work, sides[0]!.assets, s.assets);
-          s.seconds[shape] = (s.seconds[shape] ?? 0) + (await run(s.api, mine));
+          const from = await lsn();
+          s.seconds[shape] = (s.seconds[shape] ?? 0) + (await run(s, mine));
+          s.wal[shape] = (s.wal[shape] ?? 0) + (await walBytes(from));
         }
         post += POSTS;
       }
@@ -291,15 +316,19 @@ async function ingestFigures(): Promise<Record<string, number | string | null>[]
     const records = INGEST_ROUNDS * POSTS * 2000;
     return shapes.map(([shape]) => {
       const [on, off] = sides.map((s) => records / s.seconds[shape]!);
+      const [walOn, walOff] = sides.map((s) => Math.round(s.wal[shape]! / records));
       return {
         bulk: shape,
         records: records * 2,
         withRollupsPerSecond: Math.round(on!),
         withoutRollupsPerSecond: Math.round(off!),
         withVsWithout: `${Math.round((on! / off!) * 100)}%`,
+        walBytesPerRecordWith: walOn!,
+        walBytesPerRecordWithout: walOff!,
       };
     });
   } finally {
+    await wal.end();
     for (const s of sides) {
       s.api.close();
       await s.stop();
@@ -316,7 +345,9 @@ function remap(work: (readonly [string, string])[], from: string[], to: string[]
   );
 }
 
+/** BENCH_REPORT_PARTS: the parts to run (default both: "reports,ingest"). */
 export async function runReportsBench(): Promise<ReportBenchResult> {
-  const figures = await reportFigures();
-  return { ...figures, ingest: await ingestFigures() };
+  const parts = (process.env.BENCH_REPORT_PARTS ?? 'reports,ingest').split(',');
+  const figures = parts.includes('reports') ? await reportFigures() : { trips: [], temperature: [] };
+  return { ...figures, ingest: parts.includes('ingest') ? await ingestFigures() : [] };
 }

@@ -12,8 +12,8 @@
 -- - reefer and genset data: `max_step_us`, the longest time between consecutive records of the
 --   hour (with which a report knows an hour whose every reading was in range needs no raw read);
 -- - a store whose records fall between the hour's stored ones cannot extend a distance or a
---   longest step: it marks the row `stale`, and the rollups module recomputes it from the raw rows
---   right after the commit (or on its sweep after a crash);
+--   longest step: the row is marked `stale`, and the rollups module recomputes it from the raw
+--   rows;
 -- - sensor, reefer and genset data: `stats`, per key `[count, min, max, sum]` (the sum as an exact
 --   decimal, so a mean does not depend on the order records arrived in). Sensor data: each numeric
 --   sensor, keyed `<type>/<sensorId>`. Reefer and genset data: each numeric member whose name holds
@@ -43,6 +43,15 @@ CREATE TABLE rollups (
   PRIMARY KEY (asset_id, hour, type, owner_id)
 ) PARTITION BY RANGE (hour);
 CREATE INDEX rollups_stale_idx ON rollups (hour) WHERE stale;
+
+-- What stores add, before it is folded into `rollups`: a store appends its hours here (an insert
+-- never waits for another store, where updating the rollup rows themselves would make concurrent
+-- stores of the same assets and hour queue behind each other's row locks), and the rollups
+-- module folds them in, in batches, every second and before anything reads the rollups.
+CREATE TABLE rollup_deltas (
+  id  bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  LIKE rollups INCLUDING DEFAULTS
+);
 
 -- The hour a time falls in, in UTC whatever the session's time zone.
 CREATE FUNCTION rollup_hour(t timestamptz) RETURNS timestamptz
@@ -74,34 +83,4 @@ CREATE FUNCTION rollup_temperatures(data jsonb) RETURNS TABLE (k text, v double 
                     UNION SELECT jsonb_object_keys(CASE WHEN jsonb_typeof(data -> 'hardware' -> 'sensors') = 'object' THEN data -> 'hardware' -> 'sensors' ELSE '{}' END)) AS keys(k)
              WHERE jsonb_typeof(data) = 'object' AND keys.k ~* 'temperature') x
      WHERE jsonb_typeof(x.j) = 'number' AND abs(x.j::numeric) < 1e300
-  $$;
-
--- Two `stats` objects as one: per key the counts and sums added, the lower min and the higher max
--- (PL/pgSQL: a loop over the second object's few keys costs a fraction of a set-based SQL body,
--- which the executor would set up again for every row it merges).
-CREATE FUNCTION rollup_merge(a jsonb, b jsonb) RETURNS jsonb
-  LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
-  AS $$
-  DECLARE
-    out jsonb := a;
-    key text;
-    y jsonb;
-    x jsonb;
-  BEGIN
-    IF a IS NULL THEN RETURN b; END IF;
-    IF b IS NULL THEN RETURN a; END IF;
-    FOR key, y IN SELECT * FROM jsonb_each(b) LOOP
-      x := a -> key;
-      IF x IS NULL THEN
-        out := out || jsonb_build_object(key, y);
-      ELSE
-        out := out || jsonb_build_object(key, jsonb_build_array(
-          (x ->> 0)::bigint + (y ->> 0)::bigint,
-          least((x -> 1)::numeric, (y -> 1)::numeric),
-          greatest((x -> 2)::numeric, (y -> 2)::numeric),
-          (x -> 3)::numeric + (y -> 3)::numeric));
-      END IF;
-    END LOOP;
-    RETURN out;
-  END
   $$;

@@ -44,7 +44,7 @@ import { integrationRoutes } from './delivery/integrations/routes.js';
 import { historyRoutes } from './delivery/history.js';
 import { ResultStreams, streamRoutes } from './delivery/stream.js';
 import { migrationPrograms, Storage } from './storage/storage.js';
-import { repairRollups, rollupHooks } from './rollups/rollups.js';
+import { foldRollups, repairRollups, rollupHooks } from './rollups/rollups.js';
 import { rollupRoutes } from './rollups/routes.js';
 import { reportRoutes } from './reports/routes.js';
 
@@ -229,7 +229,9 @@ export async function buildApp(
   every(cfg.ALERT_SWEEP_SECONDS, 'expiring commands', () => expireCommands(db));
   // Audit entries past AUDIT_RETENTION_DAYS go on the storage retention's cadence.
   every(cfg.RETENTION_CHECK_SECONDS, 'pruning the audit log', () => pruneAudit(db, cfg.AUDIT_RETENTION_DAYS));
-  // A rollup a store left stale is repaired right after its commit; this catches a process that died in between.
+  // What stores added to the rollups is folded in every second (readers fold before they read).
+  every(1, 'folding rollups', () => foldRollups(db, cfg.ROLLUP_RETENTION_DAYS, false));
+  // A row left stale is repaired by the fold that made it so; this catches a process that died in between.
   every(60, 'repairing rollups', () => repairRollups(db));
   app.addHook('onClose', async () => {
     await storage.stop();

@@ -502,7 +502,7 @@ test('a bulk of 1000 records for 100 assets is stored and evaluated in a few sta
        SELECT * FROM unnest(${columns}) RETURNING *`,
         'i',
       );
-      return { records, final: () => 'SELECT * FROM i' };
+      return { records, final: 'SELECT * FROM i' };
     },
     paths,
   );

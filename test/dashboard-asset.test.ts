@@ -285,12 +285,12 @@ if (TEST_DB === 'postgres') {
     };
     const stopsCsv = await downloaded(() => page.locator('section[data-report="stops"] button.download').click());
     assert.match(stopsCsv.name, /^REEFER-0042_stops_\d{4}-\d\d-\d\d_\d{4}-\d\d-\d\d\.csv$/);
-    assert.ok(stopsCsv.text.startsWith('assetId,start,end,durationSeconds,latitude,longitude\r\n'), stopsCsv.text.slice(0, 100));
-    assert.equal(stopsCsv.text.trim().split('\r\n').length, 3, 'a header and two stops');
+    assert.ok(stopsCsv.text.startsWith('assetId,start,end,durationSeconds,latitude,longitude\n'), stopsCsv.text.slice(0, 100));
+    assert.equal(stopsCsv.text.trim().split('\n').length, 3, 'a header and two stops');
     const tripsCsv = await downloaded(() => page.locator('section[data-report="trips"] button.download').click());
     assert.ok(tripsCsv.text.startsWith('assetId,start.time,start.latitude'), tripsCsv.text.slice(0, 100));
     const reeferCsv = await downloaded(() => page.click('button.download:text("Reefer data CSV")'));
-    const reeferLines = reeferCsv.text.trim().split('\r\n');
+    const reeferLines = reeferCsv.text.trim().split('\n');
     assert.match(reeferLines[0]!, /^id,assetId,ownerId,whenCreated,/);
     assert.ok(reeferLines.length >= 1440, `${reeferLines.length} lines of reefer data`);
 
@@ -315,7 +315,7 @@ if (TEST_DB === 'postgres') {
     await page.waitForSelector('.asset-page h2:text("REEFER-0042")');
     await page.click('header >> text=Fleet');
     const events = await downloaded(() => page.locator('.report-head', { hasText: 'Latest events' }).locator('button.download').click());
-    assert.match(events.text.split('\r\n')[0]!, /^id,/);
+    assert.match(events.text.split('\n')[0]!, /^id,/);
 
     t.diagnostic(report.join('; '));
     console.log(report.join('\n'));

@@ -211,6 +211,17 @@ test('temperature: an excursion shorter than the specification’s duration is r
   ok(await c.call('POST', '/reefer-data', readings(chilled)), 201);
   const fast = ok(await get(`/reports/temperature?assetId=${chilled}&from=${at(0)}&to=${at(185)}`), 200).items;
   assert.deepEqual(fast, [{ ...supplyRow, assetId: chilled, setpoint: null }]);
+  // The owner's report: its assets in name order (computed a few at a time, answered in order).
+  const owners = ok(await get(`/reports/temperature?ownerId=${c.ownerId}&from=${at(0)}&to=${at(185)}`), 200).items;
+  assert.deepEqual(
+    owners.map((x: any) => [x.assetId, x.sensor]),
+    [
+      [reefer, 'humidity'], // a specification's keys as stored (JSON objects keep no order)
+      [reefer, 'supplyAirTemperature'],
+      [chilled, 'supplyAirTemperature'],
+    ],
+  );
+  assert.deepEqual(owners[2], fast[0]);
   assert.equal(supplyRow.rollupHoursOutOfRange, null);
   const humidity = r.items.find((x: any) => x.sensor === 'humidity');
   assert.deepEqual([humidity.excursions, humidity.shareInRange, humidity.setpoint], [[], 1, null]);

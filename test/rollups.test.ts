@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { haversineMeters } from '../src/zones/geo.js';
+import { foldRollups } from '../src/rollups/rollups.js';
 import { aggregate, ROLLUP_COLUMNS, ROLLUP_TABLES, type RollupType } from '../src/rollups/sql.js';
 import { bad, customer, ok, startApp, type TestApp } from './helpers.js';
 
@@ -17,10 +18,11 @@ const ta = await startApp(undefined, { RATE_LIMIT_MAX: '100000', RATE_LIMIT_CONC
 const base = Math.floor((Date.now() - 3 * DAY) / HOUR) * HOUR;
 const at = (minutes: number) => new Date(base + minutes * 60_000).toISOString();
 
-/** The stored rollup rows of an asset, as the table holds them. */
+/** The stored rollup rows of an asset, as the table holds them once the deltas so far are folded in. */
 async function stored(t: TestApp, assetId: string): Promise<any[]> {
+  await foldRollups(t.app.services.db, t.cfg.ROLLUP_RETENTION_DAYS);
   const { rows } = await t.app.services.db.query(
-    `SELECT ${ROLLUP_COLUMNS}, stale FROM rollups WHERE asset_id = $1 ORDER BY hour, type, owner_id`,
+    `SELECT ${ROLLUP_COLUMNS} FROM rollups WHERE asset_id = $1 ORDER BY hour, type, owner_id`,
     [assetId],
   );
   return rows;
@@ -32,7 +34,7 @@ async function recomputed(t: TestApp, assetId: string) {
     (type) => `SELECT * FROM (${aggregate(type, `(SELECT * FROM ${ROLLUP_TABLES[type]} WHERE asset_id = $1) AS src`)}) a`,
   );
   const { rows } = await t.app.services.db.query(
-    `SELECT x.*, false AS stale FROM (${parts.join(' UNION ALL ')}) AS x(${ROLLUP_COLUMNS}) ORDER BY hour, type, owner_id`,
+    `SELECT x.* FROM (${parts.join(' UNION ALL ')}) AS x(${ROLLUP_COLUMNS}) ORDER BY hour, type, owner_id`,
     [assetId],
   );
   return rows;

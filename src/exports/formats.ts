@@ -39,4 +39,4 @@ export function csvField(v: unknown): string {
   return /[",\r\n]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
 }
 
-export const csvLine = (values: unknown[]) => `${values.map(csvField).join(',')}\r\n`;
+export const csvLine = (values: unknown[]) => `${values.map(csvField).join(',')}\n`;

@@ -9,8 +9,7 @@
 //   3. one statement writes everything: the records, their event log rows and each hook's writes,
 //      as CTEs of one WriteStatement. Run alone it commits within its one round trip, so a busy
 //      event loop never holds an open transaction, and with it the event log's horizon, back.
-// Every write commits or fails with the records themselves. A hook may ask to hear, after the
-// commit, how many rows one of its CTEs returned (work it left for later: a stale rollup).
+// Every write commits or fails with the records themselves.
 import type { Db, Queryable } from '../db/db.js';
 import { WriteStatement } from '../db/statement.js';
 import type { ObjectType } from '../delivery/objects.js';
@@ -46,26 +45,13 @@ export interface RecordHook<C = unknown> {
   /**
    * Steps 2 and 3: may read (under the assets' locks when `serial`), and adds its writes to the
    * store's statement, whose records CTE is `records` (the rows as stored, RETURNING *). `paths`:
-   * the ancestries of the batch's owners, for what it pushes (queue/log.ts appendToLog). May return
-   * the name of a CTE whose row count `after` is told.
+   * the ancestries of the batch's owners, for what it pushes (queue/log.ts appendToLog).
    */
-  write?(
-    q: Queryable,
-    stmt: WriteStatement,
-    rows: StoredItem[],
-    context: C,
-    records: string,
-    paths: OwnerPaths,
-  ): Promise<string | undefined | void>;
-  /** After the statement committed: the row count of the CTE `write` named (not called when it named none). */
-  after?(db: Db, count: number, rows: StoredItem[]): Promise<void>;
+  write?(q: Queryable, stmt: WriteStatement, rows: StoredItem[], context: C, records: string, paths: OwnerPaths): Promise<void>;
 }
 
-/**
- * The records' own part of the statement: adds their insert; returns the records' CTE and the
- * final query, given the extra columns it must return.
- */
-export type RecordInsert = (stmt: WriteStatement, rows: StoredItem[]) => { records: string; final: (extra: string[]) => string };
+/** The records' own part of the statement: adds their insert; returns the final query. */
+export type RecordInsert = (stmt: WriteStatement, rows: StoredItem[]) => { records: string; final: string };
 
 export class RecordHooks {
   private readonly hooks: RecordHook<any>[] = [];
@@ -91,25 +77,13 @@ export class RecordHooks {
     const contexts: unknown[] = [];
     for (const h of active) contexts.push(await h.before?.(db, batch));
     const rows: StoredItem[] = batch.map((p, n) => ({ ...p, id: ids[n]!, time: new Date(p.whenCreated) }));
-    const reports: { hook: RecordHook; column: string }[] = [];
     const write = async (q: Queryable) => {
-      reports.length = 0;
       const stmt = new WriteStatement();
       const { records, final } = insert(stmt, rows);
-      const extra: string[] = [];
-      for (const [n, h] of active.entries()) {
-        const cte = await h.write?.(q, stmt, rows, contexts[n], records, paths);
-        if (cte && h.after) {
-          const column = `_report${reports.length}`;
-          reports.push({ hook: h, column });
-          extra.push(`(SELECT count(*) FROM ${cte})::int AS ${column}`);
-        }
-      }
-      return (await stmt.run(q, final(extra))).rows;
+      for (const [n, h] of active.entries()) await h.write?.(q, stmt, rows, contexts[n], records, paths);
+      return (await stmt.run(q, final)).rows;
     };
     const serial = active.some((h, n) => h.serial?.(contexts[n]) ?? false);
-    const out = await (serial ? db.serialized([...new Set(rows.map((r) => r.item.assetId as string))], write) : write(db));
-    for (const { hook, column } of reports) await hook.after!(db, Number(out[0]?.[column] ?? 0), rows);
-    return out;
+    return serial ? db.serialized([...new Set(rows.map((r) => r.item.assetId as string))], write) : write(db);
   }
 }

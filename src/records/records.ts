@@ -9,6 +9,7 @@ import type { Db, Queryable } from '../db/db.js';
 import { ApiError, badRequest } from '../http/errors.js';
 import { type Filter, filters } from '../http/filters.js';
 import { readRoutes } from '../tenancy/read-routes.js';
+import type { CopyColumns } from '../exports/export.js';
 import { DateTime, iso, Nullable, Str, Uuid, Literals } from '../http/schemas.js';
 import { appendToLog, wakeReaders } from '../delivery/queue/index.js';
 import { sortIds } from '../db/statement.js';
@@ -338,6 +339,27 @@ export const oemData: RecordDef<OemIn> = {
 
 export const RECORD_DEFS = [locations, sensorData, reeferData, gensetData, oemData] as RecordDef[];
 
+/**
+ * A record type's list columns as SQL, for PostgreSQL's COPY export (exports/export.ts): as CSV
+ * text, and as the JSON values the list shows (ids as text, times as ISO text to the second).
+ */
+export function copyColumns(def: RecordDef): CopyColumns {
+  const csv: Record<string, string> = {};
+  const json: Record<string, string> = {};
+  for (const name of Object.keys(def.output.properties)) {
+    const column = name.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+    const expr = name === 'id' ? 'id::text' : name === 'whenCreated' || name === 'whenReceived' ? sqlIso(column) : column;
+    csv[name] = expr;
+    json[name] = expr;
+  }
+  if (def.type === 'sensordata') {
+    // A number, or text for sensors that report text.
+    csv.value = 'COALESCE(value_number::text, value_text)';
+    json.value = 'COALESCE(to_jsonb(value_number), to_jsonb(value_text))';
+  }
+  return { table: def.table, csv, json };
+}
+
 // ---- storing -----------------------------------------------------------------------------------
 
 /**
@@ -409,10 +431,7 @@ export function insertRecords<I extends Common>(def: RecordDef<I>, paths: { owne
     );
     const notify = appendToLog(stmt, def.type, records, def.pushPayload, paths);
     // Ids ascend in input order (allocated so), so ORDER BY id gives input order.
-    return {
-      records,
-      final: (extra) => `SELECT i.*, ${[`(SELECT count(*) FROM ${notify})::int AS _notified`, ...extra].join(', ')} FROM i ORDER BY id`,
-    };
+    return { records, final: `SELECT i.*, (SELECT count(*) FROM ${notify})::int AS _notified FROM i ORDER BY id` };
   };
 }
 
@@ -461,7 +480,7 @@ export const recordRoutes: FastifyPluginAsync<{ db: Db; cfg: Config; hooks: Reco
       idType: 'int8',
       defaultOrder: 'desc',
       filters: { assetId: filters.anyUuid('asset_id'), ownerId: filters.uuid('owner_id'), ...def.filters },
-      export: { name: def.path.slice(1), geo: def.type === 'location' },
+      export: { name: def.path.slice(1), geo: def.type === 'location', copy: copyColumns(def) },
     });
   }
 };

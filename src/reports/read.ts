@@ -40,12 +40,14 @@ export async function* timeOrdered<R>(
   }
 }
 
-/** Ranges of one query at most this long together (at one record a second, 21,600 rows). */
-const RANGES_MS = 6 * 3_600_000;
+/** Ranges of one query: at most this long together (at one record a second, 86,400 rows), and this many. */
+const RANGES_MS = 24 * 3_600_000;
+const RANGES_MAX = 64;
 
 /**
  * The rows of `table` for `assetId` in each of `ranges` (sorted, not overlapping), oldest first:
- * the ranges a query at a time, as many as add up to RANGES_MS (a long one alone, paged).
+ * the ranges a query at a time, as many as add up to RANGES_MS (a long one alone, paged). The
+ * ranges are conditions of the query itself, so the planner leaves out the partitions none reaches.
  */
 export async function* inRanges<R>(
   db: Queryable,
@@ -61,21 +63,22 @@ export async function* inRanges<R>(
       i++;
       continue;
     }
-    const chunk: { from: number; to: number }[] = [];
+    const params: unknown[] = [assetId];
+    const conditions: string[] = [];
     let total = 0;
-    while (i < ranges.length && ranges[i]!.to - ranges[i]!.from < RANGES_MS && total + (ranges[i]!.to - ranges[i]!.from) <= RANGES_MS) {
-      total += ranges[i]!.to - ranges[i]!.from;
-      chunk.push(ranges[i++]!);
+    while (i < ranges.length && conditions.length < RANGES_MAX) {
+      const r = ranges[i]!;
+      if (r.to - r.from >= RANGES_MS || total + (r.to - r.from) > RANGES_MS) break;
+      total += r.to - r.from;
+      conditions.push(`(when_created >= $${params.push(new Date(r.from))} AND when_created < $${params.push(new Date(r.to))})`);
+      i++;
     }
-    const params: unknown[] = [assetId, chunk.map((r) => new Date(r.from)), chunk.map((r) => new Date(r.to))];
-    const owners = await s.owners.where('x.owner_id', params);
+    const owners = await s.owners.where('owner_id', params);
     const select = columns(params);
     const { rows }: { rows: (R & { t: number })[] } = await db.query(
-      `SELECT (extract(epoch FROM x.when_created) * 1000)::float8 AS t, ${select}
-         FROM unnest($2::timestamptz[], $3::timestamptz[]) AS r(lo, hi)
-         CROSS JOIN LATERAL (SELECT * FROM ${table} WHERE asset_id = $1 AND when_created >= r.lo AND when_created < r.hi) x
-        WHERE ${owners}
-        ORDER BY x.when_created, x.id`,
+      `SELECT (extract(epoch FROM when_created) * 1000)::float8 AS t, ${select}
+         FROM ${table} WHERE asset_id = $1 AND ${owners} AND (${conditions.join(' OR ')})
+        ORDER BY when_created, id`,
       params,
     );
     if (rows.length) yield rows;

@@ -90,7 +90,11 @@ export async function reportRoutes(app: FastifyInstance, { db, cfg }: { db: Db; 
       const asked = listFormat(req, geo);
       if (asked === 'ndjson') throw badRequest('A report answers in json, csv or, for trips and stops, geojson.', '/format');
       const format: ReportFormat = asked;
-      const scope = await reportScope(db, req.tenancy, q, cfg.REPORT_MAX_DAYS, cfg.RETENTION_DAYS ?? null);
+      const scope = await reportScope(db, req.tenancy, q, {
+        maxDays: cfg.REPORT_MAX_DAYS,
+        systemDays: cfg.RETENTION_DAYS ?? null,
+        rollupDays: cfg.ROLLUP_RETENTION_DAYS,
+      });
       // Zone visits outlive the records: never expired.
       const head = reportHead(kind, kind === 'zones' ? { ...scope, rawFrom: null } : scope, ROLLUP_NOTES[kind]!);
       if (kind === 'trips' || kind === 'stops') {

@@ -45,6 +45,8 @@ export interface ReportScope {
    * the owner's retention and only the rollups remain. Null: none in the range expired.
    */
   rawFrom: number | null;
+  /** ROLLUP_RETENTION_DAYS. */
+  rollupDays: number;
 }
 
 /** The range, the assets and the owners a report request covers; 400 or 404 as the lists answer. */
@@ -52,8 +54,7 @@ export async function reportScope(
   db: Db,
   tenancy: Tenancy,
   q: ReportQuery,
-  maxDays: number,
-  systemDays: number | null,
+  { maxDays, systemDays, rollupDays }: { maxDays: number; systemDays: number | null; rollupDays: number },
 ): Promise<ReportScope> {
   if (!q.assetId === !q.ownerId) throw badRequest('Give assetId (one asset) or ownerId (its assets), not both.', '/assetId');
   const now = Date.now();
@@ -91,7 +92,15 @@ export async function reportScope(
   const days = (await ownerDays(db, systemDays)).of(owner);
   // Rows older than the retention may be gone; the hour after the cutoff is whole in the raw rows.
   const cutoff = days === null ? null : Math.ceil((now - days * DAY) / HOUR) * HOUR;
-  return { assets, owners, from, to, end: Math.min(to, now), rawFrom: cutoff !== null && cutoff > from ? Math.min(cutoff, to) : null };
+  return {
+    assets,
+    owners,
+    from,
+    to,
+    end: Math.min(to, now),
+    rawFrom: cutoff !== null && cutoff > from ? Math.min(cutoff, to) : null,
+    rollupDays,
+  };
 }
 
 /** What a report says of its sources (JSON members; CSV and GeoJSON answer them as headers). */

@@ -5,6 +5,7 @@
 // raised then are not known (events expire with the records) and are not counted.
 import type { Db } from '../db/db.js';
 import { iso } from '../http/schemas.js';
+import { foldRollups } from '../rollups/rollups.js';
 import { readRollups } from '../rollups/routes.js';
 import { ROLLUP_TABLES, type RollupType } from '../rollups/sql.js';
 import type { ReportScope } from './scope.js';
@@ -32,6 +33,7 @@ export const SUMMARY_COLUMNS = [
 
 export async function* summary(db: Db, s: ReportScope): AsyncGenerator<SummaryItem> {
   const from = s.rawFrom ?? s.from;
+  if (s.rawFrom !== null) await foldRollups(db, s.rollupDays);
   for (const asset of s.assets) {
     const params: unknown[] = [asset.id, new Date(from), new Date(s.to)];
     const owners = await s.owners.where('owner_id', params);
@@ -73,10 +75,18 @@ export async function* summary(db: Db, s: ReportScope): AsyncGenerator<SummaryIt
     }
     if (s.rawFrom !== null) {
       // The whole hours before the expiry, from the rollups (the one step from their last position to the first raw one is in neither).
-      for (const h of await readRollups(db, s.owners, asset.id, Math.floor(s.from / 3_600_000) * 3_600_000, s.rawFrom)) {
+      const from = Math.floor(s.from / 3_600_000) * 3_600_000;
+      for (const h of await readRollups(db, {
+        owners: s.owners,
+        assetId: asset.id,
+        from,
+        to: s.rawFrom,
+        keepDays: s.rollupDays,
+        folded: true,
+      })) {
         item.records[h.type] += h.count;
         if (h.type === 'location') item.distanceMeters += (h.distance_mm ?? 0) / 1000;
-        seen(h.first_at, h.last_at);
+        seen(new Date(h.first_at), new Date(h.last_at));
       }
     }
     item.distanceMeters = Math.round(item.distanceMeters * 1000) / 1000;

@@ -11,6 +11,7 @@ import type { Db } from '../db/db.js';
 import { numeric } from '../alerts/evaluation.js';
 import { LEVEL_SENSORS, type RangesValue } from '../alerts/model.js';
 import { iso } from '../http/schemas.js';
+import { foldRollups } from '../rollups/rollups.js';
 import { type RollupRow, readRollups } from '../rollups/routes.js';
 import { ExcursionTracker, type Span } from './excursions.js';
 import { inRanges } from './read.js';
@@ -86,80 +87,106 @@ const span = (x: Span) => ({
   durationSeconds: Math.round((x.end - x.start) / 1000),
 });
 
-/** The rows of every asset of the scope, asset by asset. */
+/**
+ * Assets worked on at once: one's readings parsed while the database reads the others' (the
+ * benchmark's 100 reefers over 30 days: 4.7 s with 2, 4.1 s with 3, on two cores).
+ */
+const IN_FLIGHT = 3;
+
+/** The rows of every asset of the scope, in the assets' order (IN_FLIGHT of them computed at a time). */
 export async function* temperature(db: Db, s: ReportScope, gapMinutes: number): AsyncGenerator<TemperatureItem> {
+  // The deltas so far folded into the rollups once, for every asset.
+  await foldRollups(db, s.rollupDays);
+  const pending: Promise<TemperatureItem[]>[] = [];
+  const start = (n: number) => {
+    const asset = s.assets[n];
+    if (!asset) return;
+    const p = assetRows(db, s, asset.id, gapMinutes);
+    p.catch(() => {}); // awaited in turn below; not an unhandled rejection meanwhile
+    pending.push(p);
+  };
+  for (let n = 0; n < IN_FLIGHT; n++) start(n);
+  for (let n = 0; n < s.assets.length; n++) {
+    const rows = await pending.shift()!;
+    start(n + IN_FLIGHT);
+    yield* rows;
+  }
+}
+
+/** One asset's rows: per specification, per ranged sensor. */
+async function assetRows(db: Db, s: ReportScope, assetId: string, gapMinutes: number): Promise<TemperatureItem[]> {
   const gapMs = gapMinutes * MIN;
   const from = s.rawFrom ?? s.from;
-  for (const asset of s.assets) {
-    const specs = await db.query<{ type: 'REEFER' | 'GENSET'; ranges: RangesValue | null; settings: any }>(
-      'SELECT type, ranges, settings FROM specifications WHERE asset_id = $1 ORDER BY type',
-      [asset.id],
-    );
-    for (const spec of specs.rows) {
-      const sensors = sensorsOf(spec.ranges);
-      if (!sensors.length) continue;
-      const table = spec.type === 'REEFER' ? 'reefer_data' : 'genset_data';
-      const trackers = sensors.map((x) => new ExcursionTracker(x.min, x.max, gapMs, from, s.end));
-      // Each record's reading of each sensor, where the engine reads it (null where it has none).
-      const columns = (params: unknown[]) =>
-        sensors
-          .map((x, n) => {
-            const k = `$${params.push(x.key)}::text`;
-            return `COALESCE(data -> ${k}, data -> '${x.group}' -> 'sensors' -> ${k}) #>> '{}' AS v${n}`;
-          })
-          .join(', ');
-      const feed = (r: Record<string, unknown> & { t: number }) => {
-        for (const [n, tracker] of trackers.entries()) {
-          const raw = r[`v${n}`];
-          const v = raw == null ? undefined : numeric(raw);
-          if (v !== undefined) tracker.push(r.t, v);
-        }
-      };
-      // From a gap before the range (the reading in force at its start) to a gap after it (the
-      // reading that ends the last one's time): the raw readings, except in the whole hours the
-      // rollups show were in range throughout (plan below), which stand for themselves.
-      const plan = await hoursPlan(db, s, asset.id, spec.type, sensors, { from, to: s.end }, gapMs);
-      const raw = inRanges<Record<string, unknown>>(db, s, table, asset.id, plan.raw, columns);
-      let next = await raw.next();
-      let at = 0;
-      const rawUntil = (t: number) => {
-        // The raw rows before `t` (the ranges come in order, so do their rows).
-        const page = next.done ? [] : next.value;
-        while (at < page.length && page[at]!.t < t) feed(page[at++]!);
-        return at < page.length || next.done;
-      };
-      for (const clean of plan.clean) {
-        while (!rawUntil(clean.first)) {
-          next = await raw.next();
-          at = 0;
-        }
-        for (const [n, tracker] of trackers.entries()) tracker.pushSpan(clean.first, clean.last, clean.inRange[n]!);
+  const out: TemperatureItem[] = [];
+  const specs = await db.query<{ type: 'REEFER' | 'GENSET'; ranges: RangesValue | null; settings: any }>(
+    'SELECT type, ranges, settings FROM specifications WHERE asset_id = $1 ORDER BY type',
+    [assetId],
+  );
+  for (const spec of specs.rows) {
+    const sensors = sensorsOf(spec.ranges);
+    if (!sensors.length) continue;
+    const table = spec.type === 'REEFER' ? 'reefer_data' : 'genset_data';
+    const trackers = sensors.map((x) => new ExcursionTracker(x.min, x.max, gapMs, from, s.end));
+    // Each record's reading of each sensor, where the engine reads it (null where it has none).
+    const columns = (params: unknown[]) =>
+      sensors
+        .map((x, n) => {
+          const k = `$${params.push(x.key)}::text`;
+          return `COALESCE(data -> ${k}, data -> '${x.group}' -> 'sensors' -> ${k}) #>> '{}' AS v${n}`;
+        })
+        .join(', ');
+    const feed = (r: Record<string, unknown> & { t: number }) => {
+      for (const [n, tracker] of trackers.entries()) {
+        const raw = r[`v${n}`];
+        const v = raw == null ? undefined : numeric(raw);
+        if (v !== undefined) tracker.push(r.t, v);
       }
-      while (!next.done) {
-        rawUntil(Number.POSITIVE_INFINITY);
+    };
+    // From a gap before the range (the reading in force at its start) to a gap after it (the
+    // reading that ends the last one's time): the raw readings, except in the whole hours the
+    // rollups show were in range throughout (plan below), which stand for themselves.
+    const plan = await hoursPlan(db, s, assetId, spec.type, sensors, { from, to: s.end }, gapMs);
+    const raw = inRanges<Record<string, unknown>>(db, s, table, assetId, plan.raw, columns);
+    let next = await raw.next();
+    let at = 0;
+    const rawUntil = (t: number) => {
+      // The raw rows before `t` (the ranges come in order, so do their rows).
+      const page = next.done ? [] : next.value;
+      while (at < page.length && page[at]!.t < t) feed(page[at++]!);
+      return at < page.length || next.done;
+    };
+    for (const clean of plan.clean) {
+      while (!rawUntil(clean.first)) {
         next = await raw.next();
         at = 0;
       }
-      const expired = s.rawFrom !== null ? await rollupHours(db, s, asset.id, spec.type, sensors) : null;
-      for (const [n, x] of sensors.entries()) {
-        const result = trackers[n]!.finish();
-        const covered = result.inMs + result.outMs;
-        const setpoint = SETPOINTS[x.key] ? spec.settings?.cargo?.settings?.[SETPOINTS[x.key]!] : null;
-        yield {
-          assetId: asset.id,
-          type: spec.type,
-          sensor: x.key,
-          range: [x.min, x.max],
-          setpoint: typeof setpoint === 'number' ? setpoint : null,
-          excursions: result.excursions.map((e) => ({ ...span(e), min: e.min, max: e.max })),
-          minutesOutOfRange: Math.round((result.outMs / MIN) * 1000) / 1000,
-          shareInRange: covered > 0 ? Math.round((result.inMs / covered) * 1e6) / 1e6 : null,
-          gaps: result.gaps.map(span),
-          rollupHoursOutOfRange: expired?.get(x.key) ?? null,
-        };
-      }
+      for (const [n, tracker] of trackers.entries()) tracker.pushSpan(clean.first, clean.last, clean.inRange[n]!);
+    }
+    while (!next.done) {
+      rawUntil(Number.POSITIVE_INFINITY);
+      next = await raw.next();
+      at = 0;
+    }
+    const expired = s.rawFrom !== null ? await rollupHours(db, s, assetId, spec.type, sensors) : null;
+    for (const [n, x] of sensors.entries()) {
+      const result = trackers[n]!.finish();
+      const covered = result.inMs + result.outMs;
+      const setpoint = SETPOINTS[x.key] ? spec.settings?.cargo?.settings?.[SETPOINTS[x.key]!] : null;
+      out.push({
+        assetId,
+        type: spec.type,
+        sensor: x.key,
+        range: [x.min, x.max],
+        setpoint: typeof setpoint === 'number' ? setpoint : null,
+        excursions: result.excursions.map((e) => ({ ...span(e), min: e.min, max: e.max })),
+        minutesOutOfRange: Math.round((result.outMs / MIN) * 1000) / 1000,
+        shareInRange: covered > 0 ? Math.round((result.inMs / covered) * 1e6) / 1e6 : null,
+        gaps: result.gaps.map(span),
+        rollupHoursOutOfRange: expired?.get(x.key) ?? null,
+      });
     }
   }
+  return out;
 }
 
 /** An hour whose every reading of every sensor was in range, one step after another within the gap. */
@@ -193,9 +220,19 @@ async function hoursPlan(
   const all = { raw: [{ from: range.from - gapMs, to: range.to + gapMs }], clean: [] };
   if (hi <= lo) return all;
   const kind = type === 'REEFER' ? 'reeferdata' : 'gensetdata';
-  const rows = (await readRollups(db, s.owners, assetId, lo, hi)).filter((r) => r.type === kind);
+  const keys = sensors.map((x) => x.key);
+  const rows = await readRollups(db, {
+    owners: s.owners,
+    assetId,
+    from: lo,
+    to: hi,
+    keepDays: s.rollupDays,
+    types: [kind],
+    keys,
+    folded: true,
+  });
   const byHour = new Map<number, RollupRow[]>();
-  for (const r of rows) byHour.set(r.hour.getTime(), [...(byHour.get(r.hour.getTime()) ?? []), r]);
+  for (const r of rows) byHour.set(r.hour, [...(byHour.get(r.hour) ?? []), r]);
   const raw: { from: number; to: number }[] = [];
   const clean: CleanHour[] = [];
   const addRaw = (from: number, to: number) => {
@@ -214,8 +251,7 @@ async function hoursPlan(
             return ok ? st[1]! : null;
           })
         : null;
-    if (r && inRange && inRange.every((v) => v !== null))
-      clean.push({ first: r.first_at.getTime(), last: r.last_at.getTime(), inRange: inRange as number[] });
+    if (r && inRange && inRange.every((v) => v !== null)) clean.push({ first: r.first_at, last: r.last_at, inRange: inRange as number[] });
     else addRaw(hour, hour + HOUR);
   }
   addRaw(hi, range.to + gapMs);
@@ -227,8 +263,19 @@ async function hoursPlan(
  * its minimum or maximum left the range.
  */
 async function rollupHours(db: Db, s: ReportScope, assetId: string, type: 'REEFER' | 'GENSET', sensors: Sensor[]) {
-  const rows = await readRollups(db, s.owners, assetId, Math.floor(s.from / 3_600_000) * 3_600_000, s.rawFrom!);
   const kind = type === 'REEFER' ? 'reeferdata' : 'gensetdata';
+  const from = Math.floor(s.from / HOUR) * HOUR;
+  const keys = sensors.map((x) => x.key);
+  const rows = await readRollups(db, {
+    owners: s.owners,
+    assetId,
+    from,
+    to: s.rawFrom!,
+    keepDays: s.rollupDays,
+    types: [kind],
+    keys,
+    folded: true,
+  });
   const out = new Map<string, number>();
   for (const x of sensors) {
     let hours: number | null = null;

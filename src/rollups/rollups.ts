@@ -1,19 +1,24 @@
-// Hourly rollups kept up to date as records arrive (README, "Reports and rollups"): a records hook
-// that adds each store's hours to the rollups in the store's own statement (so they commit, or
-// fail, with the records), and the repair of a row whose distance or longest step the statement
-// could not extend (a store whose records fall between the hour's stored ones: a late record).
-// The repair runs right after such a store commits and, for a process that died in between, on a
-// sweep. Several instances may repair at once: each takes the rows it fixes with SKIP LOCKED.
+// Hourly rollups kept up to date as records arrive (README, "Reports and rollups"):
+//   - a records hook appends each store's hours to rollup_deltas in the store's own statement, so
+//     they commit, or fail, with the records; an insert that waits for no other store;
+//   - the fold moves the deltas into the rollups in batches (every second, and before anything
+//     reads them, so a reader always sees every committed record);
+//   - the repair recomputes, from the raw rows, a row whose distance or longest step a fold could
+//     not extend (records that fall between the hour's stored ones: a late record).
+// Several instances may fold and repair at once: each takes the rows it works on with SKIP LOCKED.
 import type { Db } from '../db/db.js';
 import type { WriteStatement } from '../db/statement.js';
-import type { RecordHook, StoredItem } from '../records/hooks.js';
-import { aggregate, recompute, ROLLUP_COLUMNS, ROLLUP_TABLES, type RollupType, upsert } from './sql.js';
+import type { RecordHook } from '../records/hooks.js';
+import { aggregate, foldStatement, recompute, ROLLUP_COLUMNS, ROLLUP_TABLES, type RollupType } from './sql.js';
 import { temperatureValues } from './values.js';
 
 /** Stale rows one repair transaction takes. */
 const REPAIR_BATCH = 200;
+/** Deltas one fold statement takes. */
+const FOLD_BATCH = 20_000;
+const TYPES = Object.keys(ROLLUP_TABLES) as RollupType[];
 
-/** The hook for one record type: its rows' hours upserted in the store's statement. */
+/** The hook for one record type: its rows' hours appended to the deltas in the store's statement. */
 export function rollupHook(type: RollupType): RecordHook<void> {
   return {
     name: `rollups:${type}`,
@@ -37,20 +42,45 @@ export function rollupHook(type: RollupType): RecordHook<void> {
                     JOIN ${records} i USING (id)`;
       }
       const rolled = series === undefined ? aggregate(type, records) : aggregate(type, records, series);
-      const up = stmt.with(`INSERT INTO rollups AS r (${ROLLUP_COLUMNS}) ${rolled} ${upsert(type)} RETURNING stale`);
-      // The rows this store left stale, for the repair after the commit.
-      return stmt.with(`SELECT 1 FROM ${up} WHERE stale`);
-    },
-    after: async (db, stale, rows) => {
-      // The records are stored: a failed repair must not fail their request (a client would send
-      // them again). The row stays stale, and the sweep (which logs its failures) repairs it.
-      if (stale > 0) await repairRollups(db, [...new Set(rows.map((r: StoredItem) => r.item.assetId as string))]).catch(() => {});
+      stmt.with(`INSERT INTO rollup_deltas (${ROLLUP_COLUMNS}) ${rolled}`);
     },
   };
 }
 
 /** Every record type's hook. */
-export const rollupHooks = () => (Object.keys(ROLLUP_TABLES) as RollupType[]).map(rollupHook);
+export const rollupHooks = () => TYPES.map(rollupHook);
+
+/** The advisory lock of the fold (one fold at a time: it reads the rows it rewrites). */
+const FOLD_LOCK = 'pg_advisory_xact_lock(1919904876, 1)';
+
+/**
+ * Folds the deltas committed so far into the rollups, a batch per transaction (the batch's deltas
+ * deleted and their hours rewritten together: a crash leaves either), then repairs the rows that
+ * came out stale. One fold runs at a time: `wait` (a reader, which must see every committed
+ * record) waits for a running one; the background fold skips its turn instead. A delta of an hour
+ * past `keepDays` (ROLLUP_RETENTION_DAYS) is dropped, not folded. Returns the deltas folded.
+ */
+export async function foldRollups(db: Db, keepDays: number, wait = true): Promise<number> {
+  let folded = 0;
+  let stale = 0;
+  for (;;) {
+    const done = await db.tx(async (q) => {
+      const lock = await q.query<{ ok: boolean }>(
+        wait
+          ? `SELECT true AS ok FROM ${FOLD_LOCK}`
+          : `SELECT ${FOLD_LOCK.replace('pg_advisory_xact_lock', 'pg_try_advisory_xact_lock')} AS ok`,
+      );
+      if (!lock.rows[0]?.ok) return null;
+      return (await q.query<{ n: number; stale: number }>(foldStatement(FOLD_BATCH, keepDays))).rows[0]!;
+    });
+    if (!done) break;
+    folded += done.n;
+    stale += done.stale;
+    if (done.n < FOLD_BATCH) break;
+  }
+  if (stale > 0) await repairRollups(db);
+  return folded;
+}
 
 /**
  * Recomputes what stale rows (of `assetIds`, or of all) could not extend, from the raw rows, until

@@ -6,7 +6,7 @@ import type { Db } from '../db/db.js';
 import { badRequest } from '../http/errors.js';
 import { DateTime, iso, Literals, Nullable, Uuid } from '../http/schemas.js';
 import type { OwnerScope } from '../http/paging.js';
-import { repairRollups } from './rollups.js';
+import { foldRollups, repairRollups } from './rollups.js';
 import type { RollupType } from './sql.js';
 
 const HOUR = 3_600_000;
@@ -17,10 +17,11 @@ export const MAX_BUCKETS = 10_000;
 /** One hour of one type, as read (stats: key -> [count, min, max, sum]). */
 export interface RollupRow {
   type: RollupType;
-  hour: Date;
+  /** Times in epoch milliseconds (a report reads thousands of rows: no Date parsing). */
+  hour: number;
   count: number;
-  first_at: Date;
-  last_at: Date;
+  first_at: number;
+  last_at: number;
   /** Locations: the hour's steps, with the one from the previous hour's last position. */
   distance_mm: number | null;
   /** Reefer and genset data: the longest step between the hour's records, in microseconds. */
@@ -29,35 +30,61 @@ export interface RollupRow {
   stale: boolean;
 }
 
+export interface RollupRead {
+  owners: OwnerScope;
+  assetId: string;
+  from: number;
+  to: number;
+  /** ROLLUP_RETENTION_DAYS (the fold drops what retention let go). */
+  keepDays: number;
+  /** Only these types (default: all). */
+  types?: RollupType[];
+  /** Only these members of `stats` (default: all). */
+  keys?: string[];
+  /** The caller folded the deltas already (a report over many assets folds once). */
+  folded?: boolean;
+}
+
 /**
  * The rollup rows of `assetId` with `from <= hour < to` of the owners `owners` lets through (the
- * caller's tenancy, or one owner), oldest first; stale distances are repaired before they are read.
+ * caller's tenancy, or one owner), oldest first: the deltas committed so far folded in, and stale
+ * rows repaired, before they are read. A location row's distance includes the step from the
+ * previous hour's last position.
  */
-export async function readRollups(db: Db, owners: OwnerScope, assetId: string, from: number, to: number): Promise<RollupRow[]> {
+const ms = (column: string) => `(extract(epoch FROM ${column}) * 1000)::float8`;
+
+export async function readRollups(db: Db, r: RollupRead): Promise<RollupRow[]> {
+  if (!r.folded) await foldRollups(db, r.keepDays);
+  const locations = !r.types || r.types.includes('location');
   for (let attempt = 0; ; attempt++) {
-    const params: unknown[] = [assetId, new Date(from), new Date(to)];
-    const visible = await owners.where('owner_id', params);
+    const params: unknown[] = [r.assetId, new Date(r.from), new Date(r.to)];
+    const visible = await r.owners.where('owner_id', params);
+    const types = r.types ? `AND r.type = ANY($${params.push(r.types)}::text[])` : '';
+    const stats = r.keys
+      ? `(SELECT jsonb_object_agg(k, r.stats -> k) FROM unnest($${params.push(r.keys)}::text[]) AS k WHERE r.stats ? k) AS stats`
+      : 'r.stats';
     const { rows } = await db.query<RollupRow>(
       `WITH loc AS (
          (SELECT hour, owner_id, first_lat, first_lon, last_lat, last_lon FROM rollups
-           WHERE asset_id = $1 AND type = 'location' AND hour < $2 AND ${visible} ORDER BY hour DESC LIMIT 1)
+           WHERE ${locations} AND asset_id = $1 AND type = 'location' AND hour < $2 AND ${visible} ORDER BY hour DESC LIMIT 1)
          UNION ALL
          SELECT hour, owner_id, first_lat, first_lon, last_lat, last_lon FROM rollups
-          WHERE asset_id = $1 AND type = 'location' AND hour >= $2 AND hour < $3 AND ${visible}
+          WHERE ${locations} AND asset_id = $1 AND type = 'location' AND hour >= $2 AND hour < $3 AND ${visible}
        ), steps AS (
          SELECT hour, owner_id, CASE WHEN lag(owner_id) OVER w = owner_id
                   THEN rollup_mm(lag(last_lat) OVER w, lag(last_lon) OVER w, first_lat, first_lon) ELSE 0 END AS step_mm
            FROM loc WINDOW w AS (ORDER BY hour, owner_id)
        )
-       SELECT r.type, r.hour, r.count::float8 AS count, r.first_at, r.last_at, r.stats, r.stale, r.max_step_us::float8 AS max_step_us,
+       SELECT r.type, ${ms('r.hour')} AS hour, r.count::float8 AS count, ${ms('r.first_at')} AS first_at, ${ms('r.last_at')} AS last_at,
+              ${stats}, r.stale, r.max_step_us::float8 AS max_step_us,
               (r.distance_mm + COALESCE(s.step_mm, 0))::float8 AS distance_mm
          FROM rollups r LEFT JOIN steps s ON r.type = 'location' AND s.hour = r.hour AND s.owner_id = r.owner_id
-        WHERE r.asset_id = $1 AND r.hour >= $2 AND r.hour < $3 AND ${visible.replaceAll('owner_id', 'r.owner_id')}
+        WHERE r.asset_id = $1 AND r.hour >= $2 AND r.hour < $3 AND ${visible.replaceAll('owner_id', 'r.owner_id')} ${types}
         ORDER BY r.hour, r.type`,
       params,
     );
-    if (attempt > 0 || !rows.some((r) => r.stale)) return rows;
-    await repairRollups(db, [assetId]);
+    if (attempt > 0 || !rows.some((x) => x.stale)) return rows;
+    await repairRollups(db, [r.assetId]);
   }
 }
 
@@ -110,7 +137,7 @@ export function buckets(assetId: string, rows: RollupRow[], interval: 'hour' | '
   };
   const out: Open[] = [];
   for (const r of rows) {
-    const start = Math.floor(r.hour.getTime() / width) * width;
+    const start = Math.floor(r.hour / width) * width;
     let b = out[out.length - 1];
     if (!b || b.start !== start) {
       b = { start, records: new Map(), mm: null, series: { reefer: new Map(), genset: new Map(), sensors: new Map() } };
@@ -169,7 +196,12 @@ export const rollupRoutes: FastifyPluginAsyncTypebox<{ db: Db }> = async (app, {
         throw badRequest(`At most ${MAX_BUCKETS} ${interval}s per request; narrow from..to or use interval=day.`, '/from');
       }
       await req.tenancy.one(db, { select: 'id', from: 'assets', ownerColumn: 'owner_id' }, q.assetId, 'asset');
-      return buckets(q.assetId, await readRollups(db, req.tenancy, q.assetId, start, end), interval);
+      const keepDays = req.server.services.cfg.ROLLUP_RETENTION_DAYS;
+      return buckets(
+        q.assetId,
+        await readRollups(db, { owners: req.tenancy, assetId: q.assetId, from: start, to: end, keepDays }),
+        interval,
+      );
     },
   });
 };

@@ -1,7 +1,8 @@
-// The rollups' SQL (migration 0020 holds the table and its functions: rollup_hour, rollup_mm,
-// rollup_temperatures, rollup_merge). One definition of what an hour adds up to, used by the
-// store's statement (over the records it inserts), by the fill of an upgraded database (over the
-// whole tables) and by the repair of a stale distance (over one hour's raw locations).
+// The rollups' SQL (migration 0020 holds the tables and their functions: rollup_hour, rollup_mm,
+// rollup_temperatures). One definition of what an hour adds up to, used by the
+// store's statement (over the records it inserts, into rollup_deltas), by the fill of an upgraded
+// database (over the whole tables), by the fold of the deltas into the rollups, and by the repair
+// of a stale row (over one hour's raw records).
 import type { ObjectType } from '../delivery/objects.js';
 
 export type RollupType = Extract<ObjectType, 'location' | 'sensordata' | 'reeferdata' | 'gensetdata' | 'oemdata'>;
@@ -15,7 +16,7 @@ export const ROLLUP_TABLES: Record<RollupType, string> = {
 };
 
 export const ROLLUP_COLUMNS =
-  'asset_id, hour, type, owner_id, count, first_at, last_at, first_id, last_id, first_lat, first_lon, last_lat, last_lon, distance_mm, max_step_us, stats';
+  'asset_id, hour, type, owner_id, count, first_at, last_at, first_id, last_id, first_lat, first_lon, last_lat, last_lon, distance_mm, max_step_us, stats, stale';
 
 /** The record types whose rows keep their hour's longest step between records. */
 const STEPPED: readonly RollupType[] = ['reeferdata', 'gensetdata'];
@@ -46,7 +47,7 @@ export function aggregate(type: RollupType, source: string, series: string | nul
                    max(id) FILTER (WHERE n = 1), max(id) FILTER (WHERE n = total),
                    max(latitude) FILTER (WHERE n = 1), max(longitude) FILTER (WHERE n = 1),
                    max(latitude) FILTER (WHERE n = total), max(longitude) FILTER (WHERE n = total),
-                   COALESCE(sum(rollup_mm(plat, plon, latitude, longitude)), 0)::int8, NULL::int8, NULL::jsonb
+                   COALESCE(sum(rollup_mm(plat, plon, latitude, longitude)), 0)::int8, NULL::int8, NULL::jsonb, false
               FROM (SELECT asset_id, owner_id, rollup_hour(when_created) AS hour, when_created, id, latitude, longitude,
                            lag(latitude) OVER w AS plat, lag(longitude) OVER w AS plon, row_number() OVER w AS n,
                            count(*) OVER (PARTITION BY asset_id, owner_id, rollup_hour(when_created)) AS total
@@ -70,7 +71,7 @@ export function aggregate(type: RollupType, source: string, series: string | nul
           FROM ${source})`
     : `(SELECT asset_id, owner_id, rollup_hour(when_created) AS hour, when_created, NULL::interval AS step FROM ${source})`;
   return `SELECT g.asset_id, g.hour, '${type}', g.owner_id, g.count, g.first_at, g.last_at,
-                 NULL::int8, NULL::int8, NULL::float8, NULL::float8, NULL::float8, NULL::float8, NULL::int8, g.max_step_us, s.stats
+                 NULL::int8, NULL::int8, NULL::float8, NULL::float8, NULL::float8, NULL::float8, NULL::int8, g.max_step_us, s.stats, false
             FROM (SELECT asset_id, owner_id, hour, count(*)::int8 AS count, min(when_created) AS first_at, max(when_created) AS last_at,
                          ${stepped ? 'COALESCE((extract(epoch FROM max(step)) * 1000000)::int8, 0)' : 'NULL::int8'} AS max_step_us
                     FROM ${records} r GROUP BY 1, 2, 3) g
@@ -79,41 +80,76 @@ export function aggregate(type: RollupType, source: string, series: string | nul
 }
 
 /**
- * Adding a store's rollup rows to the stored ones. Counts and sums add, minima and maxima meet; a
- * location row's distance grows by the store's steps and the step that joins them to the stored
- * ones when they all come after (or all before) the stored positions of that hour; otherwise the
- * row is marked stale for the repair (the steps between interleaved positions are not known here).
- * Rows are upserted in key order, so two stores never wait on each other crosswise.
+ * One fold of up to `batch` deltas into the rollups, as one statement (its result: `n` deltas
+ * folded, `stale` rows that came out stale). Each hour's stored row is just one more span to
+ * combine with its deltas: taken in time order, counts add, minima and maxima meet, and a
+ * location row's distance (a reefer or genset row's longest step) is the spans' own plus the
+ * steps from each span's last record to the next one's first. Spans that overlap in time (a late
+ * record inside another's span) make the row stale: the steps between interleaved records are not
+ * known here, and the repair recomputes them from the raw rows. The stats are merged set-based
+ * (each span's members unnested and aggregated per key), with no function call per row. Deltas of
+ * hours past `keepDays` are dropped: retention let those hours go. The caller holds the fold's
+ * lock, so no other fold writes these rows meanwhile; the stored rows are locked for the repair.
  */
-export function upsert(type: RollupType): string {
-  const common = `count = r.count + EXCLUDED.count, first_at = least(r.first_at, EXCLUDED.first_at), last_at = greatest(r.last_at, EXCLUDED.last_at)`;
-  if (STEPPED.includes(type)) {
-    // The longest step grows by the store's own and the one that joins them to the stored records.
-    const us = (a: string, b: string) => `(extract(epoch FROM ${b} - ${a}) * 1000000)::int8`;
-    const after = 'EXCLUDED.first_at >= r.last_at';
-    const before = 'EXCLUDED.last_at <= r.first_at';
-    return `ON CONFLICT (asset_id, hour, type, owner_id) DO UPDATE SET ${common}, stats = rollup_merge(r.stats, EXCLUDED.stats),
-              max_step_us = CASE
-                WHEN ${after} THEN greatest(r.max_step_us, EXCLUDED.max_step_us, ${us('r.last_at', 'EXCLUDED.first_at')})
-                WHEN ${before} THEN greatest(r.max_step_us, EXCLUDED.max_step_us, ${us('EXCLUDED.last_at', 'r.first_at')})
-                ELSE r.max_step_us END,
-              stale = r.stale OR NOT (${after} OR ${before})`;
-  }
-  if (type !== 'location')
-    return `ON CONFLICT (asset_id, hour, type, owner_id) DO UPDATE SET ${common}, stats = rollup_merge(r.stats, EXCLUDED.stats)`;
-  const after = '(EXCLUDED.first_at, EXCLUDED.first_id) > (r.last_at, r.last_id)';
-  const before = '(EXCLUDED.last_at, EXCLUDED.last_id) < (r.first_at, r.first_id)';
-  const earlier = '(EXCLUDED.first_at, EXCLUDED.first_id) < (r.first_at, r.first_id)';
-  const later = '(EXCLUDED.last_at, EXCLUDED.last_id) > (r.last_at, r.last_id)';
-  const pick = (cond: string, col: string) => `${col} = CASE WHEN ${cond} THEN EXCLUDED.${col} ELSE r.${col} END`;
-  return `ON CONFLICT (asset_id, hour, type, owner_id) DO UPDATE SET ${common},
-            distance_mm = CASE
-              WHEN ${after} THEN r.distance_mm + rollup_mm(r.last_lat, r.last_lon, EXCLUDED.first_lat, EXCLUDED.first_lon) + EXCLUDED.distance_mm
-              WHEN ${before} THEN EXCLUDED.distance_mm + rollup_mm(EXCLUDED.last_lat, EXCLUDED.last_lon, r.first_lat, r.first_lon) + r.distance_mm
-              ELSE r.distance_mm END,
-            stale = r.stale OR NOT (${after} OR ${before}),
-            ${['first_id', 'first_lat', 'first_lon'].map((c) => pick(earlier, c)).join(', ')},
-            ${['last_id', 'last_lat', 'last_lon'].map((c) => pick(later, c)).join(', ')}`;
+export function foldStatement(batch: number, keepDays: number): string {
+  const key = 'asset_id, hour, type, owner_id';
+  const cols =
+    'asset_id, hour, type, owner_id, count, first_at, last_at, first_id, last_id, first_lat, first_lon, last_lat, last_lon, distance_mm, max_step_us, stats, stale';
+  const first = (col: string) => `(array_agg(${col} ORDER BY first_at, first_id))[1]`;
+  const last = (col: string) => `(array_agg(${col} ORDER BY last_at DESC, last_id DESC))[1]`;
+  const us = (interval: string) => `(extract(epoch FROM ${interval}) * 1000000)::int8`;
+  return `WITH d AS (
+      DELETE FROM rollup_deltas WHERE id IN (SELECT id FROM rollup_deltas ORDER BY id LIMIT ${batch} FOR UPDATE SKIP LOCKED)
+      RETURNING ${cols}
+    ), kept AS (
+      SELECT * FROM d WHERE hour >= now() - ${Math.trunc(keepDays)} * interval '1 day'
+    ), cur AS (
+      SELECT ${cols
+        .split(', ')
+        .map((c) => `r.${c}`)
+        .join(', ')}
+        FROM rollups r JOIN (SELECT DISTINCT ${key} FROM kept) k USING (${key})
+       FOR UPDATE OF r
+    ), spans AS (
+      SELECT *, false AS stored FROM kept UNION ALL SELECT *, true FROM cur
+    ), ordered AS (
+      SELECT *, lag(last_at) OVER w AS p_at, lag(last_id) OVER w AS p_id, lag(last_lat) OVER w AS p_lat, lag(last_lon) OVER w AS p_lon
+        FROM spans WINDOW w AS (PARTITION BY ${key} ORDER BY first_at, first_id, last_at)
+    ), merged AS (
+      SELECT ${key}, sum(count)::int8 AS count, min(first_at) AS first_at, max(last_at) AS last_at,
+             ${first('first_id')} AS first_id, ${last('last_id')} AS last_id, ${first('first_lat')} AS first_lat,
+             ${first('first_lon')} AS first_lon, ${last('last_lat')} AS last_lat, ${last('last_lon')} AS last_lon,
+             CASE WHEN type = 'location' THEN (sum(distance_mm) + COALESCE(sum(rollup_mm(p_lat, p_lon, first_lat, first_lon)), 0))::int8 END AS distance_mm,
+             CASE WHEN type IN (${STEPPED.map((t) => `'${t}'`).join(', ')})
+                  THEN greatest(max(max_step_us), COALESCE(${us('max(first_at - p_at)')}, 0)) END AS max_step_us,
+             bool_or(stale OR CASE type
+                               WHEN 'location' THEN COALESCE((first_at, first_id) <= (p_at, p_id), false)
+                               WHEN 'reeferdata' THEN COALESCE(first_at < p_at, false)
+                               WHEN 'gensetdata' THEN COALESCE(first_at < p_at, false)
+                               ELSE false END) AS stale,
+             bool_or(stored) AS stored
+        FROM ordered GROUP BY ${key}
+    ), stats AS (
+      SELECT ${key}, jsonb_object_agg(k, jsonb_build_array(n, mn, mx, sm)) AS stats
+        FROM (SELECT ${key}, e.key AS k, sum((e.value ->> 0)::int8) AS n, min((e.value -> 1)::numeric) AS mn,
+                     max((e.value -> 2)::numeric) AS mx, sum((e.value -> 3)::numeric) AS sm
+                FROM spans CROSS JOIN LATERAL jsonb_each(spans.stats) e GROUP BY ${key}, e.key) x
+       GROUP BY ${key}
+    ), rows AS (
+      SELECT m.*, s.stats FROM merged m LEFT JOIN stats s USING (${key})
+    ), upd AS (
+      UPDATE rollups r SET count = x.count, first_at = x.first_at, last_at = x.last_at, first_id = x.first_id, last_id = x.last_id,
+             first_lat = x.first_lat, first_lon = x.first_lon, last_lat = x.last_lat, last_lon = x.last_lon,
+             distance_mm = x.distance_mm, max_step_us = x.max_step_us, stats = x.stats, stale = x.stale
+        FROM rows x
+       WHERE x.stored AND r.asset_id = x.asset_id AND r.hour = x.hour AND r.type = x.type AND r.owner_id = x.owner_id
+      RETURNING r.stale
+    ), ins AS (
+      INSERT INTO rollups (${cols}) SELECT ${cols} FROM rows WHERE NOT stored ORDER BY ${key}
+      RETURNING stale
+    )
+    SELECT (SELECT count(*) FROM d)::int AS n,
+           ((SELECT count(*) FROM upd WHERE stale) + (SELECT count(*) FROM ins WHERE stale))::int AS stale`;
 }
 
 /**

@@ -7,7 +7,7 @@ import type { Db } from '../db/db.js';
 import { notFound } from '../http/errors.js';
 import { applyFilters, type Filter, listQuery } from '../http/filters.js';
 import { type ListSpec, listPage } from '../http/paging.js';
-import { type ExportSpec, sendExport } from '../exports/export.js';
+import { type CopyColumns, type ExportSpec, sendExport } from '../exports/export.js';
 import { FormatParam, listFormat, MEDIA_TYPES } from '../exports/formats.js';
 import { IdParam, isInt8Id, isUuid } from '../http/schemas.js';
 
@@ -28,8 +28,11 @@ export interface ReadSpec<T extends TObject, R> {
   timeColumn?: string;
   defaultOrder: 'asc' | 'desc';
   filters: Record<string, Filter>;
-  /** The list exports too (CSV, NDJSON; GeoJSON with `geo`), as `name`.csv and so on. */
-  export?: { name: string; geo?: boolean };
+  /**
+   * The list exports too (CSV, NDJSON; GeoJSON with `geo`), as `name`.csv and so on; with `copy`,
+   * by PostgreSQL's COPY on PostgreSQL.
+   */
+  export?: { name: string; geo?: boolean; copy?: CopyColumns };
 }
 
 /** Registers `GET path` (the list) and `GET path/:id` (one) of an owned resource. */
@@ -51,7 +54,13 @@ export function readRoutes<T extends TObject, R extends { id: string }>(app: Fas
     if (spec.export) {
       const format = listFormat(req, spec.export.geo === true);
       if (format !== 'json') {
-        const exported = { list: listSpec, toApi: spec.toApi as ExportSpec['toApi'], columns, name: spec.export.name };
+        const exported: ExportSpec = {
+          list: listSpec,
+          toApi: spec.toApi as ExportSpec['toApi'],
+          columns,
+          name: spec.export.name,
+          ...(spec.export.copy ? { copy: spec.export.copy } : {}),
+        };
         return sendExport(db, req, reply, exported, format, req.server.services.cfg.EXPORT_MAX_DAYS);
       }
     }
