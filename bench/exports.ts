@@ -4,13 +4,12 @@
 // `COPY (SELECT ...) TO STDOUT` of the same rows by psql in the same run; the service's resident
 // memory is sampled every 100 ms while it streams (growth = the highest sample minus the one before).
 import { spawn } from 'node:child_process';
-import fs from 'node:fs';
 import http from 'node:http';
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
 import { createPostgres } from '../src/db/db.js';
 import { Partitions } from '../src/storage/partitions.js';
-import { Api, keptDatabase, knob, round, startService } from './lib.js';
+import { Api, keptDatabase, knob, round, rssGrowth, startService } from './lib.js';
 
 const ROWS = knob('BENCH_EXPORT_ROWS', 10_000_000);
 const ASSETS = 100;
@@ -53,12 +52,6 @@ async function fill(pool: pg.Pool, url: string, ownerId: string): Promise<{ from
   return { from: new Date(rows[0].a).toISOString(), to: new Date(new Date(rows[0].b).getTime() + 1).toISOString() };
 }
 
-/** Resident memory of a process now, in MiB. */
-function rssMiB(pid: number): number {
-  const m = /VmRSS:\s+(\d+)\s+kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
-  return m ? Number(m[1]) / 1024 : NaN;
-}
-
 /** Reads a whole export, counting its lines; the service's memory sampled meanwhile. */
 function download(
   url: string,
@@ -66,11 +59,7 @@ function download(
   pid: number,
 ): Promise<{ seconds: number; lines: number; bytes: number; rssGrowthMiB: number | null }> {
   return new Promise((resolve, reject) => {
-    const before = rssMiB(pid);
-    let peak = before;
-    const timer = setInterval(() => {
-      peak = Math.max(peak, rssMiB(pid));
-    }, 100);
+    const memory = rssGrowth(pid);
     const t0 = performance.now();
     let lines = 0;
     let bytes = 0;
@@ -82,8 +71,7 @@ function download(
           for (let i = chunk.indexOf(10); i >= 0; i = chunk.indexOf(10, i + 1)) lines++;
         });
         res.on('end', () => {
-          clearInterval(timer);
-          resolve({ seconds: (performance.now() - t0) / 1000, lines, bytes, rssGrowthMiB: round(peak - before, 1) });
+          resolve({ seconds: (performance.now() - t0) / 1000, lines, bytes, rssGrowthMiB: memory.stop() });
         });
         res.on('error', reject);
       })

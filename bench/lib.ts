@@ -449,6 +449,27 @@ export function latencies(sink: Sink, stored: Map<string, number>, ids: Iterable
  * processes) added up, in MiB; NaN when unreadable. The sum of each one's peak: an upper bound of
  * their peak together.
  */
+/** Resident memory of a process now, in MiB. */
+export function rssMiB(pid: number): number {
+  const m = /VmRSS:\s+(\d+)\s+kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return m ? Number(m[1]) / 1024 : Number.NaN;
+}
+
+/** Samples a process's resident memory every 100 ms; `stop` answers the growth over the first sample, in MiB. */
+export function rssGrowth(pid: number): { stop(): number } {
+  const before = rssMiB(pid);
+  let peak = before;
+  const timer = setInterval(() => {
+    peak = Math.max(peak, rssMiB(pid));
+  }, 100);
+  return {
+    stop() {
+      clearInterval(timer);
+      return Math.round((Math.max(peak, rssMiB(pid)) - before) * 10) / 10;
+    },
+  };
+}
+
 export function peakRssMiB(pid: number | undefined): number {
   if (pid === undefined) return NaN;
   try {

@@ -10,7 +10,6 @@
 //      rounds; two shapes of bulk: 100 assets x 10 readings, and 1000 assets x 1 reading (target >= 90%).
 // tracking_bench_reports keeps its 4.36 million rows between runs; the ingest databases are made afresh.
 import { spawn } from 'node:child_process';
-import fs from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
 import { createPostgres } from '../src/db/db.js';
@@ -20,7 +19,7 @@ import { reading } from './alerts.js';
 import { buildApp } from '../src/app.js';
 import { loadConfig } from '../src/config.js';
 import { foldRollups } from '../src/rollups/rollups.js';
-import { ADMIN_URL, Api, freshDatabase, keptDatabase, knob, percentile, round, SECRETS_KEY, startService } from './lib.js';
+import { ADMIN_URL, Api, freshDatabase, keptDatabase, knob, percentile, round, rssGrowth, SECRETS_KEY, startService } from './lib.js';
 
 const NAME = 'tracking_bench_reports';
 const DAYS = 30;
@@ -115,8 +114,6 @@ async function fill(pool: pg.Pool, url: string, api: Api) {
   return { ownerId, truck, reefers, truckRange: await span('locations', [truck]), reeferRange: await span('reefer_data', reefers) };
 }
 
-const rssMiB = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? Number.NaN) / 1024;
-
 /** psql's COPY of a query's rows to nowhere: seconds. */
 function psqlCopy(url: string, sql: string): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -181,23 +178,18 @@ async function reportFigures(): Promise<Omit<ReportBenchResult, 'ingest'>> {
         FROM reefer_data WHERE owner_id = '${f.ownerId}' ORDER BY asset_id, when_created, id`;
     for (let run = 1; run <= 2; run++) {
       const copy = await psqlCopy(url, copySql);
-      const pid = service.proc.pid!;
-      const before = rssMiB(pid);
-      let peak = before;
-      const timer = setInterval(() => {
-        peak = Math.max(peak, rssMiB(pid));
-      }, 100);
+      const memory = rssGrowth(service.proc.pid!);
       const t0 = performance.now();
       const r = await api.call('GET', `/reports/temperature?ownerId=${f.ownerId}&${f.reeferRange}`);
       const seconds = (performance.now() - t0) / 1000;
-      clearInterval(timer);
+      const grown = memory.stop();
       const excursions = (r.items as { excursions: unknown[] }[]).reduce((n, x) => n + x.excursions.length, 0);
       temperature.push({
         what: `run ${run}: service, ${r.items.length} rows, ${excursions} excursions`,
         records: MINUTES * f.reefers.length,
         seconds: round(seconds, 2),
         rawCopySeconds: round(copy, 2),
-        rssGrowthMiB: round(peak - before, 1),
+        rssGrowthMiB: grown,
       });
     }
     return {
