@@ -234,11 +234,14 @@ export async function buildApp(
   // A row left stale is repaired by the fold that made it so; this catches a process that died in between.
   every(60, 'repairing rollups', () => repairRollups(db));
   app.addHook('onClose', async () => {
+    // Delivery stops first (a stopping instance sends nothing new and hands its claims back at
+    // once), beside the periodic tasks' last turns rather than after them.
+    for (const t of timers) clearInterval(t);
+    const delivery = app.services.delivery?.stop();
     await storage.stop();
     await alerts.stop();
-    for (const t of timers) clearInterval(t);
     await Promise.all(running);
-    await app.services.delivery?.stop();
+    await delivery;
     await app.services.limiter.close();
     if (!opts.db) await raw.close();
   });
