@@ -11,7 +11,7 @@
 // code is non-zero when any file failed.
 //
 // Arguments name the lanes to run (default all three; TEST_LANES="unit postgres" too);
-// TEST_FILES="test/a.test.ts test/unit/b.test.ts" narrows to some files. The services the tests
+// TEST_FILES="test/a.test.ts test/unit/b.test.ts" narrows to some files; TEST_BROWSER=off leaves out the browser tests. The services the tests
 // talk to are started first when down (scripts/services.sh); TEST_SERVICES=off leaves them to you.
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -59,8 +59,16 @@ const list = (dir) =>
     : [];
 /** A file may name its lanes in a first-lines comment, `// @test-lanes postgres` (what needs PostgreSQL, or no database). */
 const lanesOf = (file) => /^\/\/ @test-lanes (.+)$/m.exec(fs.readFileSync(file, 'utf8').slice(0, 4096))?.[1]?.split(/\s+/);
+/**
+ * A browser test says so in its first lines (`// @test-browser`): TEST_BROWSER=off leaves it out
+ * (CI's run on the oldest Node: the page is the same on every Node, and the browser tests are the
+ * slowest to repeat).
+ */
+const isBrowserTest = (file) => /^\/\/ @test-browser$/m.test(fs.readFileSync(file, 'utf8').slice(0, 4096));
 const filesOf = (lane) => {
-  const all = (lane === 'unit' ? list(path.join('test', 'unit')) : list('test')).filter((f) => lanesOf(f)?.includes(lane) ?? true);
+  const all = (lane === 'unit' ? list(path.join('test', 'unit')) : list('test'))
+    .filter((f) => lanesOf(f)?.includes(lane) ?? true)
+    .filter((f) => process.env.TEST_BROWSER !== 'off' || !isBrowserTest(f));
   return only ? all.filter((f) => only.includes(f)) : all;
 };
 

@@ -8,6 +8,7 @@
 // of the raw records and of the fleet's events saves files whose first line is the CSV header.
 // Screenshots go to test-artifacts/ (outside git); the drawing times are reported.
 // @test-lanes postgres
+// @test-browser
 // (the page is the same on either database: it runs once)
 import assert from 'node:assert/strict';
 import fs from 'node:fs';

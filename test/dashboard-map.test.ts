@@ -1,4 +1,5 @@
 // @test-lanes postgres
+// @test-browser
 // (the page is the same on either database: it runs once)
 // The fleet map in a real Chromium (playwright-core with Debian's chromium): 30 assets, a dozen of
 // them a few hundred metres apart in the port of Rotterdam, the rest over the world, a pair on

@@ -8,6 +8,7 @@
 // redelivers and deletes, and reads the audit log. A hostile response body is shown as text. A
 // screenshot of each page goes to test-artifacts/ (outside git).
 // @test-lanes postgres
+// @test-browser
 // (the page is the same on either database: it runs once)
 import assert from 'node:assert/strict';
 import path from 'node:path';

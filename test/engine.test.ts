@@ -10,7 +10,7 @@ import { after, test } from 'node:test';
 import pg from 'pg';
 import type { Queryable } from '../src/db/db.js';
 import { appendEvents } from '../src/delivery/queue/index.js';
-import { bad, deliveryHistory, fleet, ownerWithKey, startApp, storeLocations, TEST_DB, type TestApp, waitFor } from './helpers.js';
+import { bad, deliveryHistory, fleet, ownerWithKey, postgresOnly, startApp, storeLocations, type TestApp, waitFor } from './helpers.js';
 import { Receiver } from './receiver.js';
 
 const ta: TestApp = await startApp(undefined, {
@@ -135,8 +135,6 @@ async function follow(query: string) {
 
 // Tests of what only PostgreSQL can do (two transactions at once, two instances on one database)
 // run in its stage only, as the crash tests do: PGlite has one connection.
-const postgresOnly: typeof test = TEST_DB === 'postgres' ? test : ((() => undefined) as unknown as typeof test);
-
 postgresOnly('events committed out of order are all delivered (none skipped)', async () => {
   const f = await hookFleet({ objectTypes: ['asset', 'location'] });
   const late = await rawSession();

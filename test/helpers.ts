@@ -5,7 +5,7 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import type { AddressInfo } from 'node:net';
-import { after, type TestContext } from 'node:test';
+import { after, type TestContext, test } from 'node:test';
 import pg from 'pg';
 import assert from 'node:assert/strict';
 import type { FastifyInstance } from 'fastify';
@@ -15,6 +15,8 @@ import { createPglite, type Queryable } from '../src/db/db.js';
 import { pendingTotal } from '../src/delivery/queue/index.js';
 
 export const TEST_DB = (process.env.TEST_DB ?? 'postgres') as 'postgres' | 'pglite';
+/** A test that runs on PostgreSQL only (left out of the PGlite lane). */
+export const postgresOnly: typeof test = TEST_DB === 'postgres' ? test : ((() => undefined) as unknown as typeof test);
 export const ADMIN_PG_URL = process.env.TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 export const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
 export const IN_CI = process.env.CI === 'true';

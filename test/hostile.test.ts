@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { after, test } from 'node:test';
-import { bad, deliveryHistory, fleet, ok, startApp, type TestApp, waitFor } from './helpers.js';
+import { bad, deliveryHistory, fleet, ok, postgresOnly, startApp, type TestApp, waitFor } from './helpers.js';
 import { Receiver } from './receiver.js';
 
 const ta: TestApp = await startApp(undefined, {
@@ -264,7 +264,9 @@ test("the result stream: a batch's body once, answers capped in bytes and contin
   );
 });
 
-test('a stream whose client never reads holds one page in memory, not the window; closing it frees its slot', async () => {
+// On PostgreSQL only: the stream reads its pages the same way on both databases, and storing the
+// window's 300 answers of 64 KiB on the embedded one took 3-5 minutes of a busy CI run.
+postgresOnly('a stream whose client never reads holds one page in memory, not the window; closing it frees its slot', async () => {
   const body = 'y'.repeat(64 * 1024);
   rx.on('/single-500', () => ({ status: 500, body }));
   const t = await hookFleet('/single-500', { retry: { scheduleSeconds: [0.2], maxAttempts: 1 } });
