@@ -7,7 +7,8 @@
 //      psql's raw COPY of the same two values of the same rows (target < 5 s, memory flat);
 //   3. REST ingest with rollups kept up to date next to the same ingest without them (the rollups'
 //      record hooks taken out), two services in this process on two databases, alternating
-//      rounds; two shapes of bulk: 100 assets x 10 readings, and 1000 assets x 1 reading (target >= 90%).
+//      rounds; two shapes of bulk: 100 assets x 10 readings, and 1000 assets x 1 reading (target
+//      >= 90%); records of hours still open (then summed, counted) and late ones (summed again).
 // tracking_bench_reports keeps its 4.36 million rows between runs; the ingest databases are made afresh.
 import { spawn } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
@@ -18,7 +19,7 @@ import { aggregate, ROLLUP_COLUMNS } from '../src/rollups/sql.js';
 import { reading } from './alerts.js';
 import { buildApp } from '../src/app.js';
 import { loadConfig } from '../src/config.js';
-import { foldRollups } from '../src/rollups/rollups.js';
+import { foldRollups, materializeRollups } from '../src/rollups/rollups.js';
 import { ADMIN_URL, Api, freshDatabase, keptDatabase, knob, percentile, round, rssGrowth, SECRETS_KEY, startService } from './lib.js';
 
 const NAME = 'tracking_bench_reports';
@@ -26,8 +27,7 @@ const DAYS = 30;
 const MINUTES = DAYS * 1440;
 const REEFERS = knob('BENCH_REPORT_REEFERS', 100);
 const QUERIES = knob('BENCH_REPORT_QUERIES', 100);
-const INGEST_ROUNDS = knob('BENCH_ROLLUP_ROUNDS', 6);
-const POSTS = knob('BENCH_ROLLUP_POSTS', 6);
+const INGEST_ROUNDS = knob('BENCH_ROLLUP_ROUNDS', 4);
 const SPEC = {
   type: 'REEFER',
   settings: { cargo: { settings: { temperatureSetpoint: 2.5 } } },
@@ -206,7 +206,12 @@ async function reportFigures(): Promise<Omit<ReportBenchResult, 'ingest'>> {
   }
 }
 
-/** 3. Ingest with and without rollups, alternating rounds; both bulk shapes. */
+/**
+ * 3. Ingest with and without rollups, alternating rounds; both bulk shapes, each in two modes:
+ * live (records of hours not summed yet, each run in an hour of its own, which is then summed as
+ * the service sums an hour that has closed: that work is counted in the run) and late (records of
+ * hours summed already, which their stores note and the fold sums again).
+ */
 async function ingestFigures(): Promise<Record<string, number | string | null>[]> {
   const sides = [] as {
     label: string;
@@ -215,13 +220,18 @@ async function ingestFigures(): Promise<Record<string, number | string | null>[]
     assets: string[];
     seconds: Record<string, number>;
     wal: Record<string, number>;
-    /** What is still owed when a run's requests are answered: the rollups' last deltas folded in. */
-    settle: () => Promise<unknown>;
+    /** What is still owed when a run's requests are answered: its hour summed, or the late hours summed again. */
+    settle: (mode: 'live' | 'late', hourEnd: number) => Promise<unknown>;
   }[];
   const wal = new pg.Pool({ connectionString: ADMIN_URL, max: 1 });
   const lsn = async () => (await wal.query('SELECT pg_current_wal_lsn()::text AS l')).rows[0].l as string;
   const walBytes = async (from: string) =>
     Number((await wal.query('SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1) AS d', [from])).rows[0].d);
+  const HOUR = 3_600_000;
+  // The live runs' hours start 7 days ago (the services' own clock sums no hour here: their
+  // closing wait is 60 days); the late runs' hours lie 30 days before them, summed already.
+  const liveStart = Math.floor((Date.now() - 7 * 86_400_000) / HOUR) * HOUR;
+  const lateStart = liveStart - 30 * 86_400_000;
   try {
     for (const [label, rollups] of [
       ['with rollups', true],
@@ -239,28 +249,35 @@ async function ingestFigures(): Promise<Record<string, number | string | null>[]
         RATE_LIMIT_CONCURRENT: '1000',
         BOOTSTRAP_CLIENT_SECRET: 'bench-secret',
         BOOTSTRAP_PASSWORD: 'bench-password',
+        ROLLUP_CLOSE_AFTER_SECONDS: String(60 * 86_400),
       });
       const app = await buildApp(cfg, { logger: false });
       if (!rollups && app.services.hooks.remove('rollups:') !== 5) throw new Error('the rollup hooks were not found');
+      const db = app.services.db;
+      await db.query('UPDATE rollup_state SET materialized = $1', [new Date(liveStart)]);
       await app.listen({ port: 0, host: '127.0.0.1' });
       const api = new Api(`http://127.0.0.1:${(app.server.address() as { port: number }).port}`);
       await api.login();
       const owner = (await api.call('POST', '/owners', { name: 'rollup-bench' })).id as string;
       const assets: string[] = [];
       for (let i = 0; i < 1000; i++) assets.push((await api.call('POST', '/assets', { name: `RB-${i}`, ownerId: owner })).id);
-      const settle = rollups ? () => foldRollups(app.services.db, 1095) : async () => 0;
+      const settle = async (mode: 'live' | 'late', hourEnd: number) => {
+        if (!rollups) return;
+        if (mode === 'live') await materializeRollups(db, hourEnd, 1095);
+        else await foldRollups(db, 1095);
+      };
       sides.push({ label, api, stop: () => app.close(), assets, seconds: {}, wal: {}, settle });
     }
-    const start = Date.now() - 7 * 86_400_000;
-    // Reefer data and locations alternately; each asset's readings a minute apart, in order.
-    const bodies = (assets: string[], perAsset: number, post: number) => {
+    // Reefer data and locations alternately; each asset's readings a minute apart, in order, within
+    // the run's hour.
+    const bodies = (assets: string[], perAsset: number, post: number, hour: number) => {
       const n = 1000 / perAsset;
       const reefer = new Array(1000);
       const loc = new Array(1000);
       for (let i = 0; i < 1000; i++) {
         const a = assets[i % n]!;
-        const at = new Date(start + (post * perAsset + Math.floor(i / n)) * 60_000 + (i % n)).toISOString();
-        reefer[i] = { assetId: a, whenCreated: at, reeferClass: 'SC', data: reading(post * 1000 + i) };
+        const at = new Date(hour + (post * perAsset + Math.floor(i / n)) * 60_000 + (i % n)).toISOString();
+        reefer[i] = { assetId: a, whenCreated: at, reeferClass: 'SC', data: reading(hour / 60_000 + post * 1000 + i) };
         loc[i] = { assetId: a, whenCreated: at, latitude: 10 + (post % 100) * 0.01, longitude: 20 + (i % n) * 0.001, speed: 30 };
       }
       return [
@@ -268,7 +285,7 @@ async function ingestFigures(): Promise<Record<string, number | string | null>[]
         ['/locations', JSON.stringify(loc)],
       ] as const;
     };
-    const run = async (side: (typeof sides)[number], work: (readonly [string, string])[]) => {
+    const run = async (side: (typeof sides)[number], work: (readonly [string, string])[], mode: 'live' | 'late', hourEnd: number) => {
       const api = side.api;
       let next = 0;
       const t0 = performance.now();
@@ -281,44 +298,56 @@ async function ingestFigures(): Promise<Record<string, number | string | null>[]
           }
         }),
       );
-      await side.settle();
+      await side.settle(mode, hourEnd);
       return (performance.now() - t0) / 1000;
     };
     const shapes = [
       ['100 assets x 10 readings', 10],
       ['1000 assets x 1 reading', 1],
     ] as const;
-    let post = 0;
-    for (const s of sides) await run(s, [...bodies(s.assets, 10, post)]); // warm-up
-    post++;
+    const modes = ['live', 'late'] as const;
+    let block = 0;
+    const runBlock = async (shape: string | null, perAsset: number, mode: 'live' | 'late', r: number) => {
+      const hour = (mode === 'live' ? liveStart : lateStart) + block++ * HOUR;
+      // One hour of minute data: 60 readings of each asset, in bulks of 1000.
+      const work = Array.from({ length: 60 / perAsset }, (_, k) => bodies(sides[0]!.assets, perAsset, k, hour)).flat();
+      const order = r % 2 === 0 ? sides : [...sides].reverse();
+      for (const s of order) {
+        const mine = s === sides[0] ? work : remap(work, sides[0]!.assets, s.assets);
+        const from = await lsn();
+        const seconds = await run(s, mine, mode, hour + HOUR);
+        if (!shape) continue;
+        const key = `${shape}|${mode}`;
+        s.seconds[key] = (s.seconds[key] ?? 0) + seconds;
+        s.wal[key] = (s.wal[key] ?? 0) + (await walBytes(from));
+      }
+    };
+    // Late: a tracker's backlog, sent once it is back in reach, for hours in which nothing came.
+    await runBlock(null, 10, 'live', 0); // warm-up
     for (let r = 0; r < INGEST_ROUNDS; r++) {
       for (const [shape, perAsset] of shapes) {
-        const work = Array.from({ length: POSTS }, (_, k) => bodies(sides[0]!.assets, perAsset, post + k)).flat();
-        const order = r % 2 === 0 ? sides : [...sides].reverse();
-        for (const s of order) {
-          const mine = s === sides[0] ? work : remap(work, sides[0]!.assets, s.assets);
-          const from = await lsn();
-          s.seconds[shape] = (s.seconds[shape] ?? 0) + (await run(s, mine));
-          s.wal[shape] = (s.wal[shape] ?? 0) + (await walBytes(from));
-        }
-        post += POSTS;
+        for (const mode of modes) await runBlock(shape, perAsset, mode, r);
       }
       console.error(`[reports] ingest round ${r + 1}/${INGEST_ROUNDS}`);
     }
-    const records = INGEST_ROUNDS * POSTS * 2000;
-    return shapes.map(([shape]) => {
-      const [on, off] = sides.map((s) => records / s.seconds[shape]!);
-      const [walOn, walOff] = sides.map((s) => Math.round(s.wal[shape]! / records));
-      return {
-        bulk: shape,
-        records: records * 2,
-        withRollupsPerSecond: Math.round(on!),
-        withoutRollupsPerSecond: Math.round(off!),
-        withVsWithout: `${Math.round((on! / off!) * 100)}%`,
-        walBytesPerRecordWith: walOn!,
-        walBytesPerRecordWithout: walOff!,
-      };
-    });
+    return shapes.flatMap(([shape, perAsset]) =>
+      modes.map((mode) => {
+        const records = INGEST_ROUNDS * (60 / perAsset) * 2000;
+        const key = `${shape}|${mode}`;
+        const [on, off] = sides.map((s) => records / s.seconds[key]!);
+        const [walOn, walOff] = sides.map((s) => Math.round(s.wal[key]! / records));
+        return {
+          bulk: shape,
+          hours: mode === 'live' ? 'live (summed when closed)' : 'late (summed again)',
+          records: records * 2,
+          withRollupsPerSecond: Math.round(on!),
+          withoutRollupsPerSecond: Math.round(off!),
+          withVsWithout: `${Math.round((on! / off!) * 100)}%`,
+          walBytesPerRecordWith: walOn!,
+          walBytesPerRecordWithout: walOff!,
+        };
+      }),
+    );
   } finally {
     await wal.end();
     for (const s of sides) {
@@ -328,7 +357,6 @@ async function ingestFigures(): Promise<Record<string, number | string | null>[]
   }
 }
 
-/** The same bodies for the other service's assets (its own ids, same positions in the list). */
 function remap(work: (readonly [string, string])[], from: string[], to: string[]) {
   const ids = new Map(from.map((id, n) => [id, to[n]!]));
   return work.map(

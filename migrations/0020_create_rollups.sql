@@ -1,8 +1,7 @@
 -- Hourly rollups (README, "Reports and rollups"): per asset, hour and record type, what the hour's
--- records add up to, kept up to date by the store's own statement (src/rollups/) and kept for
--- ROLLUP_RETENTION_DAYS whatever the raw data's retention. One row per (asset, hour, type, owner):
--- the owner a record was stored for, as the records keep it (a moved asset's history stays its
--- former owner's).
+-- records add up to, kept for ROLLUP_RETENTION_DAYS whatever the raw data's retention. One row
+-- per (asset, hour, type, owner): the owner a record was stored for, as the records keep it (a
+-- moved asset's history stays its former owner's).
 --
 -- - every type: `count`, `first_at`, `last_at` (the hour's first and last record time);
 -- - locations: the hour's first and last position (time, id, latitude, longitude) and
@@ -11,13 +10,17 @@
 --   previous hour's last position into this hour is added when read;
 -- - reefer and genset data: `max_step_us`, the longest time between consecutive records of the
 --   hour (with which a report knows an hour whose every reading was in range needs no raw read);
--- - a store whose records fall between the hour's stored ones cannot extend a distance or a
---   longest step: the row is marked `stale`, and the rollups module recomputes it from the raw
---   rows;
 -- - sensor, reefer and genset data: `stats`, per key `[count, min, max, sum]` (the sum as an exact
 --   decimal, so a mean does not depend on the order records arrived in). Sensor data: each numeric
 --   sensor, keyed `<type>/<sensorId>`. Reefer and genset data: each numeric member whose name holds
 --   "temperature" (any case), read where the alert engine reads it (rollup_temperatures).
+--
+-- How they are kept (src/rollups/): a store adds what its records add up to (computed from the
+-- records in hand) to `rollup_batches`, one row per store in the store's own statement. An hour
+-- is written once, after it has closed (`rollup_state.materialized`: the hours before it are
+-- summed in `rollups`); a read sums the hours after that from the raw rows as it reads. A fold
+-- every second combines the parts of open hours per asset and hour, and those of hours summed
+-- already (late records) into their rows.
 -- Time-partitioned like the records (by `hour`); partitions are made ahead and on demand by the
 -- storage module. The rows that exist when this migration runs are summed by the next one.
 CREATE TABLE rollups (
@@ -38,20 +41,34 @@ CREATE TABLE rollups (
   -- Reefer and genset data: the longest time between two consecutive records of the hour, in
   -- microseconds (the step from the previous hour's last record is read with it).
   max_step_us  bigint,
-  stale        boolean NOT NULL DEFAULT false,
   stats        jsonb,
   PRIMARY KEY (asset_id, hour, type, owner_id)
 ) PARTITION BY RANGE (hour);
-CREATE INDEX rollups_stale_idx ON rollups (hour) WHERE stale;
 
--- What stores add, before it is folded into `rollups`: a store appends its hours here (an insert
--- never waits for another store, where updating the rollup rows themselves would make concurrent
--- stores of the same assets and hour queue behind each other's row locks), and the rollups
--- module folds them in, in batches, every second and before anything reads the rollups.
-CREATE TABLE rollup_deltas (
-  id  bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-  LIKE rollups INCLUDING DEFAULTS
+-- Where the summing stands (one row): the hours before `materialized` are summed in `rollups`.
+CREATE TABLE rollup_state (
+  one           boolean PRIMARY KEY DEFAULT true CHECK (one),
+  materialized  timestamptz NOT NULL
 );
+INSERT INTO rollup_state (materialized)
+  VALUES ((date_trunc('hour', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC') + interval '1 hour');
+
+-- What stores added, not folded yet: per store, its parts (JSON: per asset, owner, hour and type,
+-- what its records add up to), with the range of hours they cover. `compacted`: the fold's own
+-- row of the open hours' parts, combined.
+CREATE TABLE rollup_batches (
+  id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  min_hour   timestamptz NOT NULL,
+  max_hour   timestamptz NOT NULL,
+  parts      text NOT NULL,
+  compacted  boolean NOT NULL DEFAULT false
+);
+-- LZ4 where the server has it (a store's parts compress 3.7 times either way; pglz took 5.5 ms
+-- for the parts of 1000 reefers, LZ4 under 1 ms).
+DO $$ BEGIN
+  ALTER TABLE rollup_batches ALTER COLUMN parts SET COMPRESSION lz4;
+EXCEPTION WHEN OTHERS THEN NULL;
+END $$;
 
 -- The hour a time falls in, in UTC whatever the session's time zone.
 CREATE FUNCTION rollup_hour(t timestamptz) RETURNS timestamptz

@@ -1,6 +1,6 @@
 -- @program fill-rollups
 -- The rollups of the records stored before migration 0020 (src/rollups/fill.ts): every record
--- table summed by the same SQL the store's statement uses, into one partition of rollups that
+-- table summed by the same SQL that sums a closed hour, into one partition of rollups that
 -- holds every hour up to the newest record's (later hours get partitions as usual). One
 -- transaction: it runs again from the start after a crash. It reads every stored record once;
 -- on a large database this takes minutes (README, "Reports and rollups").

@@ -44,7 +44,7 @@ import { integrationRoutes } from './delivery/integrations/routes.js';
 import { historyRoutes } from './delivery/history.js';
 import { ResultStreams, streamRoutes } from './delivery/stream.js';
 import { migrationPrograms, Storage } from './storage/storage.js';
-import { foldRollups, repairRollups, rollupHooks } from './rollups/rollups.js';
+import { foldRollups, materializeRollups, rollupHooks } from './rollups/rollups.js';
 import { rollupRoutes } from './rollups/routes.js';
 import { reportRoutes } from './reports/routes.js';
 
@@ -229,10 +229,14 @@ export async function buildApp(
   every(cfg.ALERT_SWEEP_SECONDS, 'expiring commands', () => expireCommands(db));
   // Audit entries past AUDIT_RETENTION_DAYS go on the storage retention's cadence.
   every(cfg.RETENTION_CHECK_SECONDS, 'pruning the audit log', () => pruneAudit(db, cfg.AUDIT_RETENTION_DAYS));
-  // What stores added to the rollups is folded in every second (readers fold before they read).
-  every(1, 'folding rollups', () => foldRollups(db, cfg.ROLLUP_RETENTION_DAYS, false));
-  // A row left stale is repaired by the fold that made it so; this catches a process that died in between.
-  every(60, 'repairing rollups', () => repairRollups(db));
+  // Rollups: late records are folded into their hours every 10 seconds (a reader folds them first
+  // anyway: this keeps what a reader may find to fold small; a fold every second rewrote each
+  // backfilled hour's row every second, and split concurrent stores' parts more often), the hours
+  // that closed are summed every minute and before retention removes raw rows.
+  every(10, 'folding rollups', () => foldRollups(db, cfg.ROLLUP_RETENTION_DAYS, false));
+  const closed = () => Date.now() - cfg.ROLLUP_CLOSE_AFTER_SECONDS * 1000;
+  every(60, 'summing closed hours into rollups', () => materializeRollups(db, closed(), cfg.ROLLUP_RETENTION_DAYS));
+  storage.retention.before = () => materializeRollups(db, closed(), cfg.ROLLUP_RETENTION_DAYS);
   app.addHook('onClose', async () => {
     // Delivery stops first (a stopping instance sends nothing new and hands its claims back at
     // once), beside the periodic tasks' last turns rather than after them.

@@ -219,7 +219,15 @@ if (TEST_DB === 'postgres') {
     assert.ok(month.samples >= 2 * 719 && month.samples <= 2 * 721, `hourly buckets of two series: ${month.samples}`);
     assert.ok(month.nodes < 100, `${month.nodes} DOM nodes in the chart's frame`);
     assert.equal(await page.locator('.chart-frame canvas').count(), 1);
-    await page.waitForSelector(`text=From the hourly rollups: ${COUNT.toLocaleString('en-US')} readings`);
+    const note = await waitFor(
+      () => 'the hint naming the rollups',
+      async () => {
+        const text = await page.locator('.hint.source').textContent();
+        return text?.startsWith('From the hourly rollups:') ? text : undefined;
+      },
+      60_000,
+    );
+    assert.match(note, new RegExp(`^From the hourly rollups: ${COUNT.toLocaleString('en-US')} readings`), note);
     const colours = await chartColours(page);
     assert.ok(colours.red > 200, `excursions in red: ${colours.red} px`);
     assert.ok(colours.band > 20_000, `the band shaded: ${colours.band} px`);

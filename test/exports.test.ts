@@ -60,7 +60,7 @@ test('CSV reads back to the JSON list, field by field, for every exported list; 
 });
 
 test('NDJSON is the JSON items, one per line; filters and tenancy apply; an empty range is a header only', async () => {
-  const r = await get('/locations?format=ndjson&assetId=' + ship);
+  const r = await get(`/locations?format=ndjson&assetId=${ship}`);
   assert.match(String(r.headers['content-type']), /^application\/x-ndjson/);
   const lines = r.raw
     .trimEnd()

@@ -85,7 +85,7 @@ test('stops and trips: two stops, the trip between them across the antimeridian,
     east[0].map((x: number) => Math.round(x * 1e6) / 1e6),
     [-180, -17],
   );
-  assert.equal(doc.features[0].properties['distanceMeters'], between.distanceMeters);
+  assert.equal(doc.features[0].properties.distanceMeters, between.distanceMeters);
   const points = check((await get(`/reports/stops?assetId=${ship}&${range}`, { accept: 'application/geo+json' })).raw) as any;
   assert.deepEqual(
     points.features.map((f: any) => [f.geometry.type, ...f.geometry.coordinates]),

@@ -1,24 +1,30 @@
-// Hourly rollups (README, "Reports and rollups"), on both databases: every store keeps them equal to
-// what recomputing them from the raw rows gives, late records included (a location between the
-// stored ones of its hour leaves the row stale until the repair right after the commit); GET
-// /rollups sums them by hour or UTC day with the step between hours counted once; tenancy as for
-// the records; and they outlive the raw rows' retention, going after ROLLUP_RETENTION_DAYS.
+// Hourly rollups (README, "Reports and rollups"), on both databases: they equal what recomputing
+// them from the raw rows gives, whether an hour is still open (read from the raw rows), closed and
+// summed, or summed again after late records; GET /rollups sums them by hour or UTC day with the
+// step between hours counted once; tenancy as for the records; and they outlive the raw rows'
+// retention, going after ROLLUP_RETENTION_DAYS.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { haversineMeters } from '../src/zones/geo.js';
-import { foldRollups } from '../src/rollups/rollups.js';
+import { foldRollups, materializeRollups } from '../src/rollups/rollups.js';
 import { aggregate, ROLLUP_COLUMNS, ROLLUP_TABLES, type RollupType } from '../src/rollups/sql.js';
 import { bad, customer, ok, startApp, type TestApp } from './helpers.js';
 
 const HOUR = 3_600_000;
 const DAY = 86_400_000;
-const ta = await startApp(undefined, { RATE_LIMIT_MAX: '100000', RATE_LIMIT_CONCURRENT: '1000', DB_POOL_SIZE: '4' });
+// The hours close when the tests say (materializeRollups' clock), not by the service's own clock.
+const ta = await startApp(undefined, {
+  RATE_LIMIT_MAX: '100000',
+  RATE_LIMIT_CONCURRENT: '1000',
+  DB_POOL_SIZE: '4',
+  ROLLUP_CLOSE_AFTER_SECONDS: String(60 * 86400),
+});
 
 /** A whole hour some days ago (so every record of the test is in the past). */
 const base = Math.floor((Date.now() - 3 * DAY) / HOUR) * HOUR;
 const at = (minutes: number) => new Date(base + minutes * 60_000).toISOString();
 
-/** The stored rollup rows of an asset, as the table holds them once the deltas so far are folded in. */
+/** The stored rollup rows of an asset, as the table holds them once the late records so far are folded in. */
 async function stored(t: TestApp, assetId: string): Promise<any[]> {
   await foldRollups(t.app.services.db, t.cfg.ROLLUP_RETENTION_DAYS);
   const { rows } = await t.app.services.db.query(
@@ -43,6 +49,49 @@ async function recomputed(t: TestApp, assetId: string) {
 const post = (c: { call: (m: string, p: string, b?: unknown) => Promise<any> }, path: string, body: unknown) =>
   c.call('POST', `/api/v1${path}`, body).then((r) => ok(r, 201, path));
 
+test('an open hour is read from the raw rows; once closed it is summed, and a late record sums it again', async () => {
+  const db = ta.app.services.db;
+  const c = await customer(ta, 'rollup-live');
+  const asset = await c.asset('ROLL-LIVE');
+  // The test's clock: the hours from ten days ago on are not summed yet (the service's own waits
+  // 60 days here).
+  const open = base - 7 * DAY;
+  const before = (await db.query<{ materialized: Date }>('SELECT materialized FROM rollup_state')).rows[0]!.materialized;
+  await db.query('UPDATE rollup_state SET materialized = $1', [new Date(open)]);
+  const t = (m: number) => new Date(open + m * 60_000).toISOString();
+  const hours = async () => ok(await c.call('GET', `/api/v1/rollups?assetId=${asset}&from=${t(0)}&to=${t(180)}`), 200);
+  await post(
+    c,
+    '/locations',
+    [0, 10, 50, 70, 130].map((m) => ({ assetId: asset, latitude: 1 + m * 0.01, longitude: 2, whenCreated: t(m) })),
+  );
+  await post(c, '/reefer-data', [
+    { assetId: asset, whenCreated: t(5), data: { supplyAirTemperature: 2.5 } },
+    { assetId: asset, whenCreated: t(75), data: { supplyAirTemperature: -1 } },
+  ]);
+  assert.deepEqual(await stored(ta, asset), [], 'nothing summed while the hours are open');
+  const read = await hours();
+  assert.deepEqual(
+    read.map((h: any) => h.records),
+    [{ location: 3, reeferdata: 1 }, { location: 1, reeferdata: 1 }, { location: 1 }],
+  );
+  // The hours close (two of them): summed once from the raw rows, the same as recomputed; the third is still read raw.
+  assert.equal(await materializeRollups(db, open + 2 * HOUR, ta.cfg.ROLLUP_RETENTION_DAYS), 2);
+  const summed = await stored(ta, asset);
+  assert.deepEqual(
+    summed.map((r: any) => new Date(r.hour).getTime()),
+    [open, open, open + HOUR, open + HOUR],
+  );
+  assert.deepEqual(summed, (await recomputed(ta, asset)).slice(0, 4));
+  assert.deepEqual(await hours(), read, 'the same answer, summed or read raw');
+  // Late: a record inside a summed hour's span: that hour is summed again from its raw rows.
+  await post(c, '/locations', { assetId: asset, latitude: 1.3, longitude: 2, whenCreated: t(30) });
+  assert.deepEqual((await stored(ta, asset)).slice(0, 4), (await recomputed(ta, asset)).slice(0, 4));
+  assert.equal((await hours())[0].records.location, 4);
+  // The test's clock back where it was (nothing of the other tests lies in between).
+  await db.query('UPDATE rollup_state SET materialized = greatest(materialized, $1)', [before]);
+});
+
 test('locations in order, in bulks across hours, and late ones between stored positions: the rollup equals a recomputation', async () => {
   const c = await customer(ta, 'rollup-loc');
   const asset = await c.asset('ROLL-LOC');
@@ -61,12 +110,7 @@ test('locations in order, in bulks across hours, and late ones between stored po
   await post(c, '/locations', point(3));
   await post(c, '/locations', point(59 + 4));
   await post(c, '/locations', [17, 24, 31, 38, 45, 52, 59 + 11].map(point));
-  const after = await stored(ta, asset);
-  assert.ok(
-    after.every((r: any) => !r.stale),
-    'no row left stale',
-  );
-  assert.deepEqual(after, await recomputed(ta, asset), 'after late records');
+  assert.deepEqual(await stored(ta, asset), await recomputed(ta, asset), 'after late records');
   // Before the first position: a new hour whose last step joins the next hour when read.
   await post(c, '/locations', [point(-30), point(-10)]);
   assert.deepEqual(await stored(ta, asset), await recomputed(ta, asset), 'an earlier hour');
@@ -165,6 +209,17 @@ test('sensor, reefer and genset values: count, min, max and mean per key, late r
     'text values are counted, not summed',
   );
   assert.deepEqual(h1.reefer.supplyAirTemperature, { count: 1, min: -1.125, max: -1.125, mean: -1.125 });
+
+  // Odd values and microsecond times, a store each: the parts' exact sums, times and longest step
+  // are the SQL's.
+  const exact = await c.asset('ROLL-EXACT');
+  const odd3 = [0.1, 0.2, 1 / 3, 1e-7, -2.5e-8, 1.5e21, 123.456];
+  for (let i = 0; i < odd3.length; i++) {
+    const whenCreated = at(20 + i).replace('.000Z', `.${String(123456 + i * 111111).slice(0, 6)}Z`);
+    await post(c, '/sensor-data', { assetId: exact, sensorId: 'x', type: 'TEMPERATURE', value: odd3[i], whenCreated });
+    await post(c, '/reefer-data', { assetId: exact, whenCreated, data: { supplyAirTemperature: odd3[i] } });
+  }
+  assert.deepEqual(await stored(ta, exact), await recomputed(ta, exact));
 });
 
 test('GET /rollups: another owner’s asset is a 404; bad ranges and intervals are 400s', async () => {

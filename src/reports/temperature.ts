@@ -244,14 +244,14 @@ async function hoursPlan(
   for (const [hour, found] of byHour) {
     const r = found.length === 1 ? found[0]! : null;
     const inRange =
-      r && !r.stale && r.max_step_us !== null && r.max_step_us <= gapMs * 1000
+      r && r.max_step_us !== null && r.max_step_us <= gapMs * 1000
         ? sensors.map((x) => {
             const st = r.stats?.[x.key]?.map(Number);
             const ok = st && st[0] === r.count && (x.min === null || st[1]! >= x.min) && (x.max === null || st[2]! <= x.max);
             return ok ? st[1]! : null;
           })
         : null;
-    if (r && inRange && inRange.every((v) => v !== null)) clean.push({ first: r.first_at, last: r.last_at, inRange: inRange as number[] });
+    if (r && inRange?.every((v) => v !== null)) clean.push({ first: r.first_at, last: r.last_at, inRange: inRange as number[] });
     else addRaw(hour, hour + HOUR);
   }
   addRaw(hi, range.to + gapMs);

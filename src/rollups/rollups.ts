@@ -1,48 +1,48 @@
 // Hourly rollups kept up to date as records arrive (README, "Reports and rollups"):
-//   - a records hook appends each store's hours to rollup_deltas in the store's own statement, so
-//     they commit, or fail, with the records; an insert that waits for no other store;
-//   - the fold moves the deltas into the rollups in batches (every second, and before anything
-//     reads them, so a reader always sees every committed record);
-//   - the repair recomputes, from the raw rows, a row whose distance or longest step a fold could
-//     not extend (records that fall between the hour's stored ones: a late record).
-// Several instances may fold and repair at once: each takes the rows it works on with SKIP LOCKED.
-import type { Db } from '../db/db.js';
+//   - a store adds what its records add up to (parts.ts, computed from the records in hand) to
+//     rollup_batches: one row per store, in the store's own statement, so it commits with the
+//     records or not at all;
+//   - the fold, every 10 seconds and before anything reads the rollups, combines the parts of
+//     hours summed already (late records) into their rows;
+//   - every minute (materializeRollups) the hours that closed are summed: rollup_state.materialized
+//     moves past them and the fold writes their rows, once; the parts of hours still open are
+//     combined per asset and hour on the way (they go back as one batch);
+//   - a read folds what is late, and sums the hours not summed yet from the raw rows as it reads
+//     (routes.ts readRollups).
+// Parts whose records interleave in time (a late record inside another part's span, stores
+// committing out of order) combine exactly but for the distance or longest step, which is then
+// summed from the hour's raw rows when its row is written. One fold or summing at a time.
+import type { Db, Queryable } from '../db/db.js';
 import type { WriteStatement } from '../db/statement.js';
 import type { RecordHook } from '../records/hooks.js';
-import { aggregate, foldStatement, recompute, ROLLUP_COLUMNS, ROLLUP_TABLES, type RollupType } from './sql.js';
-import { temperatureValues } from './values.js';
+import { combine, decodeParts, decParse, encodeParts, encodeStore, type Part, partKey, statsJson } from './parts.js';
+import { orderMembers, ROLLUP_TABLES, type RollupType, upsert } from './sql.js';
 
-/** Stale rows one repair transaction takes. */
-const REPAIR_BATCH = 200;
-/** Deltas one fold statement takes. */
-const FOLD_BATCH = 20_000;
+/** Batches one fold transaction takes. */
+const FOLD_BATCH = 2_000;
 const TYPES = Object.keys(ROLLUP_TABLES) as RollupType[];
+const HOUR = 3_600_000;
 
-/** The hook for one record type: its rows' hours appended to the deltas in the store's statement. */
+/** The hook for one record type: its records' parts appended to rollup_batches in the store's statement. */
 export function rollupHook(type: RollupType): RecordHook<void> {
   return {
     name: `rollups:${type}`,
     types: [type],
-    write: async (_q, stmt: WriteStatement, rows, _c, records) => {
-      let series: string | undefined;
-      if (type === 'reeferdata' || type === 'gensetdata') {
-        // The temperatures, taken from the records in hand (values.ts), joined to their rows.
-        const ids: string[] = [];
-        const keys: string[] = [];
-        const values: number[] = [];
-        for (const r of rows) {
-          temperatureValues(r.item.data, (k, v) => {
-            ids.push(r.id);
-            keys.push(k);
-            values.push(v);
-          });
-        }
-        series = `SELECT i.asset_id, i.owner_id, i.when_created, u.k, u.v
-                    FROM unnest(${stmt.param(ids, 'int8[]')}, ${stmt.param(keys, 'text[]')}, ${stmt.param(values, 'float8[]')}) AS u(id, k, v)
-                    JOIN ${records} i USING (id)`;
+    write: async (_q, stmt: WriteStatement, rows) => {
+      if (!rows.length) return;
+      let lo = Number.POSITIVE_INFINITY;
+      let hi = Number.NEGATIVE_INFINITY;
+      for (const r of rows) {
+        const t = r.time.getTime();
+        if (t < lo) lo = t;
+        if (t > hi) hi = t;
       }
-      const rolled = series === undefined ? aggregate(type, records) : aggregate(type, records, series);
-      stmt.with(`INSERT INTO rollup_deltas (${ROLLUP_COLUMNS}) ${rolled}`);
+      lo = Math.floor(lo / HOUR) * HOUR;
+      hi = Math.floor(hi / HOUR) * HOUR;
+      stmt.with(
+        `INSERT INTO rollup_batches (min_hour, max_hour, parts)
+         VALUES (${stmt.param(new Date(lo), 'timestamptz')}, ${stmt.param(new Date(hi), 'timestamptz')}, ${stmt.param(encodeStore(type, rows), 'text')})`,
+      );
     },
   };
 }
@@ -50,72 +50,237 @@ export function rollupHook(type: RollupType): RecordHook<void> {
 /** Every record type's hook. */
 export const rollupHooks = () => TYPES.map(rollupHook);
 
-/** The advisory lock of the fold (one fold at a time: it reads the rows it rewrites). */
-const FOLD_LOCK = 'pg_advisory_xact_lock(1919904876, 1)';
+/** The advisory lock of the rollups' writers (one fold or summing at a time: they rewrite the same rows). */
+const LOCK = '(1919904876, 1)';
+
+/** The stored rows of `keys`, as parts (sums exact: read as text). */
+async function storedParts(q: Queryable, keys: Part[]): Promise<Map<string, Part>> {
+  const out = new Map<string, Part>();
+  if (!keys.length) return out;
+  const { rows } = await q.query<any>(
+    `SELECT r.type, r.asset_id, r.owner_id, (extract(epoch FROM r.hour) * 1000)::float8 AS hour, r.count::float8 AS n,
+            (extract(epoch FROM r.first_at) * 1000000)::int8::text AS first, (extract(epoch FROM r.last_at) * 1000000)::int8::text AS last,
+            r.first_id::text, r.last_id::text, r.first_lat, r.first_lon, r.last_lat, r.last_lon, r.distance_mm::float8 AS mm,
+            r.max_step_us::float8 AS step,
+            (SELECT json_agg(json_build_array(e.key, (e.value ->> 0)::float8, (e.value ->> 1)::float8, (e.value ->> 2)::float8, e.value ->> 3))
+               FROM jsonb_each(r.stats) e) AS stats
+       FROM unnest($1::text[], $2::uuid[], $3::uuid[], $4::timestamptz[]) AS k(type, asset_id, owner_id, hour)
+       JOIN rollups r USING (type, asset_id, owner_id, hour)`,
+    [keys.map((k) => k.type), keys.map((k) => k.asset), keys.map((k) => k.owner), keys.map((k) => new Date(k.hour))],
+  );
+  for (const r of rows) {
+    const p: Part = {
+      type: r.type,
+      asset: r.asset_id,
+      owner: r.owner_id,
+      hour: r.hour,
+      n: r.n,
+      first: Number(r.first),
+      last: Number(r.last),
+      firstId: r.first_id === null ? null : BigInt(r.first_id),
+      lastId: r.last_id === null ? null : BigInt(r.last_id),
+      firstLat: r.first_lat,
+      firstLon: r.first_lon,
+      lastLat: r.last_lat,
+      lastLon: r.last_lon,
+      mm: r.mm,
+      step: r.step,
+      stats: r.stats === null ? null : new Map(r.stats.map((s: any[]) => [s[0], { n: s[1], min: s[2], max: s[3], sum: decParse(s[4]) }])),
+      loose: false,
+    };
+    out.set(partKey(p), p);
+  }
+  return out;
+}
 
 /**
- * Folds the deltas committed so far into the rollups, a batch per transaction (the batch's deltas
- * deleted and their hours rewritten together: a crash leaves either), then repairs the rows that
- * came out stale. One fold runs at a time: `wait` (a reader, which must see every committed
- * record) waits for a running one; the background fold skips its turn instead. A delta of an hour
- * past `keepDays` (ROLLUP_RETENTION_DAYS) is dropped, not folded. Returns the deltas folded.
+ * One turn of the fold, in one REPEATABLE READ transaction under the lock (the raw rows it may sum
+ * are then exactly those of the batches it saw): takes the batches; the parts of hours summed
+ * already (before rollup_state.materialized) are combined with each other and with the stored rows
+ * and written; the parts of hours still open are combined per asset and hour and go back as one
+ * batch (so pending parts stay one per asset and hour, not one per store). Parts that cannot be
+ * combined exactly have their hour summed from the raw rows (a summed hour) or stay apart (an open
+ * one). Parts of hours past `keepDays` are let go. Returns the batches taken, or null when another
+ * fold runs and `wait` is false.
  */
-export async function foldRollups(db: Db, keepDays: number, wait = true): Promise<number> {
-  let folded = 0;
-  let stale = 0;
-  // Nothing pending (an idle service, every second): one cheap read, no transaction.
-  if (!(await db.query<{ any: boolean }>('SELECT EXISTS (SELECT 1 FROM rollup_deltas) AS any')).rows[0]?.any) return 0;
-  for (;;) {
-    const done = await db.tx(async (q) => {
-      const lock = await q.query<{ ok: boolean }>(
-        wait
-          ? `SELECT true AS ok FROM ${FOLD_LOCK}`
-          : `SELECT ${FOLD_LOCK.replace('pg_advisory_xact_lock', 'pg_try_advisory_xact_lock')} AS ok`,
-      );
-      if (!lock.rows[0]?.ok) return null;
-      return (await q.query<{ n: number; stale: number }>(foldStatement(FOLD_BATCH, keepDays))).rows[0]!;
-    });
-    if (!done) break;
-    folded += done.n;
-    stale += done.stale;
-    if (done.n < FOLD_BATCH) break;
+async function consume(db: Db, keepDays: number, wait: boolean, compact: boolean): Promise<number | null> {
+  return db.session(async (s) => {
+    const got = await s.query<{ ok: boolean }>(
+      wait ? `SELECT true AS ok FROM pg_advisory_lock${LOCK}` : `SELECT pg_try_advisory_lock${LOCK} AS ok`,
+    );
+    if (!got.rows[0]?.ok) return null;
+    try {
+      await s.exec('BEGIN ISOLATION LEVEL REPEATABLE READ');
+      try {
+        const n = await consumeIn(s, keepDays, compact);
+        await s.exec('COMMIT');
+        return n;
+      } catch (e) {
+        await s.exec('ROLLBACK');
+        throw e;
+      }
+    } finally {
+      await s.query(`SELECT pg_advisory_unlock${LOCK}`);
+    }
+  });
+}
+
+async function consumeIn(q: Queryable, keepDays: number, compact: boolean): Promise<number> {
+  const end = (await q.query<{ m: Date }>('SELECT materialized AS m FROM rollup_state')).rows[0]!.m.getTime();
+  // Every batch when compacting; else those with parts of summed hours (and every one the raw
+  // summing needs taken with them).
+  const take = async (limit: string, all = compact) =>
+    (
+      await q.query<{ parts: string }>(
+        `DELETE FROM rollup_batches WHERE id IN (SELECT id FROM rollup_batches ${all ? '' : 'WHERE min_hour < $1'} ORDER BY id ${limit})
+         RETURNING parts`,
+        all ? [] : [new Date(end)],
+      )
+    ).rows;
+  const keep = Date.now() - keepDays * 86_400_000;
+  const summed = new Map<string, Part[]>();
+  const open = new Map<string, Part[]>();
+  const add = (rows: { parts: string }[]) => {
+    for (const r of rows) {
+      for (const p of decodeParts(r.parts)) {
+        if (p.hour + HOUR <= keep) continue;
+        const into = p.hour < end ? summed : open;
+        const k = partKey(p);
+        const list = into.get(k);
+        if (list) list.push(p);
+        else into.set(k, [p]);
+      }
+    }
+  };
+  const rows = await take(`LIMIT ${FOLD_BATCH}`);
+  if (!rows.length) return 0;
+  add(rows);
+  const stored = await storedParts(
+    q,
+    [...summed.values()].map((l) => l[0]!),
+  );
+  let write: Part[] = [];
+  const combineSummed = () => {
+    write = [];
+    for (const [k, list] of summed) {
+      const s = stored.get(k);
+      write.push(combine(s ? [s, ...list] : list));
+    }
+  };
+  combineSummed();
+  // A loose row's distance or longest step is summed from the raw rows this snapshot sees: every
+  // batch it sees must be taken with it, or the records of one left behind would count twice.
+  let taken = rows.length;
+  if (write.some((p) => p.loose) && rows.length === FOLD_BATCH) {
+    const rest = await take('', true);
+    taken += rest.length;
+    add(rest);
+    for (const [k, p] of await storedParts(
+      q,
+      [...summed.values()].map((l) => l[0]!).filter((p) => !stored.has(partKey(p))),
+    ))
+      stored.set(k, p);
+    combineSummed();
   }
-  if (stale > 0) await repairRollups(db);
+  const back = [...open.values()].map(combine);
+  if (back.length) {
+    let lo = Number.POSITIVE_INFINITY;
+    let hi = Number.NEGATIVE_INFINITY;
+    for (const p of back) {
+      if (p.hour < lo) lo = p.hour;
+      if (p.hour > hi) hi = p.hour;
+    }
+    await q.query('INSERT INTO rollup_batches (min_hour, max_hour, parts, compacted) VALUES ($1, $2, $3, true)', [
+      new Date(lo),
+      new Date(hi),
+      encodeParts(back),
+    ]);
+  }
+  if (write.length) {
+    const col = <T>(f: (p: Part) => T) => write.map(f);
+    await q.query(
+      upsert(
+        `SELECT a, h, t, o, n, timestamptz 'epoch' + f * interval '1 microsecond', timestamptz 'epoch' + l * interval '1 microsecond',
+                fi, li, fla, flo, lla, llo, mm, st, s::jsonb
+           FROM unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::uuid[], $5::int8[], $6::int8[], $7::int8[], $8::int8[], $9::int8[],
+                       $10::float8[], $11::float8[], $12::float8[], $13::float8[], $14::int8[], $15::int8[], $16::text[])
+                AS u(a, h, t, o, n, f, l, fi, li, fla, flo, lla, llo, mm, st, s)`,
+      ),
+      [
+        col((p) => p.asset),
+        col((p) => new Date(p.hour)),
+        col((p) => p.type),
+        col((p) => p.owner),
+        col((p) => p.n),
+        col((p) => p.first),
+        col((p) => p.last),
+        col((p) => p.firstId?.toString() ?? null),
+        col((p) => p.lastId?.toString() ?? null),
+        col((p) => p.firstLat),
+        col((p) => p.firstLon),
+        col((p) => p.lastLat),
+        col((p) => p.lastLon),
+        col((p) => p.mm),
+        col((p) => p.step),
+        col((p) => statsJson(p.stats)),
+      ],
+    );
+  }
+  const loose = write.filter((p) => p.loose);
+  for (const type of new Set(loose.map((p) => p.type))) {
+    const mine = loose.filter((p) => p.type === type);
+    // A count that differs: retention deleted some of the hour's raw rows; the row keeps what it has.
+    await q.query(
+      `WITH x AS (${orderMembers(type, 'unnest($1::uuid[], $2::timestamptz[], $3::uuid[])')})
+       UPDATE rollups r SET distance_mm = CASE WHEN x.count = r.count THEN x.distance_mm ELSE r.distance_mm END,
+                            max_step_us = CASE WHEN x.count = r.count THEN x.max_step_us ELSE r.max_step_us END
+         FROM x WHERE r.asset_id = x.asset_id AND r.hour = x.hour AND r.owner_id = x.owner_id AND r.type = $4`,
+      [mine.map((p) => p.asset), mine.map((p) => new Date(p.hour)), mine.map((p) => p.owner), type],
+    );
+  }
+  return taken;
+}
+
+/**
+ * Folds the parts of hours summed already (late records) into their rows; with `compact`, also
+ * combines the parts of open hours per asset and hour (every minute: what waits for an hour to
+ * close stays one part per asset and hour, not one per store). `wait` (a reader, which must see
+ * every committed record) waits for a running fold; the background fold (every 10 seconds) skips its
+ * turn when another runs. Returns the batches taken.
+ */
+export async function foldRollups(db: Db, keepDays: number, wait = true, compact = false): Promise<number> {
+  let folded = 0;
+  // Nothing to do (an idle service; a live one between its minutes): one cheap read.
+  const pending = async () =>
+    (
+      await db.query<{ any: boolean }>(
+        `SELECT EXISTS (SELECT 1 FROM rollup_batches
+                         WHERE min_hour < (SELECT materialized FROM rollup_state) ${compact ? 'OR NOT compacted' : ''}) AS any`,
+      )
+    ).rows[0]?.any;
+  while (await pending()) {
+    const n = await consume(db, keepDays, wait, compact);
+    if (n === null) break;
+    folded += n;
+    if (n < FOLD_BATCH) break;
+  }
   return folded;
 }
 
 /**
- * Recomputes what stale rows (of `assetIds`, or of all) could not extend, from the raw rows, until
- * none is left that another repair does not hold. A row whose raw records are no longer all there
- * (retention removed some) keeps what it has: it is as exact as can be known. Returns the rows
- * repaired.
+ * Sums the hours that have ended by `until` (now less ROLLUP_CLOSE_AFTER_SECONDS: records a little
+ * late are not late yet): moves rollup_state.materialized past them, and folds their parts into
+ * their rows (compacting the open hours' parts on the way). Until the fold, a reader folds first
+ * (every reader does). Returns the hours summed.
  */
-export async function repairRollups(db: Db, assetIds?: string[]): Promise<number> {
-  let repaired = 0;
-  for (;;) {
-    const n = await db.tx(async (q) => {
-      const params: unknown[] = [];
-      const scope = assetIds ? `AND asset_id = ANY($${params.push(assetIds)}::uuid[])` : '';
-      // Locked until the commit: a store of the same hour waits, then adds to the repaired row.
-      const { rows } = await q.query<{ asset_id: string; hour: Date; owner_id: string; type: RollupType }>(
-        `SELECT asset_id, hour, owner_id, type FROM rollups WHERE stale ${scope}
-          ORDER BY asset_id, hour, type, owner_id LIMIT ${REPAIR_BATCH} FOR UPDATE SKIP LOCKED`,
-        params,
-      );
-      for (const type of new Set(rows.map((r) => r.type))) {
-        const mine = rows.filter((r) => r.type === type);
-        // A statement of its own: its snapshot holds every store committed before the locks.
-        await q.query(
-          `WITH x AS (${recompute(type, 'unnest($1::uuid[], $2::timestamptz[], $3::uuid[])')})
-           UPDATE rollups r SET distance_mm = CASE WHEN x.count = r.count THEN x.distance_mm ELSE r.distance_mm END,
-                                max_step_us = CASE WHEN x.count = r.count THEN x.max_step_us ELSE r.max_step_us END, stale = false
-             FROM x WHERE r.asset_id = x.asset_id AND r.hour = x.hour AND r.owner_id = x.owner_id AND r.type = $4`,
-          [mine.map((r) => r.asset_id), mine.map((r) => r.hour), mine.map((r) => r.owner_id), type],
-        );
-      }
-      return rows.length;
-    });
-    repaired += n;
-    if (n < REPAIR_BATCH) return repaired;
-  }
+export async function materializeRollups(db: Db, until: number, keepDays: number): Promise<number> {
+  const target = new Date(Math.floor(until / HOUR) * HOUR);
+  const { rows } = await db.query<{ hours: number }>(
+    `WITH before AS (SELECT materialized FROM rollup_state),
+     moved AS (UPDATE rollup_state SET materialized = $1 WHERE materialized < $1 RETURNING 1)
+     SELECT COALESCE((SELECT floor(extract(epoch FROM $1 - materialized) / 3600)::int FROM before WHERE EXISTS (SELECT 1 FROM moved)), 0) AS hours`,
+    [target],
+  );
+  await foldRollups(db, keepDays, true, true);
+  return rows[0]!.hours;
 }

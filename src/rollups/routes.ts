@@ -6,8 +6,8 @@ import type { Db } from '../db/db.js';
 import { badRequest } from '../http/errors.js';
 import { DateTime, iso, Literals, Nullable, Uuid } from '../http/schemas.js';
 import type { OwnerScope } from '../http/paging.js';
-import { foldRollups, repairRollups } from './rollups.js';
-import type { RollupType } from './sql.js';
+import { foldRollups } from './rollups.js';
+import { aggregate, ROLLUP_COLUMNS, ROLLUP_TABLES, type RollupType } from './sql.js';
 
 const HOUR = 3_600_000;
 const DAY = 86_400_000;
@@ -27,7 +27,6 @@ export interface RollupRow {
   /** Reefer and genset data: the longest step between the hour's records, in microseconds. */
   max_step_us: number | null;
   stats: Record<string, [number, number, number, number]> | null;
-  stale: boolean;
 }
 
 export interface RollupRead {
@@ -41,51 +40,66 @@ export interface RollupRead {
   types?: RollupType[];
   /** Only these members of `stats` (default: all). */
   keys?: string[];
-  /** The caller folded the deltas already (a report over many assets folds once). */
+  /** The caller folded the late records already (a report over many assets folds once). */
   folded?: boolean;
 }
 
-/**
- * The rollup rows of `assetId` with `from <= hour < to` of the owners `owners` lets through (the
- * caller's tenancy, or one owner), oldest first: the deltas committed so far folded in, and stale
- * rows repaired, before they are read. A location row's distance includes the step from the
- * previous hour's last position.
- */
 const ms = (column: string) => `(extract(epoch FROM ${column}) * 1000)::float8`;
 
+/**
+ * The rollup rows of `assetId` with `from <= hour < to` of the owners `owners` lets through (the
+ * caller's tenancy, or one owner), oldest first, counting every record committed so far: the hours
+ * late records went to summed again first, the summed hours read from the rollups and the hours
+ * not summed yet (the last hour or so) from the raw rows, by the same SQL. A location row's
+ * distance includes the step from the previous hour's last position.
+ */
 export async function readRollups(db: Db, r: RollupRead): Promise<RollupRow[]> {
   if (!r.folded) await foldRollups(db, r.keepDays);
-  const locations = !r.types || r.types.includes('location');
-  for (let attempt = 0; ; attempt++) {
-    const params: unknown[] = [r.assetId, new Date(r.from), new Date(r.to)];
-    const visible = await r.owners.where('owner_id', params);
-    const types = r.types ? `AND r.type = ANY($${params.push(r.types)}::text[])` : '';
-    const stats = r.keys
-      ? `(SELECT jsonb_object_agg(k, r.stats -> k) FROM unnest($${params.push(r.keys)}::text[]) AS k WHERE r.stats ? k) AS stats`
-      : 'r.stats';
-    const { rows } = await db.query<RollupRow>(
-      `WITH loc AS (
-         (SELECT hour, owner_id, first_lat, first_lon, last_lat, last_lon FROM rollups
-           WHERE ${locations} AND asset_id = $1 AND type = 'location' AND hour < $2 AND ${visible} ORDER BY hour DESC LIMIT 1)
-         UNION ALL
-         SELECT hour, owner_id, first_lat, first_lon, last_lat, last_lon FROM rollups
-          WHERE ${locations} AND asset_id = $1 AND type = 'location' AND hour >= $2 AND hour < $3 AND ${visible}
-       ), steps AS (
-         SELECT hour, owner_id, CASE WHEN lag(owner_id) OVER w = owner_id
-                  THEN rollup_mm(lag(last_lat) OVER w, lag(last_lon) OVER w, first_lat, first_lon) ELSE 0 END AS step_mm
-           FROM loc WINDOW w AS (ORDER BY hour, owner_id)
-       )
-       SELECT r.type, ${ms('r.hour')} AS hour, r.count::float8 AS count, ${ms('r.first_at')} AS first_at, ${ms('r.last_at')} AS last_at,
-              ${stats}, r.stale, r.max_step_us::float8 AS max_step_us,
-              (r.distance_mm + COALESCE(s.step_mm, 0))::float8 AS distance_mm
-         FROM rollups r LEFT JOIN steps s ON r.type = 'location' AND s.hour = r.hour AND s.owner_id = r.owner_id
-        WHERE r.asset_id = $1 AND r.hour >= $2 AND r.hour < $3 AND ${visible.replaceAll('owner_id', 'r.owner_id')} ${types}
-        ORDER BY r.hour, r.type`,
-      params,
-    );
-    if (attempt > 0 || !rows.some((x) => x.stale)) return rows;
-    await repairRollups(db, [r.assetId]);
-  }
+  const types = r.types ?? (Object.keys(ROLLUP_TABLES) as RollupType[]);
+  const locations = types.includes('location');
+  const params: unknown[] = [r.assetId, new Date(r.from), new Date(r.to), types];
+  const visible = await r.owners.where('owner_id', params);
+  const summed = '(SELECT materialized FROM rollup_state)';
+  const live = types.map(
+    (type) =>
+      `SELECT * FROM (${aggregate(
+        type,
+        `(SELECT * FROM ${ROLLUP_TABLES[type]} WHERE asset_id = $1 AND when_created >= greatest($2, ${summed}) AND when_created < $3 AND ${visible}) AS src`,
+      )}) AS ${type}`,
+  );
+  const stats = r.keys
+    ? `(SELECT jsonb_object_agg(k, r.stats -> k) FROM unnest($${params.push(r.keys)}::text[]) AS k WHERE r.stats ? k) AS stats`
+    : 'r.stats';
+  const { rows } = await db.query<RollupRow>(
+    `WITH hours AS (
+       SELECT ${ROLLUP_COLUMNS} FROM rollups
+        WHERE asset_id = $1 AND hour >= $2 AND hour < $3 AND hour < ${summed} AND type = ANY($4::text[]) AND ${visible}
+       UNION ALL
+       SELECT * FROM (${live.join(' UNION ALL ')}) AS l(${ROLLUP_COLUMNS})
+     ), loc AS (
+       (SELECT * FROM (
+          (SELECT hour, owner_id, NULL::float8 AS first_lat, NULL::float8 AS first_lon, last_lat, last_lon FROM rollups
+            WHERE ${locations} AND asset_id = $1 AND type = 'location' AND hour < $2 AND hour < ${summed} AND ${visible}
+            ORDER BY hour DESC LIMIT 1)
+          UNION ALL
+          (SELECT rollup_hour(when_created), owner_id, NULL, NULL, latitude, longitude FROM locations
+            WHERE ${locations} AND asset_id = $1 AND when_created >= ${summed} AND when_created < $2 AND ${visible}
+            ORDER BY when_created DESC, id DESC LIMIT 1)) p
+        ORDER BY hour DESC LIMIT 1)
+       UNION ALL
+       SELECT hour, owner_id, first_lat, first_lon, last_lat, last_lon FROM hours WHERE type = 'location'
+     ), steps AS (
+       SELECT hour, owner_id, CASE WHEN lag(owner_id) OVER w = owner_id
+                THEN rollup_mm(lag(last_lat) OVER w, lag(last_lon) OVER w, first_lat, first_lon) ELSE 0 END AS step_mm
+         FROM loc WINDOW w AS (ORDER BY hour, owner_id)
+     )
+     SELECT r.type, ${ms('r.hour')} AS hour, r.count::float8 AS count, ${ms('r.first_at')} AS first_at, ${ms('r.last_at')} AS last_at,
+            ${stats}, r.max_step_us::float8 AS max_step_us, (r.distance_mm + COALESCE(s.step_mm, 0))::float8 AS distance_mm
+       FROM hours r LEFT JOIN steps s ON r.type = 'location' AND s.hour = r.hour AND s.owner_id = r.owner_id
+      ORDER BY r.hour, r.type`,
+    params,
+  );
+  return rows;
 }
 
 const Stat = Type.Object({ count: Type.Integer(), min: Type.Number(), max: Type.Number(), mean: Type.Number() });

@@ -10,6 +10,16 @@ import { CARGO_SENSORS, HARDWARE_SENSORS } from '../alerts/model.js';
 const CARGO: ReadonlySet<string> = new Set(CARGO_SENSORS);
 const HARDWARE: ReadonlySet<string> = new Set(HARDWARE_SENSORS);
 const TEMPERATURE = /temperature/i;
+/** Whether a member's name holds "temperature", remembered: payloads repeat a handful of names. */
+const named = new Map<string, boolean>();
+const isTemperature = (k: string) => {
+  let t = named.get(k);
+  if (t === undefined) {
+    t = TEMPERATURE.test(k);
+    if (named.size < 10_000) named.set(k, t);
+  }
+  return t;
+};
 
 type Obj = Record<string, unknown>;
 const object = (v: unknown): Obj | undefined => (v !== null && typeof v === 'object' && !Array.isArray(v) ? (v as Obj) : undefined);
@@ -22,7 +32,7 @@ export function temperatureValues(data: unknown, out: (key: string, value: numbe
   const cargo = object(object(top.cargo)?.sensors);
   const hardware = object(object(top.hardware)?.sensors);
   const keys = new Set<string>();
-  for (const o of [top, cargo, hardware]) if (o) for (const k of Object.keys(o)) if (TEMPERATURE.test(k)) keys.add(k);
+  for (const o of [top, cargo, hardware]) if (o) for (const k of Object.keys(o)) if (isTemperature(k)) keys.add(k);
   for (const k of keys) {
     const v = has(top, k) ? top[k] : HARDWARE.has(k) ? hardware?.[k] : CARGO.has(k) ? cargo?.[k] : has(cargo, k) ? cargo[k] : hardware?.[k];
     if (typeof v === 'number' && Number.isFinite(v) && Math.abs(v) < 1e300) out(k, v);

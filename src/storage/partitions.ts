@@ -103,8 +103,7 @@ export class Partitions {
       // Not CREATE TABLE ... PARTITION OF: that takes an exclusive lock on the parent, queued
       // behind every running read. ATTACH takes SHARE UPDATE EXCLUSIVE, which lets reads and writes
       // go on; the empty table is checked in no time, and gets the parent's indexes and keys.
-      const fillfactor = tableNamed(table)!.fillfactor;
-      await q.query(`CREATE TABLE ${name} (LIKE ${table} INCLUDING DEFAULTS)${fillfactor ? ` WITH (fillfactor = ${fillfactor})` : ''}`);
+      await q.query(`CREATE TABLE ${name} (LIKE ${table} INCLUDING DEFAULTS)`);
       await q.query(`ALTER TABLE ${table} ATTACH PARTITION ${name} FOR VALUES FROM (${sqlTime(range.lo)}) TO (${sqlTime(range.hi)})`);
       this.known.get(table)!.push(range);
       return true;

@@ -86,6 +86,9 @@ export class Retention {
   readonly removed = new Map<string, number>();
   readonly dropped = new Map<string, number>();
 
+  /** Runs before anything is removed (the rollups sum what they still need of the raw rows). */
+  before: (() => Promise<unknown>) | null = null;
+
   constructor(
     private readonly db: Db,
     private readonly partitions: Partitions,
@@ -94,6 +97,7 @@ export class Retention {
 
   async run(now = Date.now()): Promise<RetentionResult> {
     const out: RetentionResult = { removed: {}, dropped: [] };
+    await this.before?.();
     const days = await ownerDays(this.db, this.s.systemDays);
     for (const t of PARTITIONED) {
       const parts = await listPartitions(this.db, t.name);

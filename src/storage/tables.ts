@@ -21,15 +21,7 @@ export interface PartitionedTable {
   expiry: Expiry;
   /** Created partitioned by its own migration (not converted in place by migration 0014). */
   bornPartitioned?: boolean;
-  /**
-   * Its partitions' fill factor: room on each page for a row's next version, for tables whose rows
-   * are updated in place again and again (a HOT update writes no index entry).
-   */
-  fillfactor?: number;
 }
-
-/** A rollup row is rewritten with every store of its hour: half of each page is kept for that. */
-export const ROLLUP_FILLFACTOR = 50;
 
 export const PARTITIONED: readonly PartitionedTable[] = [
   { name: 'locations', key: 'when_created', expiry: 'owned' },
@@ -41,7 +33,7 @@ export const PARTITIONED: readonly PartitionedTable[] = [
   { name: 'notifications', key: 'when_created', expiry: 'owned' },
   { name: 'event_log', key: 'when_created', expiry: 'log' },
   { name: 'delivery_attempts', key: 'when_attempted', expiry: 'attempts' },
-  { name: 'rollups', key: 'hour', expiry: 'rollups', bornPartitioned: true, fillfactor: ROLLUP_FILLFACTOR },
+  { name: 'rollups', key: 'hour', expiry: 'rollups', bornPartitioned: true },
 ];
 
 export const tableNamed = (name: string) => PARTITIONED.find((t) => t.name === name);
