@@ -9,11 +9,20 @@ import { round } from '../records/records.js';
 import type { RollupType } from './sql.js';
 import { temperatureValues } from './values.js';
 
-/** An exact decimal: m x 10^-s. */
+/**
+ * An exact decimal: m x 10^-s. The mantissa is a plain number while it is an integer below 2^53
+ * (readings with a few decimals: sums stay exact and cheap), a bigint beyond.
+ */
 export interface Dec {
-  m: bigint;
+  m: number | bigint;
   s: number;
 }
+
+const SAFE = Number.MAX_SAFE_INTEGER;
+const POW10 = Array.from({ length: 16 }, (_, i) => 10 ** i);
+const big = (m: number | bigint) => (typeof m === 'bigint' ? m : BigInt(m));
+/** An integer's digits as a mantissa: a number when it is exact as one. */
+const mantissa = (digits: string) => (digits.length <= 15 ? Number(digits) : BigInt(digits));
 
 /** A number's shortest decimal (what PostgreSQL's float8 text and JavaScript's String() give). */
 export function decOf(v: number): Dec {
@@ -24,18 +33,35 @@ export function decOf(v: number): Dec {
   const dot = mant.indexOf('.');
   const digits = dot < 0 ? mant : mant.slice(0, dot) + mant.slice(dot + 1);
   const s = (dot < 0 ? 0 : mant.length - dot - 1) - exp;
-  return s >= 0 ? { m: BigInt(digits), s } : { m: BigInt(digits) * 10n ** BigInt(-s), s: 0 };
+  return s >= 0 ? { m: mantissa(digits), s } : { m: BigInt(digits) * 10n ** BigInt(-s), s: 0 };
+}
+
+/** m x 10^k, exactly. */
+function scale(m: number | bigint, k: number): number | bigint {
+  if (k === 0) return m;
+  if (typeof m === 'number' && k < 16) {
+    const r = m * POW10[k]!;
+    if (Math.abs(r) <= SAFE) return r;
+  }
+  return big(m) * 10n ** BigInt(k);
 }
 
 export function decAdd(a: Dec, b: Dec): Dec {
-  if (a.s === b.s) return { m: a.m + b.m, s: a.s };
-  return a.s > b.s ? { m: a.m + b.m * 10n ** BigInt(a.s - b.s), s: a.s } : { m: a.m * 10n ** BigInt(b.s - a.s) + b.m, s: b.s };
+  const s = Math.max(a.s, b.s);
+  const x = scale(a.m, s - a.s);
+  const y = scale(b.m, s - b.s);
+  if (typeof x === 'number' && typeof y === 'number') {
+    const r = x + y;
+    if (Math.abs(r) <= SAFE) return { m: r, s };
+  }
+  return { m: big(x) + big(y), s };
 }
 
 /** As decimal text (a JSON number). */
 export function decText(d: Dec): string {
-  const neg = d.m < 0n;
-  const digits = (neg ? -d.m : d.m).toString().padStart(d.s + 1, '0');
+  const m = big(d.m);
+  const neg = m < 0n;
+  const digits = (neg ? -m : m).toString().padStart(d.s + 1, '0');
   const int = digits.slice(0, digits.length - d.s);
   const frac = digits.slice(digits.length - d.s);
   return `${neg ? '-' : ''}${int}${d.s ? `.${frac}` : ''}`;
@@ -44,7 +70,7 @@ export function decText(d: Dec): string {
 /** Decimal text (a stored sum: PostgreSQL's numeric, never with an exponent) back into a Dec. */
 export function decParse(text: string): Dec {
   const dot = text.indexOf('.');
-  return dot < 0 ? { m: BigInt(text), s: 0 } : { m: BigInt(text.slice(0, dot) + text.slice(dot + 1)), s: text.length - dot - 1 };
+  return dot < 0 ? { m: mantissa(text), s: 0 } : { m: mantissa(text.slice(0, dot) + text.slice(dot + 1)), s: text.length - dot - 1 };
 }
 
 /**
@@ -370,7 +396,9 @@ export function encodeStore(type: RollupType, rows: StoredItem[]): string {
     }
     return i;
   };
-  const out: unknown[][] = [];
+  // Written as text straight (no arrays per record): ids are UUIDs and digits, numbers finite, so
+  // a template gives what JSON.stringify would.
+  const out: string[] = [];
   const several: StoredItem[] = [];
   for (const at of keyed.values()) {
     if (typeof at !== 'number') {
@@ -379,22 +407,25 @@ export function encodeStore(type: RollupType, rows: StoredItem[]): string {
     }
     const r = rows[at]!;
     const item = r.item;
-    const row: unknown[] = [item.assetId, ownerIndex(r.ownerId), hours[at], 1, ats[at], ats[at]];
+    let row = `["${item.assetId}",${ownerIndex(r.ownerId)},${hours[at]},1,${ats[at]},${ats[at]}`;
     if (loc) {
       const lat = round(item.latitude, 6);
       const lon = round(item.longitude, 6);
-      row.push(r.id, r.id, lat, lon, lat, lon, 0);
-    } else if (stepped) row.push(0);
+      row += `,"${r.id}","${r.id}",${lat},${lon},${lat},${lon},0`;
+    } else if (stepped) row += ',0';
     if (type === 'sensordata') {
-      row.push(
-        typeof item.value === 'number' && Number.isFinite(item.value) ? [[keyIndex(`${item.type}/${item.sensorId}`), item.value]] : [],
-      );
+      row +=
+        typeof item.value === 'number' && Number.isFinite(item.value)
+          ? `,[[${keyIndex(`${item.type}/${item.sensorId}`)},${item.value}]]`
+          : ',[]';
     } else if (stepped) {
-      const stats: unknown[] = [];
-      temperatureValues(item.data, (k, v) => stats.push([keyIndex(k), v]));
-      row.push(stats);
+      let stats = '';
+      temperatureValues(item.data, (k, v) => {
+        stats += `${stats ? ',' : ''}[${keyIndex(k)},${v}]`;
+      });
+      row += `,[${stats}]`;
     }
-    out.push(row);
+    out.push(`${row}]`);
   }
   if (several.length) {
     const [g] = JSON.parse(encodeParts(partsOf(type, several))) as { o: string[]; k: string[]; p: any[][] }[];
@@ -402,10 +433,10 @@ export function encodeStore(type: RollupType, rows: StoredItem[]): string {
     for (const row of g!.p) {
       row[1] = ownerIndex(g!.o[row[1]]!);
       if (statsAt > 0 && row[statsAt]) for (const st of row[statsAt] as number[][]) st[0] = keyIndex(g!.k[st[0]!]!);
-      out.push(row);
+      out.push(JSON.stringify(row));
     }
   }
-  return JSON.stringify([{ t: type, o: owners, k: keys, p: out }]);
+  return `[{"t":"${type}","o":${JSON.stringify(owners)},"k":${JSON.stringify(keys)},"p":[${out.join(',')}]}]`;
 }
 
 export function decodeParts(text: string): Part[] {

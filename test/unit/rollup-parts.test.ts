@@ -24,6 +24,15 @@ test('sums are exact decimals of each value’s shortest form, the same in any o
   assert.equal(decText(decOf(-2.5e-8)), '-0.000000025');
   assert.equal(decText(decOf(1.5e21)), '1500000000000000000000');
   assert.equal(sum([0.1, 0.2]), '0.3', 'not 0.30000000000000004');
+  // Past 2^53 the mantissa goes on as a bigint.
+  assert.equal(sum([99999999999999.9, 0.01]), '99999999999999.91');
+  assert.equal(
+    sum([
+      999999999999999, 999999999999999, 999999999999999, 999999999999999, 999999999999999, 999999999999999, 999999999999999,
+      999999999999999, 999999999999999, 999999999999999,
+    ]),
+    '9999999999999990',
+  );
   const forward = sum(values);
   assert.equal(sum([...values].reverse()), forward);
   assert.equal(sum([values[4]!, values[0]!, values[7]!, values[2]!, values[1]!, values[8]!, values[3]!, values[6]!, values[5]!]), forward);
