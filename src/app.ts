@@ -28,6 +28,10 @@ import { RECORD_DEFS, recordRoutes } from './records/records.js';
 import { zoneRoutes } from './zones/zones.js';
 import { positionRoutes, zoneHook } from './zones/positions.js';
 import { RecordHooks } from './records/hooks.js';
+import { deviceRoutes } from './ingest/devices.js';
+import { Ingest, ingestErrorRoutes, pruneIngestErrors } from './ingest/ingest.js';
+import { osmandRoutes } from './ingest/osmand.js';
+import { traccarRoutes } from './ingest/traccar.js';
 import { AlertEngine } from './alerts/engine.js';
 import { silenceHook } from './alerts/silence.js';
 import { specificationRoutes } from './alerts/specifications.js';
@@ -71,6 +75,8 @@ export interface Services {
   storage: Storage;
   /** What runs with every store (records/hooks.ts); the benchmark takes one out to measure its cost. */
   hooks: RecordHooks;
+  /** The device adapters' shared parts (src/ingest/): devices, their limit, the error log, counts. */
+  ingest: Ingest;
 }
 
 export const MiB = 1024 * 1024;
@@ -118,6 +124,7 @@ export async function buildApp(
 
   const raw = opts.db ?? (await openDatabase(cfg));
   let limiter: Limiter | undefined;
+  let deviceLimiter: Limiter | undefined;
   let secretsKey: Buffer;
   const storage = new Storage(
     raw,
@@ -147,6 +154,14 @@ export async function buildApp(
           app.log.warn({ err: e }, 'rate limit store unavailable; request admitted'),
         )
       : new MemoryLimiter(settings);
+    const hooks = new RecordHooks();
+    // Devices have a limit of their own, per minute (a tracker reports every few seconds).
+    const perDevice = { max: cfg.DEVICE_RATE_LIMIT_MAX, windowMs: 60_000, concurrent: 10 };
+    deviceLimiter = cfg.REDIS_URL
+      ? await RedisLimiter.connect(cfg.REDIS_URL, perDevice, (e) =>
+          app.log.warn({ err: e }, 'rate limit store unavailable; message admitted'),
+        )
+      : new MemoryLimiter(perDevice);
     // Read at use: with PORT=0 the port is known only once listening (below).
     app.decorate('publicUrl', { getter: () => cfg.publicUrl });
     const alerts = new AlertEngine(
@@ -175,10 +190,12 @@ export async function buildApp(
       alerts,
       streams,
       storage,
-      hooks: new RecordHooks(),
+      hooks,
+      ingest: new Ingest({ db, cfg, hooks, limiter: deviceLimiter! }),
     });
   } catch (e) {
     await limiter?.close();
+    await deviceLimiter?.close();
     if (!opts.db) await raw.close();
     throw e;
   }
@@ -229,6 +246,7 @@ export async function buildApp(
   every(cfg.ALERT_SWEEP_SECONDS, 'expiring commands', () => expireCommands(db));
   // Audit entries past AUDIT_RETENTION_DAYS go on the storage retention's cadence.
   every(cfg.RETENTION_CHECK_SECONDS, 'pruning the audit log', () => pruneAudit(db, cfg.AUDIT_RETENTION_DAYS));
+  every(cfg.RETENTION_CHECK_SECONDS, 'pruning the ingest error log', () => pruneIngestErrors(db));
   // Rollups: late records are folded into their hours every 10 seconds (a reader folds them first
   // anyway: this keeps what a reader may find to fold small; a fold every second rewrote each
   // backfilled hour's row every second, and split concurrent stores' parts more often), the hours
@@ -247,6 +265,7 @@ export async function buildApp(
     await Promise.all(running);
     await delivery;
     await app.services.limiter.close();
+    await app.services.ingest.deps.limiter.close();
     if (!opts.db) await raw.close();
   });
 
@@ -305,6 +324,9 @@ export async function buildApp(
   await app.register(authRoutes, { db, cfg, tokens });
   await app.register(opsRoutes, { db });
   await app.register(dashboardRoutes, { realm: cfg.AUTH_REALM });
+  // Devices send here, at the server root: they carry no token (src/ingest/).
+  await app.register(osmandRoutes, { ingest: app.services.ingest });
+  await app.register(traccarRoutes, { ingest: app.services.ingest, token: cfg.INGEST_TRACCAR_TOKEN });
   await app.register(
     async (api) => {
       await api.register(ownerRoutes, { db, retentionDays: cfg.RETENTION_DAYS ?? null, graceSeconds: cfg.RETENTION_GRACE_SECONDS });
@@ -316,6 +338,8 @@ export async function buildApp(
       await api.register(eventRoutes, { db });
       await api.register(auditRoutes, { db });
       await api.register(rollupRoutes, { db });
+      await api.register(deviceRoutes, { db });
+      await api.register(ingestErrorRoutes, { db });
       await api.register(reportRoutes, { db, cfg });
       await api.register(specificationRoutes, { db, alerts });
       await api.register(notificationRoutes, { db });

@@ -136,6 +136,14 @@ const spec = {
   REPORT_MAX_DAYS: [int(1, 36500), '92'],
   ROLLUP_RETENTION_DAYS: [int(1, 36500), '1095'],
   ROLLUP_CLOSE_AFTER_SECONDS: [int(0, 90 * 86400), '300'],
+  INGEST_TRACCAR_TOKEN: [
+    (raw: string) => {
+      if (raw.length < 16) throw new Error('must be at least 16 characters');
+      return raw;
+    },
+    undefined,
+  ],
+  DEVICE_RATE_LIMIT_MAX: [int(1, 10_000_000), '600'],
   // The result stream (API guide 9): streams open at once per owner, how far back `since` reaches,
   // and the bytes after which an NDJSON answer ends with a line naming where to go on.
   STREAM_MAX_OPEN_PER_OWNER: [int(1, 1000), '5'],

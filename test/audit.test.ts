@@ -10,7 +10,9 @@ import { MASK, pruneAudit } from '../src/audit/audit.js';
 import { customer, OPERATOR, ok, type Res, startApp, storeLocations } from './helpers.js';
 import { Receiver } from './receiver.js';
 
+const TRACCAR_TOKEN = 'audit-traccar-token-0123456789';
 const ta = await startApp(undefined, {
+  INGEST_TRACCAR_TOKEN: TRACCAR_TOKEN,
   PUSH_ALLOW_HTTP: 'true',
   PUSH_ALLOWED_NETWORKS: '127.0.0.0/8',
   DELIVERY_POLL_MS: '100',
@@ -191,6 +193,46 @@ test('every audited write operation of the OpenAPI document writes exactly one e
     },
     'DELETE /api/v1/api-keys/{id}': { expect: cu('delete', 'apiKey'), run: () => call('c', 'DELETE', `/api-keys/${st.key}`) },
     'POST /api/v1/locations': record('/locations', () => ({ assetId: st.asset, latitude: 53.5, longitude: 9.9 })),
+    'POST /api/v1/devices': {
+      expect: cu('create', 'device'),
+      setup: async () => {
+        st.deviceAsset = await asset();
+      },
+      run: async () => {
+        const r = await call('c', 'POST', '/devices', { assetId: st.deviceAsset, protocol: 'osmand' });
+        st.device = r.body.id;
+        secrets.push(r.body.uniqueId);
+        return r;
+      },
+    },
+    'PATCH /api/v1/devices/{id}': {
+      expect: cu('update', 'device'),
+      run: () => call('c', 'PATCH', `/devices/${st.device}`, { disabled: true }),
+    },
+    'DELETE /api/v1/devices/{id}': { expect: cu('delete', 'device'), run: () => call('c', 'DELETE', `/devices/${st.device}`) },
+    // What devices send is data: no entry.
+    'POST /ingest/osmand': {
+      expect: null,
+      setup: async () => {
+        const d = ok(await call('c', 'POST', '/devices', { assetId: await asset(), protocol: 'osmand' }), 201);
+        st.osmand = d.uniqueId;
+      },
+      run: () => ta.call('POST', `/ingest/osmand?id=${st.osmand}&lat=53.5&lon=9.9`),
+    },
+    'POST /ingest/traccar': {
+      expect: null,
+      setup: async () => {
+        ok(await call('op', 'POST', '/devices', { assetId: await asset(), protocol: 'traccar', uniqueId: 'audit-imei-0000001' }), 201);
+      },
+      run: () =>
+        ta.call('POST', '/ingest/traccar', {
+          headers: { authorization: `Bearer ${TRACCAR_TOKEN}` },
+          body: {
+            position: { fixTime: '2025-06-15T13:45:12.862+00:00', valid: true, latitude: 53.5, longitude: 9.9, attributes: {} },
+            device: { uniqueId: 'audit-imei-0000001' },
+          },
+        }),
+    },
     'POST /api/v1/sensor-data': record('/sensor-data', () => ({ assetId: st.asset, sensorId: 's-1', type: 'TEMPERATURE', value: 4.5 })),
     'POST /api/v1/reefer-data': record('/reefer-data', () => ({ assetId: st.asset, data: { supplyAirTemperature: 4.5 } })),
     'POST /api/v1/genset-data': record('/genset-data', () => ({ assetId: st.asset, gensetType: 'SG-3000', data: { rpm: 1500 } })),

@@ -127,6 +127,7 @@ test("every /api/v1 route with a path parameter refuses a sibling owner's record
   const bGenset = await post('/api/v1/genset-data', { assetId, gensetType: 'b-genset', data: { rpm: 1500 } });
   const bOem = await post('/api/v1/oem-data', { assetId, payloadType: 7, data: { raw: 'x' } });
   const bCommand = await post('/api/v1/commands', { assetId, type: 'START_DEFROST' });
+  const bDevice = await post('/api/v1/devices', { assetId, protocol: 'osmand' });
   const bBooking = await post('/api/v1/booking-data', { name: 'b-booking', type: 'MAERSK_V1', jsonData: { vessel: 'b' } });
   const bSpec = await post('/api/v1/specifications', { assetId, type: 'REEFER', ranges: { cargo: { sensors: { co2: [null, 5] } } } });
   await post('/api/v1/reefer-data', { assetId, data: { co2: 9 } }); // out of range at once: a notification
@@ -154,6 +155,7 @@ test("every /api/v1 route with a path parameter refuses a sibling owner's record
   const suppliers: Record<string, Record<string, string>> = {
     '/api/v1/owners/{id}': { id: B.ownerId },
     '/api/v1/assets/{id}': { id: bAsset.id },
+    '/api/v1/devices/{id}': { id: bDevice.id },
     '/api/v1/api-keys/{id}': { id: bKey.id },
     '/api/v1/users/{id}': { id: bUser.id },
     '/api/v1/clients/{id}': { id: bClient.id },
@@ -199,6 +201,8 @@ test("every /api/v1 route with a path parameter refuses a sibling owner's record
     'patch /api/v1/specifications/{id}': () => ({ name: `probe${++seq}` }),
     // The sampler's first status (PENDING) is a well-formed but illegal move (409): use a legal one.
     'patch /api/v1/commands/{id}': () => ({ status: 'SENT' }),
+    // The sampler's assetId is no asset: move nothing.
+    'patch /api/v1/devices/{id}': () => ({ disabled: true }),
     'post /api/v1/integrations/{id}/rotate-signing-secret': () => ({}),
     'post /api/v1/integrations/{id}/deliveries/redeliver': () => ({
       from: new Date(Date.now() - 3600_000).toISOString(),

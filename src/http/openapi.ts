@@ -11,6 +11,8 @@ const NAMED: Record<string, string> = {
   'GET /auth/realms/:realm/protocol/openid-connect/certs': 'getJsonWebKeySet',
   'GET /api/v1/locations/latest': 'listLatestLocations',
   'POST /api/v1/webhooks/test': 'testWebhook',
+  'POST /ingest/traccar': 'forwardTraccarPosition',
+  'GET /api/v1/ingest/errors': 'listIngestErrors',
 };
 
 const ITEM_VERBS: Record<string, string> = { GET: 'get', PUT: 'replace', PATCH: 'update', DELETE: 'delete', POST: 'create' };

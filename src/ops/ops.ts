@@ -139,6 +139,32 @@ export const opsRoutes = fp(async function opsRoutes(app: FastifyInstance, { db 
     'Partitions retention dropped in this process since it started, by table',
     () => app.services.storage.retention.dropped,
   );
+  // Device adapters (src/ingest/): records stored and messages refused, in this process.
+  const ingestCount = (name: string, help: string, labels: readonly ['protocol', string], map: () => Map<string, number>) =>
+    new client.Gauge({
+      name,
+      help,
+      labelNames: labels,
+      registers: [registry],
+      collect() {
+        for (const [key, n] of map()) {
+          const [protocol, other] = key.split(':');
+          this.set({ protocol: protocol!, [labels[1]]: other! }, n);
+        }
+      },
+    });
+  ingestCount(
+    'ingest_records_total',
+    'Records devices stored through the adapters, by protocol and type',
+    ['protocol', 'type'],
+    () => app.services.ingest.counters.stored,
+  );
+  ingestCount(
+    'ingest_refused_total',
+    'Device messages refused (unknown or disabled device, bad message, rate limited), by protocol and reason',
+    ['protocol', 'reason'],
+    () => app.services.ingest.counters.refused,
+  );
   // No answer of this service is ever to be read as another type than it says (scripts, styles, JSON).
   app.addHook('onSend', async (_req, reply) => {
     reply.header('X-Content-Type-Options', 'nosniff');

@@ -435,6 +435,31 @@ export function insertRecords<I extends Common>(def: RecordDef<I>, paths: { owne
   };
 }
 
+/**
+ * Stores records for `t` (a caller, or a device acting for its asset's owner): the one store every
+ * way in uses (the REST routes, the device adapters), with every hook. All or nothing; returns the
+ * stored rows in input order.
+ */
+export async function storeRecords<I extends Common>(
+  db: Db,
+  t: Tenancy,
+  cfg: Config,
+  hooks: RecordHooks,
+  def: RecordDef<I>,
+  items: I[],
+  bulk: boolean,
+): Promise<any[]> {
+  const { prepared, ids, paths } = await prepare(db, t, cfg, def, items, bulk);
+  const rows = await hooks.store(db, def.type, prepared, ids, insertRecords(def, paths), paths).catch(async (e) => {
+    // An asset deleted between the read and the write: the same 404 naming the index as the
+    // read gives (nothing was stored: the statement failed whole).
+    if ((e as { code?: string }).code === '23503') await prepare(db, t, cfg, def, items, bulk);
+    throw e;
+  });
+  wakeReaders(db);
+  return rows;
+}
+
 // ---- routes ------------------------------------------------------------------------------------
 
 export const recordRoutes: FastifyPluginAsync<{ db: Db; cfg: Config; hooks: RecordHooks }> = async (app, { db, cfg, hooks }) => {
@@ -446,15 +471,7 @@ export const recordRoutes: FastifyPluginAsync<{ db: Db; cfg: Config; hooks: Reco
       const body = req.body as Common | Common[];
       const bulk = Array.isArray(body);
       const items = bulk ? body : [body];
-      const { prepared, ids, paths } = await prepare(db, req.tenancy, cfg, def, items, bulk);
-      const rows = await hooks.store(db, def.type, prepared, ids, insertRecords(def, paths), paths).catch(async (e) => {
-        // An asset deleted between the read and the write: the same 404 naming the index as the
-        // read gives (nothing was stored: the statement failed whole).
-        if ((e as { code?: string }).code === '23503') await prepare(db, req.tenancy, cfg, def, items, bulk);
-        throw e;
-      });
-      wakeReaders(db);
-      const out = rows.map(def.toApi);
+      const out = (await storeRecords(db, req.tenancy, cfg, hooks, def, items, bulk)).map(def.toApi);
       reply.code(201);
       if (!bulk) reply.header('Location', `${req.server.publicUrl}/api/v1${def.path}/${out[0]!.id}`);
       return bulk ? out : out[0];

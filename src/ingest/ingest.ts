@@ -1,0 +1,195 @@
+// What the device adapters (OsmAnd, Traccar's forward, MQTT) share: the device a message names,
+// refused unless it is known, enabled and of that protocol; a limit of its own; the store every
+// way in uses (records.ts storeRecords, so zones, alerts and push are the REST API's); and the
+// ingest error log for what could not be stored (API guide 15).
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
+import type { Config } from '../config.js';
+import type { Db } from '../db/db.js';
+import { ApiError } from '../http/errors.js';
+import type { Limiter } from '../http/limits.js';
+import { listPage } from '../http/paging.js';
+import { DateTime, iso, Nullable, Uuid } from '../http/schemas.js';
+import { applyFilters, filters, listQuery } from '../http/filters.js';
+import type { RecordHooks } from '../records/hooks.js';
+import { type RecordDef, storeRecords } from '../records/records.js';
+import { Tenancy } from '../tenancy/tenancy.js';
+import { DEVICES, type DeviceRow, type Protocol } from './devices.js';
+
+/** How long the ingest error log keeps an entry. */
+export const ERROR_DAYS = 7;
+/** The most of a message the error log keeps. */
+const SAMPLE_BYTES = 1024;
+/** A device's last-seen time is written at most this often per instance (it is not a clock). */
+const SEEN_EVERY_MS = 10_000;
+
+export interface IngestDeps {
+  db: Db;
+  cfg: Config;
+  hooks: RecordHooks;
+  limiter: Limiter;
+}
+
+/** Counts for /metrics: records stored and messages refused, by protocol (and reason). */
+export class IngestCounters {
+  readonly stored = new Map<string, number>();
+  readonly refused = new Map<string, number>();
+  count(map: Map<string, number>, key: string, n = 1) {
+    map.set(key, (map.get(key) ?? 0) + n);
+  }
+}
+
+export type Refusal = 'unknown device' | 'disabled device' | 'wrong protocol' | 'bad message' | 'rate limited';
+
+/** Why a message was not stored: the answer's error, and what the error log keeps. */
+export class IngestRefused extends ApiError {
+  constructor(
+    readonly reason: Refusal,
+    code: ConstructorParameters<typeof ApiError>[0],
+    message: string,
+    extra: ConstructorParameters<typeof ApiError>[2] = {},
+  ) {
+    super(code, message, extra);
+  }
+}
+
+export class Ingest {
+  readonly counters = new IngestCounters();
+  private readonly seen = new Map<string, number>();
+
+  constructor(readonly deps: IngestDeps) {}
+
+  /** The enabled device of `protocol` named `uniqueId`, with a tenancy acting for its asset's owner. */
+  async device(protocol: Protocol, uniqueId: string, address: string | null): Promise<{ device: DeviceRow; tenancy: Tenancy }> {
+    const { rows } = await this.deps.db.query<DeviceRow>(
+      `SELECT id, unique_id, asset_id, owner_id, protocol, disabled FROM ${DEVICES} WHERE unique_id = $1`,
+      [uniqueId],
+    );
+    const device = rows[0];
+    // The same answer for unknown, disabled and another protocol's: a uniqueId is not confirmed to a guesser.
+    if (!device) throw new IngestRefused('unknown device', 'NOT_FOUND', 'No enabled device has this id.');
+    if (device.disabled) throw new IngestRefused('disabled device', 'NOT_FOUND', 'No enabled device has this id.');
+    if (device.protocol !== protocol) throw new IngestRefused('wrong protocol', 'NOT_FOUND', 'No enabled device has this id.');
+    const admission = await this.deps.limiter.admit(`device:${device.id}`);
+    if (!admission.ok) {
+      throw new IngestRefused(
+        'rate limited',
+        'RATE_LIMITED',
+        `Request limit reached for this device; retry in ${admission.retryAfterSeconds} s.`,
+        {
+          headers: { 'Retry-After': String(admission.retryAfterSeconds) },
+        },
+      );
+    }
+    admission.release();
+    const tenancy = new Tenancy(
+      this.deps.db,
+      { credential: `device:${device.id}`, ownerId: device.owner_id, scopes: ['write'], actor: `device:${device.id}` },
+      address,
+    );
+    return { device, tenancy };
+  }
+
+  /** Stores records of one type for a device's asset, through the one store. */
+  async store<I extends { assetId: string }>(
+    device: DeviceRow,
+    tenancy: Tenancy,
+    def: RecordDef<I>,
+    items: I[],
+    protocol: Protocol,
+  ): Promise<void> {
+    if (!items.length) return;
+    await storeRecords(this.deps.db, tenancy, this.deps.cfg, this.deps.hooks, def, items, items.length > 1);
+    this.counters.count(this.counters.stored, `${protocol}:${def.type}`, items.length);
+    const now = Date.now();
+    if ((this.seen.get(device.id) ?? 0) + SEEN_EVERY_MS <= now) {
+      this.seen.set(device.id, now);
+      await this.deps.db.query('UPDATE devices SET last_seen_at = now() WHERE id = $1', [device.id]);
+    }
+  }
+
+  /**
+   * Notes what could not be stored: the error log (and the device's last error, when the device is
+   * known), and the count. Never throws: a failing log must not stop an adapter.
+   */
+  async refused(protocol: Protocol, e: unknown, uniqueId: string | null, sample: string): Promise<void> {
+    const reason = e instanceof IngestRefused ? e.reason : 'bad message';
+    const message = e instanceof Error ? e.message : String(e);
+    this.counters.count(this.counters.refused, `${protocol}:${reason}`);
+    if (reason === 'rate limited') return; // counted; a flood must not become a flood of log rows
+    const text = `${reason}: ${message}`.slice(0, 500);
+    try {
+      await this.deps.db.query(
+        `WITH d AS (UPDATE devices SET last_error = $4, last_error_at = now() WHERE unique_id = $2 RETURNING id)
+         INSERT INTO ingest_errors (protocol, unique_id, device_id, reason, sample) VALUES ($1, $2, (SELECT id FROM d), $4, $3)`,
+        [protocol, uniqueId?.slice(0, 200) ?? null, Buffer.from(sample).subarray(0, SAMPLE_BYTES).toString(), text],
+      );
+    } catch {
+      /* the database is away: the count stays */
+    }
+  }
+}
+
+/** Removes ingest error log entries older than ERROR_DAYS. */
+export async function pruneIngestErrors(db: Db): Promise<void> {
+  await db.query(`DELETE FROM ingest_errors WHERE at < now() - interval '${ERROR_DAYS} days'`);
+}
+
+const IngestError = Type.Object(
+  {
+    id: Type.String(),
+    at: DateTime,
+    protocol: Type.String(),
+    uniqueId: Nullable(Type.String()),
+    deviceId: Nullable(Uuid),
+    reason: Type.String(),
+    sample: Nullable(Type.String({ description: 'The first 1 KiB of what was received' })),
+  },
+  { title: 'IngestError' },
+);
+const ERROR_FILTERS = {
+  protocol: filters.equals('protocol', Type.String({ maxLength: 20 })),
+  uniqueId: filters.equals('unique_id', Type.String({ maxLength: 200 })),
+};
+
+/** GET /ingest/errors (admin): what the adapters could not store, newest first, kept 7 days. */
+export const ingestErrorRoutes: FastifyPluginAsyncTypebox<{ db: Db }> = async (app, { db }) => {
+  app.get('/ingest/errors', {
+    schema: {
+      tags: ['devices'],
+      summary: `What the device adapters could not store (admin), kept ${ERROR_DAYS} days`,
+      querystring: listQuery(ERROR_FILTERS),
+      response: { 200: Type.Array(IngestError) },
+    },
+    handler: async (req, reply) => {
+      if (!req.tenancy.isAdmin) throw new ApiError('FORBIDDEN', 'The ingest error log needs the admin scope.');
+      type Row = {
+        id: string;
+        at: Date;
+        protocol: string;
+        unique_id: string | null;
+        device_id: string | null;
+        reason: string;
+        sample: string | null;
+      };
+      const rows = await listPage<Row>(db, req, reply, {
+        select: 'id::text AS id, at, protocol, unique_id, device_id, reason, sample',
+        from: 'ingest_errors',
+        owners: null,
+        defaultOrder: 'desc',
+        idType: 'int8',
+        timeColumn: 'at',
+        filters: (params, where) => applyFilters(ERROR_FILTERS, req.query, params, where),
+      });
+      return rows.map((r) => ({
+        id: r.id,
+        at: iso(r.at)!,
+        protocol: r.protocol,
+        uniqueId: r.unique_id,
+        deviceId: r.device_id,
+        reason: r.reason,
+        sample: r.sample,
+      }));
+    },
+  });
+};
