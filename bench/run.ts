@@ -9,7 +9,8 @@
 // unpartitioned ingest and lists at 10 million rows, removing an expired partition; not in the default run),
 // exports (bench/exports.ts: 10 million locations as CSV and NDJSON next to a raw COPY, memory sampled;
 // not in the default run), reports (bench/reports.ts: trips and temperature reports over 30 days of
-// minute data next to raw reads of the same rows, ingest with rollups next to without; not in the default run).
+// minute data next to raw reads of the same rows, ingest with rollups next to without; not in the default run),
+// ingest-devices (bench/devices.ts: OsmAnd positions next to single-record POST /locations; not in the default run).
 // Prints tables, then one JSON line.
 import os from 'node:os';
 import { type AlertBenchResult, runAlertsBench } from './alerts.js';
@@ -17,6 +18,7 @@ import { runIngestBench } from './ingest.js';
 import { runStorageBench } from './storage.js';
 import { runExportsBench } from './exports.js';
 import { runReportsBench } from './reports.js';
+import { runDevicesBench } from './devices.js';
 import { pct, Receiver, round } from './lib.js';
 import { GW_VERSION, runPeerBench } from './peer.js';
 import { runPgliteBench } from './pglite.js';
@@ -39,13 +41,14 @@ const PARTS = [
   'storage',
   'exports',
   'reports',
+  'ingest-devices',
 ] as const;
 type Part = (typeof PARTS)[number];
 const GROUPS: Record<string, Part[]> = { push: ['single', 'batch', 'backlog', 'sustain'], brokers: ['kafka', 'mqtt'] };
 
 function selection(): Set<Part> {
   const raw = (process.env.BENCH_ONLY ?? '').trim();
-  if (!raw) return new Set(PARTS.filter((p) => p !== 'storage' && p !== 'exports' && p !== 'reports'));
+  if (!raw) return new Set(PARTS.filter((p) => p !== 'storage' && p !== 'exports' && p !== 'reports' && p !== 'ingest-devices'));
   const out = new Set<Part>();
   for (const t of raw.split(',').map((s) => s.trim().toLowerCase())) {
     if (GROUPS[t]) for (const p of GROUPS[t]) out.add(p);
@@ -97,6 +100,12 @@ if (reports) {
   console.table(reports.temperature);
   console.log('\n## Rollups: REST ingest (reefer data and locations) with rollups kept up to date, next to without');
   console.table(reports.ingest);
+}
+
+const devices = sel.has('ingest-devices') ? await runDevicesBench() : null;
+if (devices) {
+  console.log('\n## Devices: OsmAnd positions over keep-alive, one per request, next to single-record POST /locations');
+  console.table(devices);
 }
 
 const alerts: AlertBenchResult | null = sel.has('alerts') ? await runAlertsBench() : null;
@@ -378,5 +387,7 @@ if (summary.length) {
   console.table(summary);
 }
 if (push) delete push.sampleLocation;
-console.log(JSON.stringify({ ingest, push, peer: peerRes, pglite, brokers, alerts, storage, exports: exportsBench, reports, summary }));
+console.log(
+  JSON.stringify({ ingest, push, peer: peerRes, pglite, brokers, alerts, storage, exports: exportsBench, reports, devices, summary }),
+);
 console.log(`\nbenchmark took ${round((Date.now() - started) / 1000)} s`);
