@@ -81,6 +81,7 @@ export function AuditLog() {
               'command',
               'bookingData',
               'delivery',
+              'device',
             ].map((t) => (
               <option key={t} value={t}>
                 {t}

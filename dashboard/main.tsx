@@ -5,7 +5,8 @@
 // sign-in session (its HttpOnly cookie), and signing out ends that session. Anyone sees the
 // integrations it may see and manages its own (integrations.tsx), its fleet, events,
 // notifications, its assets and each asset's page (asset.tsx: temperatures, trips and stops,
-// reports), and the audit log of its owners (audit.tsx). Lists the API also answers as CSV have
+// reports), its devices (devices.tsx: last seen, last error) and the audit log of its owners
+// (audit.tsx). Lists the API also answers as CSV have
 // "Download CSV".
 //
 // Everything a customer endpoint answered (response bodies, errors) is shown as text: Preact sets
@@ -16,6 +17,7 @@ import { ApiError, all, api, setCredential, time, usePolling } from './api.js';
 import { AssetList, AssetPage } from './asset.js';
 import { useAttemptStream } from './attempts.js';
 import { AuditLog } from './audit.js';
+import { Devices } from './devices.js';
 import { IntegrationPage, Integrations } from './integrations.js';
 import { FleetMap, type MapZone } from './map.js';
 import { DownloadCsv, ErrorLine } from './ui.js';
@@ -335,6 +337,9 @@ function App() {
           <a href="#/assets" class={hash.startsWith('#/assets') ? 'active' : ''}>
             Assets
           </a>
+          <a href="#/devices" class={hash === '#/devices' ? 'active' : ''}>
+            Devices
+          </a>
           <a href="#/audit" class={hash === '#/audit' ? 'active' : ''}>
             Audit log
           </a>
@@ -353,6 +358,8 @@ function App() {
         <AssetPage key={asset} id={asset} />
       ) : hash === '#/assets' ? (
         <AssetList />
+      ) : hash === '#/devices' ? (
+        <Devices admin={session.admin} />
       ) : hash === '#/audit' ? (
         <AuditLog />
       ) : integration ? (

@@ -161,13 +161,14 @@ export const osmandRoutes: FastifyPluginAsync<{ ingest: Ingest }> = async (app, 
   app.addContentTypeParser('text/plain', { parseAs: 'string', bodyLimit: 64 * 1024 }, (_req, body, done) => done(null, body));
   const handle = async (req: FastifyRequest, reply: FastifyReply) => {
     const json = String(req.headers['content-type'] ?? '').startsWith('application/json');
-    let m: OsmAndMessage | null = null;
+    const params = json ? null : paramsOf(req);
     try {
-      m = json ? fromJson(req.body) : fromParams(paramsOf(req));
-      await storeOsmAnd(ingest, m, req.ip);
+      await storeOsmAnd(ingest, json ? fromJson(req.body) : fromParams(params!), req.ip);
     } catch (e) {
+      // The id as sent, even when the rest could not be read: the device's last error names it.
+      const named = json ? (obj(req.body)?.device_id ?? null) : (params!.get('id') ?? params!.get('deviceid') ?? null);
       const sample = json ? JSON.stringify(req.body ?? null) : req.url + (typeof req.body === 'string' ? ` ${req.body}` : '');
-      await ingest.refused('osmand', e, m?.uniqueId ?? null, sample);
+      await ingest.refused('osmand', e, named === null ? null : String(named), sample);
       throw e;
     }
     return reply.code(200).send('');
