@@ -287,3 +287,21 @@ test('one store path: a device’s position gets its zone and its owner’s tena
   assert.equal(loc.zoneId, zone.id);
   assert.equal(loc.ownerId, (ok(await c.call('GET', `/api/v1/assets/${device.assetId}`), 200) as any).ownerId);
 });
+
+test('a device has a limit of its own: past DEVICE_RATE_LIMIT_MAX a minute, 429 with Retry-After, counted; other devices go on', async () => {
+  const t = await startApp(undefined, { DEVICE_RATE_LIMIT_MAX: '3' });
+  const c = await customer(t, 'dev-limit');
+  const assetId = await c.asset('dev-limit-truck');
+  const [a, b] = [
+    ok(await c.call('POST', '/api/v1/devices', { assetId, protocol: 'osmand' }), 201),
+    ok(await c.call('POST', '/api/v1/devices', { assetId, protocol: 'osmand' }), 201),
+  ];
+  for (let i = 0; i < 3; i++) ok(await t.call('GET', `/ingest/osmand?id=${a.uniqueId}&lat=1&lon=${i}`), 200);
+  const refused = await t.call('GET', `/ingest/osmand?id=${a.uniqueId}&lat=1&lon=9`);
+  bad(refused, 429, undefined);
+  assert.ok(Number(refused.headers['retry-after']) >= 1, 'Retry-After');
+  ok(await t.call('GET', `/ingest/osmand?id=${b.uniqueId}&lat=1&lon=9`), 200);
+  const stored = ok(await c.call('GET', `/api/v1/locations?assetId=${assetId}&from=2000-01-01T00:00:00Z`), 200);
+  assert.equal(stored.length, 4, 'the refused message stored nothing');
+  assert.match((await t.call('GET', '/metrics')).raw, /ingest_refused_total\{protocol="osmand",reason="rate limited"\} 1/);
+});

@@ -106,6 +106,16 @@ async function getDevice(q: Queryable, t: Tenancy, id: string, forUpdate = false
   return row;
 }
 
+/** The asset a body names, visible to the caller: else a 404 naming /assetId. */
+async function assetOf(q: Queryable, t: Tenancy, id: string) {
+  try {
+    return await getAsset(q, t, id);
+  } catch (e) {
+    if (e instanceof ApiError && e.code === 'NOT_FOUND') throw new ApiError('NOT_FOUND', 'asset not found', { field: '/assetId' });
+    throw e;
+  }
+}
+
 const read = async (q: Queryable, id: string) =>
   (await q.query<DeviceRow>(`SELECT ${SELECT} FROM ${DEVICES} WHERE id = $1`, [id])).rows[0]!;
 
@@ -146,9 +156,7 @@ export const deviceRoutes: FastifyPluginAsyncTypebox<{ db: Db }> = async (app, {
       const id = crypto.randomUUID();
       const row = await db
         .tx(async (q) => {
-          const asset = await getAsset(q, req.tenancy, body.assetId).catch(() => {
-            throw new ApiError('NOT_FOUND', 'asset not found', { field: '/assetId' });
-          });
+          const asset = await assetOf(q, req.tenancy, body.assetId);
           await q.query('INSERT INTO devices (id, unique_id, asset_id, protocol, disabled) VALUES ($1, $2, $3, $4, $5)', [
             id,
             body.uniqueId ?? generateUniqueId(),
@@ -187,14 +195,10 @@ export const deviceRoutes: FastifyPluginAsyncTypebox<{ db: Db }> = async (app, {
           const cur = await getDevice(q, req.tenancy, req.params.id, true);
           mayChoose(req.tenancy, body.uniqueId);
           if (body.assetId !== undefined && body.assetId !== cur.asset_id) {
-            await getAsset(q, req.tenancy, body.assetId).catch(() => {
-              throw new ApiError('NOT_FOUND', 'asset not found', { field: '/assetId' });
-            });
+            await assetOf(q, req.tenancy, body.assetId);
           }
           await q.query(
-            `UPDATE devices SET asset_id = $2, protocol = $3, disabled = $4, unique_id = $5, when_updated = now(),
-                    last_error = CASE WHEN $4 THEN last_error ELSE NULL END
-              WHERE id = $1`,
+            'UPDATE devices SET asset_id = $2, protocol = $3, disabled = $4, unique_id = $5, when_updated = now() WHERE id = $1',
             [
               cur.id,
               body.assetId ?? cur.asset_id,

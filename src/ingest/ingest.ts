@@ -81,6 +81,7 @@ export class Ingest {
         },
       );
     }
+    // The limit is on the rate: a message is not held in flight against it.
     admission.release();
     const tenancy = new Tenancy(
       this.deps.db,

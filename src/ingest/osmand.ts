@@ -18,11 +18,13 @@ import { badRequest } from '../http/errors.js';
 import { locations, oemData } from '../records/records.js';
 import type { DeviceRow } from './devices.js';
 import { type Ingest, IngestRefused } from './ingest.js';
-import { checkItem, finite, numberParam, timeOf } from './values.js';
+import { checkItem, finite, numberParam, objectOf, timeOf } from './values.js';
 
 /** payloadType of the OEM data an OsmAnd message leaves besides its location. */
 export const OSMAND_PAYLOAD = 5055;
 const KNOT_KMH = 1.852;
+/** The parameters the location takes; every other one is kept as OEM data. */
+const LOCATION_PARAMS = new Set(['id', 'deviceid', 'lat', 'lon', 'location', 'timestamp', 'speed', 'bearing', 'heading', 'altitude']);
 
 /** A message as read: the device's id, the location (if it has one) and everything else. */
 export interface OsmAndMessage {
@@ -57,9 +59,8 @@ export function fromParams(params: Map<string, string>): OsmAndMessage {
   const heading = num(params, 'bearing', 'heading');
   const altitude = num(params, 'altitude');
   const extras: Record<string, unknown> = {};
-  const used = new Set(['id', 'deviceid', 'lat', 'lon', 'location', 'timestamp', 'speed', 'bearing', 'heading', 'altitude']);
   for (const [k, v] of params) {
-    if (used.has(k)) continue;
+    if (LOCATION_PARAMS.has(k)) continue;
     if (k === 'batt') extras.batteryLevel = numberParam(v, 'batt');
     else if (k === 'accuracy' || k === 'hdop') extras[k] = numberParam(v, k);
     else if (v === 'true' || v === 'false') extras[k] = v === 'true';
@@ -83,21 +84,18 @@ export function fromParams(params: Map<string, string>): OsmAndMessage {
   };
 }
 
-const obj = (v: unknown): Record<string, unknown> | undefined =>
-  v !== null && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined;
-
 /** The JSON body of the Traccar Client 9 (the background geolocation plugin's record). */
 export function fromJson(body: unknown): OsmAndMessage {
-  const root = obj(body);
+  const root = objectOf(body);
   const uniqueId = root?.device_id;
   if (typeof uniqueId !== 'string' && typeof uniqueId !== 'number') {
     throw new IngestRefused('bad message', 'VALIDATION_FAILED', 'device_id is required.', { field: '/device_id' });
   }
-  const loc = obj(root!.location);
+  const loc = objectOf(root!.location);
   if (!loc) throw badRequest('location is required.', '/location');
   if (typeof loc.timestamp !== 'string') throw badRequest('location.timestamp is required (ISO 8601).', '/location/timestamp');
   const whenCreated = timeOf(loc.timestamp, '/location/timestamp');
-  const coords = obj(loc.coords);
+  const coords = objectOf(loc.coords);
   const extras: Record<string, unknown> = {};
   let location: OsmAndMessage['location'] = null;
   if (coords) {
@@ -116,7 +114,7 @@ export function fromJson(body: unknown): OsmAndMessage {
       ...(speed !== undefined && speed >= 0 ? { speed: speed * 3.6 } : {}),
     };
   }
-  const battery = obj(loc.battery);
+  const battery = objectOf(loc.battery);
   if (battery) {
     const level = battery.level === undefined ? undefined : finite(battery.level, '/location/battery/level');
     if (level !== undefined && level >= 0) extras.batteryLevel = Math.round(level * 100);
@@ -124,9 +122,9 @@ export function fromJson(body: unknown): OsmAndMessage {
   }
   if (typeof loc.is_moving === 'boolean') extras.motion = loc.is_moving;
   for (const k of ['odometer', 'event', 'mock', 'alarm'] as const) if (loc[k] !== undefined) extras[k] = loc[k];
-  const activity = obj(loc.activity);
+  const activity = objectOf(loc.activity);
   if (typeof activity?.type === 'string') extras.activity = activity.type;
-  const more = obj(loc.extras);
+  const more = objectOf(loc.extras);
   if (more) for (const [k, v] of Object.entries(more)) if (!(k in extras)) extras[k] = v;
   return { uniqueId: String(uniqueId), location, whenCreated, extras };
 }
@@ -166,7 +164,7 @@ export const osmandRoutes: FastifyPluginAsync<{ ingest: Ingest }> = async (app, 
       await storeOsmAnd(ingest, json ? fromJson(req.body) : fromParams(params!), req.ip);
     } catch (e) {
       // The id as sent, even when the rest could not be read: the device's last error names it.
-      const named = json ? (obj(req.body)?.device_id ?? null) : (params!.get('id') ?? params!.get('deviceid') ?? null);
+      const named = json ? (objectOf(req.body)?.device_id ?? null) : (params!.get('id') ?? params!.get('deviceid') ?? null);
       const sample = json ? JSON.stringify(req.body ?? null) : req.url + (typeof req.body === 'string' ? ` ${req.body}` : '');
       await ingest.refused('osmand', e, named === null ? null : String(named), sample);
       throw e;

@@ -13,7 +13,7 @@ import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError, badRequest } from '../http/errors.js';
 import { locations, oemData, type SENSOR_TYPES, sensorData } from '../records/records.js';
 import { type Ingest, IngestRefused } from './ingest.js';
-import { checkItem, finite } from './values.js';
+import { checkItem, finite, isoTime, objectOf } from './values.js';
 
 /** payloadType of the OEM data of a forwarded position's other attributes, and of an event. */
 export const TRACCAR_PAYLOAD = 8082;
@@ -39,16 +39,6 @@ function sensorTypeOf(key: string): SensorType | null {
   }
 }
 
-const obj = (v: unknown): Record<string, unknown> | undefined =>
-  v !== null && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined;
-
-/** Traccar's time ("2025-06-15T13:45:12.862+00:00"). */
-function time(v: unknown, field: string): string {
-  const ms = typeof v === 'string' && /^\d{4}-\d\d-\d\dT.*(Z|[+-]\d\d:?\d\d)$/.test(v) ? Date.parse(v) : Number.NaN;
-  if (!Number.isFinite(ms)) throw badRequest(`${field.slice(1)} must be an ISO 8601 time with a zone.`, field);
-  return new Date(ms).toISOString();
-}
-
 /** The bearer token, compared in constant time. */
 function authorized(req: FastifyRequest, token: string): boolean {
   const m = /^Bearer\s+(.+)$/i.exec(String(req.headers.authorization ?? ''));
@@ -59,22 +49,22 @@ function authorized(req: FastifyRequest, token: string): boolean {
 }
 
 export async function storeTraccar(ingest: Ingest, body: unknown, address: string | null): Promise<void> {
-  const root = obj(body);
-  const dev = obj(root?.device);
+  const root = objectOf(body);
+  const dev = objectOf(root?.device);
   const uniqueId = dev?.uniqueId;
   if (typeof uniqueId !== 'string' || !uniqueId) {
     throw new IngestRefused('bad message', 'VALIDATION_FAILED', 'device.uniqueId is required.', { field: '/device/uniqueId' });
   }
   const { device, tenancy } = await ingest.device('traccar', uniqueId, address);
   const assetId = device.asset_id;
-  const event = obj(root!.event);
+  const event = objectOf(root!.event);
   if (event) {
-    const whenCreated = time(event.eventTime, '/event/eventTime');
+    const whenCreated = isoTime(event.eventTime, '/event/eventTime');
     const data = {
       type: event.type,
       eventTime: event.eventTime,
       attributes: event.attributes ?? {},
-      ...(obj(root!.geofence) ? { geofence: root!.geofence } : {}),
+      ...(objectOf(root!.geofence) ? { geofence: root!.geofence } : {}),
     };
     if (typeof event.type !== 'string') throw badRequest('event.type is required.', '/event/type');
     await ingest.store(
@@ -86,10 +76,10 @@ export async function storeTraccar(ingest: Ingest, body: unknown, address: strin
     );
     return;
   }
-  const position = obj(root!.position);
+  const position = objectOf(root!.position);
   if (!position) throw badRequest('position (or event) is required.', '/position');
-  const whenCreated = time(position.fixTime ?? position.deviceTime, '/position/fixTime');
-  const attributes = obj(position.attributes) ?? {};
+  const whenCreated = isoTime(position.fixTime ?? position.deviceTime, '/position/fixTime');
+  const attributes = objectOf(position.attributes) ?? {};
   // An invalid fix is the last known position again: its attributes are news, its place is not.
   if (position.valid !== false) {
     const speed = position.speed === undefined || position.speed === null ? undefined : finite(position.speed, '/position/speed');
@@ -131,7 +121,7 @@ export const traccarRoutes: FastifyPluginAsync<{ ingest: Ingest; token: string |
     if (!authorized(req, token)) {
       throw new ApiError('UNAUTHENTICATED', 'Authorization: Bearer <INGEST_TRACCAR_TOKEN> is required (Traccar: forward.header).');
     }
-    const uniqueId = obj(obj(req.body)?.device)?.uniqueId;
+    const uniqueId = objectOf(objectOf(req.body)?.device)?.uniqueId;
     try {
       await storeTraccar(ingest, req.body, req.ip);
     } catch (e) {

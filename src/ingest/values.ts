@@ -6,6 +6,20 @@ import { badRequest } from '../http/errors.js';
 import { isUuid } from '../http/schemas.js';
 import type { RecordDef } from '../records/records.js';
 
+/** A JSON object's members, or undefined for anything else. */
+export const objectOf = (v: unknown): Record<string, unknown> | undefined =>
+  v !== null && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined;
+
+/** ISO 8601 with a zone (Z or an offset): a device's time must say which zone it is in. */
+const ISO_ZONED = /^\d{4}-\d\d-\d\dT.*(Z|[+-]\d\d:?\d\d)$/;
+
+/** An ISO 8601 time with a zone (Traccar's "2025-06-15T13:45:12.862+00:00"), as ISO in UTC. */
+export function isoTime(v: unknown, field: string): string {
+  const ms = typeof v === 'string' && ISO_ZONED.test(v) ? Date.parse(v) : Number.NaN;
+  if (!Number.isFinite(ms)) throw badRequest(`${field.slice(1)} must be an ISO 8601 time with a zone.`, field);
+  return new Date(ms).toISOString();
+}
+
 /** A parameter's number: a 400 naming it when it is not one. */
 export function numberParam(v: string, name: string): number {
   const n = v.trim() === '' ? Number.NaN : Number(v);
@@ -29,7 +43,7 @@ export function timeOf(v: string, field: string): string {
     const n = Number(v);
     ms = n < 2 ** 31 ? n * 1000 : n;
   } else if (/^\d{4}-\d\d-\d\d[ +]\d\d:\d\d:\d\d(\.\d+)?$/.test(v)) ms = Date.parse(`${v.replace(/[ +]/, 'T')}Z`);
-  else if (/^\d{4}-\d\d-\d\dT.*(Z|[+-]\d\d:?\d\d)$/.test(v)) ms = Date.parse(v);
+  else if (ISO_ZONED.test(v)) ms = Date.parse(v);
   else ms = Number.NaN;
   if (!Number.isFinite(ms)) {
     throw badRequest(

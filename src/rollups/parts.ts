@@ -309,6 +309,37 @@ export function combine(parts: Part[]): Part {
   return out;
 }
 
+/** Strings listed once, each named by its index. */
+class Dictionary {
+  readonly list: string[] = [];
+  private readonly at = new Map<string, number>();
+  index(v: string): number {
+    let i = this.at.get(v);
+    if (i === undefined) {
+      i = this.list.push(v) - 1;
+      this.at.set(v, i);
+    }
+    return i;
+  }
+}
+
+/** One part as its batch row (see encodeParts), owners and stats' keys named by index. */
+function partRow(p: Part, owners: Dictionary, keys: Dictionary): unknown[] {
+  const row: unknown[] = [p.asset, owners.index(p.owner), p.hour, p.n, p.first, p.last];
+  if (p.type === 'location') row.push(p.firstId!.toString(), p.lastId!.toString(), p.firstLat, p.firstLon, p.lastLat, p.lastLon, p.mm);
+  else if (STEPPED.includes(p.type)) row.push(p.step);
+  if (p.stats) {
+    const stats: unknown[] = [];
+    for (const [k, st] of p.stats) {
+      const i = keys.index(k);
+      stats.push(st.n === 1 ? [i, st.min] : [i, st.n, st.min, st.max, decText(sumOf(st))]);
+    }
+    row.push(stats);
+  }
+  if (p.loose) row.push(1);
+  return row;
+}
+
 /**
  * Parts as a rollup_batches row's text: per record type, the owners and the stats' keys once, then
  * per part [asset, owner index, hour, count, first, last, ...] with, for locations, the first and
@@ -317,40 +348,16 @@ export function combine(parts: Part[]): Part {
  * count, min, max, sum as decimal text]. A loose part ends with 1.
  */
 export function encodeParts(parts: Part[]): string {
-  const groups = new Map<
-    RollupType,
-    { t: RollupType; o: string[]; k: string[]; p: unknown[][]; oi: Map<string, number>; ki: Map<string, number> }
-  >();
+  const groups = new Map<RollupType, { t: RollupType; owners: Dictionary; keys: Dictionary; p: unknown[][] }>();
   for (const p of parts) {
     let g = groups.get(p.type);
     if (!g) {
-      g = { t: p.type, o: [], k: [], p: [], oi: new Map(), ki: new Map() };
+      g = { t: p.type, owners: new Dictionary(), keys: new Dictionary(), p: [] };
       groups.set(p.type, g);
     }
-    let o = g.oi.get(p.owner);
-    if (o === undefined) {
-      o = g.o.push(p.owner) - 1;
-      g.oi.set(p.owner, o);
-    }
-    const row: unknown[] = [p.asset, o, p.hour, p.n, p.first, p.last];
-    if (p.type === 'location') row.push(p.firstId!.toString(), p.lastId!.toString(), p.firstLat, p.firstLon, p.lastLat, p.lastLon, p.mm);
-    else if (STEPPED.includes(p.type)) row.push(p.step);
-    if (p.stats) {
-      const stats: unknown[] = [];
-      for (const [k, st] of p.stats) {
-        let i = g.ki.get(k);
-        if (i === undefined) {
-          i = g.k.push(k) - 1;
-          g.ki.set(k, i);
-        }
-        stats.push(st.n === 1 ? [i, st.min] : [i, st.n, st.min, st.max, decText(sumOf(st))]);
-      }
-      row.push(stats);
-    }
-    if (p.loose) row.push(1);
-    g.p.push(row);
+    g.p.push(partRow(p, g.owners, g.keys));
   }
-  return JSON.stringify([...groups.values()].map(({ t, o, k, p }) => ({ t, o, k, p })));
+  return JSON.stringify([...groups.values()].map(({ t, owners, keys, p }) => ({ t, o: owners.list, k: keys.list, p })));
 }
 
 /**
@@ -376,26 +383,8 @@ export function encodeStore(type: RollupType, rows: StoredItem[]): string {
     else if (typeof seen === 'number') keyed.set(key, [seen, i]);
     else seen.push(i);
   }
-  const owners: string[] = [];
-  const ownerAt = new Map<string, number>();
-  const keys: string[] = [];
-  const keyAt = new Map<string, number>();
-  const keyIndex = (k: string) => {
-    let i = keyAt.get(k);
-    if (i === undefined) {
-      i = keys.push(k) - 1;
-      keyAt.set(k, i);
-    }
-    return i;
-  };
-  const ownerIndex = (o: string) => {
-    let i = ownerAt.get(o);
-    if (i === undefined) {
-      i = owners.push(o) - 1;
-      ownerAt.set(o, i);
-    }
-    return i;
-  };
+  const owners = new Dictionary();
+  const keys = new Dictionary();
   // Written as text straight (no arrays per record): ids are UUIDs and digits, numbers finite, so
   // a template gives what JSON.stringify would.
   const out: string[] = [];
@@ -407,7 +396,7 @@ export function encodeStore(type: RollupType, rows: StoredItem[]): string {
     }
     const r = rows[at]!;
     const item = r.item;
-    let row = `["${item.assetId}",${ownerIndex(r.ownerId)},${hours[at]},1,${ats[at]},${ats[at]}`;
+    let row = `["${item.assetId}",${owners.index(r.ownerId)},${hours[at]},1,${ats[at]},${ats[at]}`;
     if (loc) {
       const lat = round(item.latitude, 6);
       const lon = round(item.longitude, 6);
@@ -416,27 +405,19 @@ export function encodeStore(type: RollupType, rows: StoredItem[]): string {
     if (type === 'sensordata') {
       row +=
         typeof item.value === 'number' && Number.isFinite(item.value)
-          ? `,[[${keyIndex(`${item.type}/${item.sensorId}`)},${item.value}]]`
+          ? `,[[${keys.index(`${item.type}/${item.sensorId}`)},${item.value}]]`
           : ',[]';
     } else if (stepped) {
       let stats = '';
       temperatureValues(item.data, (k, v) => {
-        stats += `${stats ? ',' : ''}[${keyIndex(k)},${v}]`;
+        stats += `${stats ? ',' : ''}[${keys.index(k)},${v}]`;
       });
       row += `,[${stats}]`;
     }
     out.push(`${row}]`);
   }
-  if (several.length) {
-    const [g] = JSON.parse(encodeParts(partsOf(type, several))) as { o: string[]; k: string[]; p: any[][] }[];
-    const statsAt = loc ? -1 : stepped ? 7 : 6;
-    for (const row of g!.p) {
-      row[1] = ownerIndex(g!.o[row[1]]!);
-      if (statsAt > 0 && row[statsAt]) for (const st of row[statsAt] as number[][]) st[0] = keyIndex(g!.k[st[0]!]!);
-      out.push(JSON.stringify(row));
-    }
-  }
-  return `[{"t":"${type}","o":${JSON.stringify(owners)},"k":${JSON.stringify(keys)},"p":[${out.join(',')}]}]`;
+  for (const p of partsOf(type, several)) out.push(JSON.stringify(partRow(p, owners, keys)));
+  return `[{"t":"${type}","o":${JSON.stringify(owners.list)},"k":${JSON.stringify(keys.list)},"p":[${out.join(',')}]}]`;
 }
 
 export function decodeParts(text: string): Part[] {

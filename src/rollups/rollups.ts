@@ -23,6 +23,17 @@ const FOLD_BATCH = 2_000;
 const TYPES = Object.keys(ROLLUP_TABLES) as RollupType[];
 const HOUR = 3_600_000;
 
+/** The first and last hour of some times (epoch ms), as a batch row's min_hour and max_hour. */
+function hourSpan(times: number[]): [Date, Date] {
+  let lo = Number.POSITIVE_INFINITY;
+  let hi = Number.NEGATIVE_INFINITY;
+  for (const t of times) {
+    if (t < lo) lo = t;
+    if (t > hi) hi = t;
+  }
+  return [new Date(Math.floor(lo / HOUR) * HOUR), new Date(Math.floor(hi / HOUR) * HOUR)];
+}
+
 /** The hook for one record type: its records' parts appended to rollup_batches in the store's statement. */
 export function rollupHook(type: RollupType): RecordHook<void> {
   return {
@@ -30,18 +41,10 @@ export function rollupHook(type: RollupType): RecordHook<void> {
     types: [type],
     write: async (_q, stmt: WriteStatement, rows) => {
       if (!rows.length) return;
-      let lo = Number.POSITIVE_INFINITY;
-      let hi = Number.NEGATIVE_INFINITY;
-      for (const r of rows) {
-        const t = r.time.getTime();
-        if (t < lo) lo = t;
-        if (t > hi) hi = t;
-      }
-      lo = Math.floor(lo / HOUR) * HOUR;
-      hi = Math.floor(hi / HOUR) * HOUR;
+      const [lo, hi] = hourSpan(rows.map((r) => r.time.getTime()));
       stmt.with(
         `INSERT INTO rollup_batches (min_hour, max_hour, parts)
-         VALUES (${stmt.param(new Date(lo), 'timestamptz')}, ${stmt.param(new Date(hi), 'timestamptz')}, ${stmt.param(encodeStore(type, rows), 'text')})`,
+         VALUES (${stmt.param(lo, 'timestamptz')}, ${stmt.param(hi, 'timestamptz')}, ${stmt.param(encodeStore(type, rows), 'text')})`,
       );
     },
   };
@@ -97,11 +100,11 @@ async function storedParts(q: Queryable, keys: Part[]): Promise<Map<string, Part
  * One turn of the fold, in one REPEATABLE READ transaction under the lock (the raw rows it may sum
  * are then exactly those of the batches it saw): takes the batches; the parts of hours summed
  * already (before rollup_state.materialized) are combined with each other and with the stored rows
- * and written; the parts of hours still open are combined per asset and hour and go back as one
- * batch (so pending parts stay one per asset and hour, not one per store). Parts that cannot be
- * combined exactly have their hour summed from the raw rows (a summed hour) or stay apart (an open
- * one). Parts of hours past `keepDays` are let go. Returns the batches taken, or null when another
- * fold runs and `wait` is false.
+ * and written; with `compact`, the parts of hours still open are combined per asset and hour and
+ * go back as one batch (so pending parts stay one per asset and hour, not one per store). A row
+ * whose parts interleave (loose) has its distance or longest step summed from the raw rows. Parts
+ * of hours past `keepDays` are let go. Returns the batches taken, or null when another fold runs
+ * and `wait` is false.
  */
 async function consume(db: Db, keepDays: number, wait: boolean, compact: boolean): Promise<number | null> {
   return db.session(async (s) => {
@@ -184,15 +187,8 @@ async function consumeIn(q: Queryable, keepDays: number, compact: boolean): Prom
   }
   const back = [...open.values()].map(combine);
   if (back.length) {
-    let lo = Number.POSITIVE_INFINITY;
-    let hi = Number.NEGATIVE_INFINITY;
-    for (const p of back) {
-      if (p.hour < lo) lo = p.hour;
-      if (p.hour > hi) hi = p.hour;
-    }
     await q.query('INSERT INTO rollup_batches (min_hour, max_hour, parts, compacted) VALUES ($1, $2, $3, true)', [
-      new Date(lo),
-      new Date(hi),
+      ...hourSpan(back.map((p) => p.hour)),
       encodeParts(back),
     ]);
   }
