@@ -30,6 +30,7 @@ import { positionRoutes, zoneHook } from './zones/positions.js';
 import { RecordHooks } from './records/hooks.js';
 import { deviceRoutes } from './ingest/devices.js';
 import { Ingest, ingestErrorRoutes, pruneIngestErrors } from './ingest/ingest.js';
+import { startMqttIngest } from './ingest/mqtt.js';
 import { osmandRoutes } from './ingest/osmand.js';
 import { traccarRoutes } from './ingest/traccar.js';
 import { AlertEngine } from './alerts/engine.js';
@@ -211,7 +212,7 @@ export async function buildApp(
   }
   // First: the partitions of now exist before anything is stored or delivered.
   app.addHook('onReady', async () => storage.start());
-  const policy = addressPolicy(cfg.PUSH_ALLOW_HTTP, cfg.PUSH_ALLOWED_NETWORKS, cfg.PUSH_ALLOW_PLAINTEXT_BROKERS);
+  const policy = addressPolicy(cfg.PUSH_ALLOW_HTTP, cfg.PUSH_ALLOWED_NETWORKS, cfg.PUSH_ALLOW_PLAINTEXT_BROKERS, cfg.INGEST_MQTT_URL);
   if (cfg.DELIVERY_ENABLED && opts.deliveryProcesses && db.kind === 'postgres' && cfg.DELIVERY_WORKERS > 0) {
     const processes = new DeliveryProcesses(cfg.DELIVERY_WORKERS, app.log);
     app.services.delivery = processes;
@@ -224,6 +225,13 @@ export async function buildApp(
   }
   const { alerts } = app.services;
   app.addHook('onReady', async () => alerts.start());
+  // MQTT ingest (src/ingest/mqtt.ts): subscribed once the service is ready, closed first at shutdown.
+  if (cfg.INGEST_MQTT_URL) {
+    const { ingest } = app.services;
+    app.addHook('onReady', async () => {
+      ingest.mqtt = await startMqttIngest(ingest, cfg, app.log);
+    });
+  }
   // Periodic tasks that need no lease (each is idempotent; several instances may run them at once).
   const running = new Set<Promise<unknown>>();
   const timers: NodeJS.Timeout[] = [];
@@ -259,6 +267,7 @@ export async function buildApp(
     // Delivery stops first (a stopping instance sends nothing new and hands its claims back at
     // once), beside the periodic tasks' last turns rather than after them.
     for (const t of timers) clearInterval(t);
+    await app.services.ingest.mqtt?.close();
     const delivery = app.services.delivery?.stop();
     await storage.stop();
     await alerts.stop();

@@ -144,6 +144,39 @@ const spec = {
     undefined,
   ],
   DEVICE_RATE_LIMIT_MAX: [int(1, 10_000_000), '600'],
+  // MQTT ingest (API guide 15): the broker devices publish to (unset: no MQTT ingest), its
+  // credentials and CA (a PEM file's path, or the PEM itself), the topics' prefix, this instance's
+  // persistent session (its client id, how long the broker keeps it while the instance is away,
+  // how many unacknowledged messages it takes at once) and the shared subscription's group.
+  INGEST_MQTT_URL: [url(['mqtt:', 'mqtts:']), undefined],
+  INGEST_MQTT_USERNAME: [str, undefined],
+  INGEST_MQTT_PASSWORD: [str, undefined],
+  INGEST_MQTT_CA: [str, undefined],
+  INGEST_MQTT_TOPIC_PREFIX: [
+    (raw: string) => {
+      if (!/^[^#+/]+(\/[^#+/]+)*$/.test(raw) || raw.startsWith('$')) {
+        throw new Error('must be topic levels without wildcards, leading $ or empty levels (e.g. devices or fleet/devices)');
+      }
+      return raw;
+    },
+    'devices',
+  ],
+  INGEST_MQTT_CLIENT_ID: [
+    (raw: string) => {
+      if (!/^[A-Za-z0-9._-]{1,128}$/.test(raw)) throw new Error('must be 1-128 letters, digits, dots, dashes or underscores');
+      return raw;
+    },
+    undefined,
+  ],
+  INGEST_MQTT_SHARE_GROUP: [
+    (raw: string) => {
+      if (!/^[A-Za-z0-9._-]{1,64}$/.test(raw)) throw new Error('must be 1-64 letters, digits, dots, dashes or underscores');
+      return raw;
+    },
+    'tracking',
+  ],
+  INGEST_MQTT_SESSION_EXPIRY_SECONDS: [int(0, 4_294_967_295), String(7 * 86_400)],
+  INGEST_MQTT_RECEIVE_MAXIMUM: [int(1, 65_535), '1000'],
   // The result stream (API guide 9): streams open at once per owner, how far back `since` reaches,
   // and the bytes after which an NDJSON answer ends with a line naming where to go on.
   STREAM_MAX_OPEN_PER_OWNER: [int(1, 1000), '5'],
@@ -201,6 +234,11 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   }
   if (env.AUTH_EXTERNAL_AUDIENCE && !env.AUTH_EXTERNAL_ISSUER) {
     problems.push('AUTH_EXTERNAL_AUDIENCE: set only together with AUTH_EXTERNAL_ISSUER');
+  }
+  if (env.INGEST_MQTT_PASSWORD && !env.INGEST_MQTT_USERNAME)
+    problems.push('INGEST_MQTT_PASSWORD: set only together with INGEST_MQTT_USERNAME');
+  if (env.INGEST_MQTT_CA && !String(env.INGEST_MQTT_URL ?? '').startsWith('mqtts:')) {
+    problems.push('INGEST_MQTT_CA: needs an mqtts:// INGEST_MQTT_URL');
   }
   if (problems.length) throw new ConfigError(problems);
   const cfg = out as Config;

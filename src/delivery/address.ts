@@ -12,15 +12,61 @@ export interface AddressPolicy {
   /** PUSH_ALLOW_PLAINTEXT_BROKERS: broker credentials may travel without TLS. */
   allowPlaintextBrokers: boolean;
   allowed: net.BlockList;
+  /**
+   * The broker devices publish to (INGEST_MQTT_URL): never a destination, whatever `allowed` says,
+   * or a customer's MQTT integration could publish as another fleet's devices.
+   */
+  ingestBroker: { host: string; port: number } | null;
 }
 
-export function addressPolicy(allowHttp: boolean, allowedCidrs: string[], allowPlaintextBrokers = false): AddressPolicy {
+/** The default port of a URL's scheme (mqtt 1883, mqtts 8883, http 80, https 443). */
+export function portOf(url: URL): number {
+  if (url.port) return Number(url.port);
+  return ({ 'mqtt:': 1883, 'mqtts:': 8883, 'http:': 80, 'https:': 443 } as Record<string, number>)[url.protocol] ?? 0;
+}
+
+export function addressPolicy(
+  allowHttp: boolean,
+  allowedCidrs: string[],
+  allowPlaintextBrokers = false,
+  ingestMqttUrl?: string,
+): AddressPolicy {
   const allowed = new net.BlockList();
   for (const c of allowedCidrs) {
     const [addr, bits] = c.split('/');
     allowed.addSubnet(addr!, Number(bits), net.isIPv6(addr!) ? 'ipv6' : 'ipv4');
   }
-  return { allowHttp, allowPlaintextBrokers, allowed };
+  let ingestBroker: AddressPolicy['ingestBroker'] = null;
+  if (ingestMqttUrl) {
+    const u = new URL(ingestMqttUrl);
+    ingestBroker = { host: u.hostname.replace(/^\[|\]$/g, ''), port: portOf(u) };
+  }
+  return { allowHttp, allowPlaintextBrokers, allowed, ingestBroker };
+}
+
+/**
+ * One name for the ways an address reaches a host: an IPv6 form carrying an IPv4 address is that
+ * address, and every loopback or unspecified address is "this machine" (a broker listening on
+ * 127.0.0.1 is also reached at 127.0.0.2, ::1 or 0.0.0.0).
+ */
+function hostKey(ip: string): string {
+  const v4 = embeddedIpv4(ip) ?? ip;
+  if (!ipaddr.isValid(v4)) return v4;
+  const range = ipaddr.parse(v4).range();
+  return range === 'loopback' || range === 'unspecified' ? 'this machine' : ipaddr.parse(v4).toNormalizedString();
+}
+
+/** Refuses `addrs` at `port` when that is where the ingest broker listens (its name resolved anew each time). */
+async function refuseIngestBroker(host: string, addrs: { address: string }[], port: number, policy: AddressPolicy): Promise<void> {
+  const broker = policy.ingestBroker;
+  if (!broker || broker.port !== port) return;
+  const brokerAddrs = net.isIP(broker.host)
+    ? [broker.host]
+    : (await dns.promises.lookup(broker.host, { all: true, verbatim: true }).catch(() => [])).map((a) => a.address);
+  const keys = new Set(brokerAddrs.map(hostKey));
+  if (broker.host === host || addrs.some((a) => keys.has(hostKey(a.address)))) {
+    throw new AddressRefused(`${host}:${port} is the broker devices publish to (INGEST_MQTT_URL): no integration may send there`);
+  }
 }
 
 /**
@@ -110,7 +156,7 @@ export function checkUrlShape(raw: string, policy: AddressPolicy): URL {
 /** Checks the URL's shape and every address its host resolves to. */
 export async function vetUrl(raw: string, policy: AddressPolicy): Promise<URL> {
   const url = checkUrlShape(raw, policy);
-  await resolveVetted(url.hostname.replace(/^\[|\]$/g, ''), policy);
+  await resolveVetted(url.hostname.replace(/^\[|\]$/g, ''), policy, portOf(url));
   return url;
 }
 
@@ -122,8 +168,11 @@ export function parseHostPort(raw: string): { host: string; port: number } {
   return { host: m[1]!.replace(/^\[|\]$/g, ''), port };
 }
 
-/** Resolves a host and returns its addresses, refusing if any of them is not allowed. */
-export async function resolveVetted(host: string, policy: AddressPolicy): Promise<{ address: string; family: number }[]> {
+/**
+ * Resolves a host and returns its addresses, refusing if any of them is not allowed, or (given the
+ * port) if they are the ingest broker's.
+ */
+export async function resolveVetted(host: string, policy: AddressPolicy, port?: number): Promise<{ address: string; family: number }[]> {
   const addrs = net.isIP(host)
     ? [{ address: host, family: net.isIP(host) }]
     : await dns.promises.lookup(host, { all: true, verbatim: true }).catch((e: Error) => {
@@ -135,6 +184,7 @@ export async function resolveVetted(host: string, policy: AddressPolicy): Promis
       `the host ${host} resolves to ${bad.address}, which is not a public address; ` +
         'an operator allows local or private receivers with PUSH_ALLOWED_NETWORKS (comma-separated CIDRs, e.g. 127.0.0.0/8) and, for http, PUSH_ALLOW_HTTP=true',
     );
+  if (port !== undefined) await refuseIngestBroker(host, addrs, port, policy);
   return addrs;
 }
 

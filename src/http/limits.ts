@@ -29,8 +29,15 @@ export class MemoryLimiter implements Limiter {
 
   async admit(credential: string): Promise<Admission> {
     const now = Date.now();
-    const log = (this.hits.get(credential) ?? []).filter((t) => t > now - this.s.windowMs);
-    this.hits.set(credential, log);
+    // The log is in time order: drop what left the window from its front, in place.
+    let log = this.hits.get(credential);
+    if (!log) {
+      log = [];
+      this.hits.set(credential, log);
+    }
+    let expired = 0;
+    while (expired < log.length && log[expired]! <= now - this.s.windowMs) expired++;
+    if (expired) log.splice(0, expired);
     const resetFrom = (oldest: number | undefined) => Math.max(1, Math.ceil(((oldest ?? now) + this.s.windowMs - now) / 1000));
     if (log.length >= this.s.max) {
       const reset = resetFrom(log[0]);

@@ -20,6 +20,8 @@ import { DEVICES, type DeviceRow, type Protocol } from './devices.js';
 export const ERROR_DAYS = 7;
 /** The most of a message the error log keeps. */
 const SAMPLE_BYTES = 1024;
+/** Error log rows one instance writes a second at most (a flood of bad messages is counted, not logged). */
+const ERROR_LOG_PER_SECOND = 100;
 /** A device's last-seen time is written at most this often per instance (it is not a clock). */
 const SEEN_EVERY_MS = 10_000;
 
@@ -55,17 +57,25 @@ export class IngestRefused extends ApiError {
 
 export class Ingest {
   readonly counters = new IngestCounters();
-  private readonly seen = new Map<string, number>();
+  /** The MQTT subscriber (src/ingest/mqtt.ts), when INGEST_MQTT_URL is set and it has started. */
+  mqtt: { readonly connected: boolean; close(): Promise<void> } | null = null;
+  private readonly lastSeen = new Map<string, number>();
+  /** Error log rows written in the current second (ERROR_LOG_PER_SECOND at most; the rest are counted). */
+  private logged = { second: 0, rows: 0 };
 
   constructor(readonly deps: IngestDeps) {}
 
-  /** The enabled device of `protocol` named `uniqueId`, with a tenancy acting for its asset's owner. */
-  async device(protocol: Protocol, uniqueId: string, address: string | null): Promise<{ device: DeviceRow; tenancy: Tenancy }> {
+  /** The devices named by `uniqueIds` (one query for a batch of messages). */
+  async lookup(uniqueIds: string[]): Promise<Map<string, DeviceRow>> {
     const { rows } = await this.deps.db.query<DeviceRow>(
-      `SELECT id, unique_id, asset_id, owner_id, protocol, disabled FROM ${DEVICES} WHERE unique_id = $1`,
-      [uniqueId],
+      `SELECT id, unique_id, asset_id, owner_id, protocol, disabled FROM ${DEVICES} WHERE unique_id = ANY($1::text[])`,
+      [uniqueIds],
     );
-    const device = rows[0];
+    return new Map(rows.map((r) => [r.unique_id, r]));
+  }
+
+  /** The device when it may send over `protocol`: known, enabled, of that protocol, within its limit. */
+  async admit(protocol: Protocol, device: DeviceRow | undefined): Promise<DeviceRow> {
     // The same answer for unknown, disabled and another protocol's: a uniqueId is not confirmed to a guesser.
     if (!device) throw new IngestRefused('unknown device', 'NOT_FOUND', 'No enabled device has this id.');
     if (device.disabled) throw new IngestRefused('disabled device', 'NOT_FOUND', 'No enabled device has this id.');
@@ -83,12 +93,30 @@ export class Ingest {
     }
     // The limit is on the rate: a message is not held in flight against it.
     admission.release();
+    return device;
+  }
+
+  /** The enabled device of `protocol` named `uniqueId`, with a tenancy acting for its asset's owner. */
+  async device(protocol: Protocol, uniqueId: string, address: string | null): Promise<{ device: DeviceRow; tenancy: Tenancy }> {
+    const device = await this.admit(protocol, (await this.lookup([uniqueId])).get(uniqueId));
     const tenancy = new Tenancy(
       this.deps.db,
       { credential: `device:${device.id}`, ownerId: device.owner_id, scopes: ['write'], actor: `device:${device.id}` },
       address,
     );
     return { device, tenancy };
+  }
+
+  /** Notes that these devices sent something (written at most every SEEN_EVERY_MS per device). */
+  async seen(deviceIds: Iterable<string>): Promise<void> {
+    const now = Date.now();
+    const due: string[] = [];
+    for (const id of new Set(deviceIds)) {
+      if ((this.lastSeen.get(id) ?? 0) + SEEN_EVERY_MS > now) continue;
+      this.lastSeen.set(id, now);
+      due.push(id);
+    }
+    if (due.length) await this.deps.db.query('UPDATE devices SET last_seen_at = now() WHERE id = ANY($1::uuid[])', [due]);
   }
 
   /** Stores records of one type for a device's asset, through the one store. */
@@ -102,11 +130,7 @@ export class Ingest {
     if (!items.length) return;
     await storeRecords(this.deps.db, tenancy, this.deps.cfg, this.deps.hooks, def, items, items.length > 1);
     this.counters.count(this.counters.stored, `${protocol}:${def.type}`, items.length);
-    const now = Date.now();
-    if ((this.seen.get(device.id) ?? 0) + SEEN_EVERY_MS <= now) {
-      this.seen.set(device.id, now);
-      await this.deps.db.query('UPDATE devices SET last_seen_at = now() WHERE id = $1', [device.id]);
-    }
+    await this.seen([device.id]);
   }
 
   /**
@@ -118,6 +142,9 @@ export class Ingest {
     const message = e instanceof Error ? e.message : String(e);
     this.counters.count(this.counters.refused, `${protocol}:${reason}`);
     if (reason === 'rate limited') return; // counted; a flood must not become a flood of log rows
+    const second = Math.floor(Date.now() / 1000);
+    if (this.logged.second !== second) this.logged = { second, rows: 0 };
+    if (++this.logged.rows > ERROR_LOG_PER_SECOND) return; // nor a flood of bad messages
     const text = `${reason}: ${message}`.slice(0, 500);
     try {
       await this.deps.db.query(

@@ -165,6 +165,14 @@ export const opsRoutes = fp(async function opsRoutes(app: FastifyInstance, { db 
     ['protocol', 'reason'],
     () => app.services.ingest.counters.refused,
   );
+  new client.Gauge({
+    name: 'ingest_mqtt_connected',
+    help: 'MQTT ingest: 1 while connected to INGEST_MQTT_URL with the subscription in place, 0 otherwise (absent when not configured)',
+    registers: app.services.cfg.INGEST_MQTT_URL ? [registry] : [],
+    collect() {
+      this.set(app.services.ingest.mqtt?.connected ? 1 : 0);
+    },
+  });
   // No answer of this service is ever to be read as another type than it says (scripts, styles, JSON).
   app.addHook('onSend', async (_req, reply) => {
     reply.header('X-Content-Type-Options', 'nosniff');

@@ -18,8 +18,14 @@ import type { RecordHook } from '../records/hooks.js';
 import { combine, decodeParts, decParse, encodeParts, encodeStore, type Part, partKey, statsJson } from './parts.js';
 import { orderMembers, ROLLUP_TABLES, type RollupType, upsert } from './sql.js';
 
-/** Batches one fold transaction takes. */
+/** Batches one fold transaction takes at most. */
 const FOLD_BATCH = 2_000;
+/**
+ * Stored bytes of parts one fold transaction takes (beyond its first batch): a store of 1,000
+ * records for 1,000 assets leaves a batch of about 60 kB (110 kB as text), whose decoded parts
+ * are several times that; 2,000 such batches at once exhausted a 128 MB heap.
+ */
+const FOLD_BYTES = 2 * 1024 * 1024;
 const TYPES = Object.keys(ROLLUP_TABLES) as RollupType[];
 const HOUR = 3_600_000;
 
@@ -106,7 +112,7 @@ async function storedParts(q: Queryable, keys: Part[]): Promise<Map<string, Part
  * of hours past `keepDays` are let go. Returns the batches taken, or null when another fold runs
  * and `wait` is false.
  */
-async function consume(db: Db, keepDays: number, wait: boolean, compact: boolean): Promise<number | null> {
+async function consume(db: Db, keepDays: number, wait: boolean, compact: boolean): Promise<{ taken: number; more: boolean } | null> {
   return db.session(async (s) => {
     const got = await s.query<{ ok: boolean }>(
       wait ? `SELECT true AS ok FROM pg_advisory_lock${LOCK}` : `SELECT pg_try_advisory_lock${LOCK} AS ok`,
@@ -128,64 +134,89 @@ async function consume(db: Db, keepDays: number, wait: boolean, compact: boolean
   });
 }
 
-async function consumeIn(q: Queryable, keepDays: number, compact: boolean): Promise<number> {
+/** Folds one transaction's share; `more`: it took what the limits allow, so more may wait. */
+async function consumeIn(q: Queryable, keepDays: number, compact: boolean): Promise<{ taken: number; more: boolean }> {
   const end = (await q.query<{ m: Date }>('SELECT materialized AS m FROM rollup_state')).rows[0]!.m.getTime();
   // Every batch when compacting; else those with parts of summed hours (and every one the raw
   // summing needs taken with them).
-  const take = async (limit: string, all = compact) =>
-    (
+  // The oldest batches, up to FOLD_BATCH of them and FOLD_BYTES (at least one); `more`: some were left.
+  let more = false;
+  const take = async (limited: boolean, all = compact) => {
+    const cond = all ? '' : 'WHERE min_hour < $1';
+    const params = all ? [] : [new Date(end)];
+    let ids: string[] | null = null;
+    if (limited) {
+      const { rows } = await q.query<{ id: string; size: number }>(
+        `SELECT id::text AS id, pg_column_size(parts) AS size FROM rollup_batches ${cond} ORDER BY id LIMIT ${FOLD_BATCH + 1}`,
+        params,
+      );
+      ids = [];
+      let bytes = 0;
+      for (const r of rows) {
+        bytes += r.size;
+        if (ids.length && (ids.length === FOLD_BATCH || bytes > FOLD_BYTES)) break;
+        ids.push(r.id);
+      }
+      more = ids.length < rows.length;
+    }
+    return (
       await q.query<{ parts: string }>(
-        `DELETE FROM rollup_batches WHERE id IN (SELECT id FROM rollup_batches ${all ? '' : 'WHERE min_hour < $1'} ORDER BY id ${limit})
-         RETURNING parts`,
-        all ? [] : [new Date(end)],
+        ids
+          ? 'DELETE FROM rollup_batches WHERE id = ANY($1::int8[]) RETURNING parts'
+          : `DELETE FROM rollup_batches WHERE id IN (SELECT id FROM rollup_batches ${cond}) RETURNING parts`,
+        ids ? [ids] : params,
       )
     ).rows;
+  };
   const keep = Date.now() - keepDays * 86_400_000;
-  const summed = new Map<string, Part[]>();
-  const open = new Map<string, Part[]>();
+  // One part per key, combined as batches are read (memory grows with the keys, not the batches).
+  // Combining in steps can only find more overlap than combining all at once: a part it calls
+  // loose has its distance and longest step summed from the raw rows below, so nothing is lost.
+  const summed = new Map<string, Part>();
+  const open = new Map<string, Part>();
   const add = (rows: { parts: string }[]) => {
     for (const r of rows) {
       for (const p of decodeParts(r.parts)) {
         if (p.hour + HOUR <= keep) continue;
         const into = p.hour < end ? summed : open;
         const k = partKey(p);
-        const list = into.get(k);
-        if (list) list.push(p);
-        else into.set(k, [p]);
+        const had = into.get(k);
+        into.set(k, had ? combine([had, p]) : p);
       }
     }
   };
-  const rows = await take(`LIMIT ${FOLD_BATCH}`);
-  if (!rows.length) return 0;
+  const rows = await take(true);
+  if (!rows.length) return { taken: 0, more: false };
+  let taken = rows.length;
   add(rows);
-  const stored = await storedParts(
-    q,
-    [...summed.values()].map((l) => l[0]!),
-  );
+  rows.length = 0;
+  const stored = await storedParts(q, [...summed.values()]);
   let write: Part[] = [];
   const combineSummed = () => {
     write = [];
-    for (const [k, list] of summed) {
+    for (const [k, p] of summed) {
       const s = stored.get(k);
-      write.push(combine(s ? [s, ...list] : list));
+      write.push(s ? combine([s, p]) : p);
     }
   };
   combineSummed();
   // A loose row's distance or longest step is summed from the raw rows this snapshot sees: every
-  // batch it sees must be taken with it, or the records of one left behind would count twice.
-  let taken = rows.length;
-  if (write.some((p) => p.loose) && rows.length === FOLD_BATCH) {
-    const rest = await take('', true);
-    taken += rest.length;
-    add(rest);
+  // batch it sees must be taken with it, or the records of one left behind would count twice
+  // (taken in steps of FOLD_BYTES, combined as they come).
+  if (write.some((p) => p.loose) && more) {
+    while (more) {
+      const rest = await take(true, true);
+      taken += rest.length;
+      add(rest);
+    }
     for (const [k, p] of await storedParts(
       q,
-      [...summed.values()].map((l) => l[0]!).filter((p) => !stored.has(partKey(p))),
+      [...summed.values()].filter((p) => !stored.has(partKey(p))),
     ))
       stored.set(k, p);
     combineSummed();
   }
-  const back = [...open.values()].map(combine);
+  const back = [...open.values()];
   if (back.length) {
     await q.query('INSERT INTO rollup_batches (min_hour, max_hour, parts, compacted) VALUES ($1, $2, $3, true)', [
       ...hourSpan(back.map((p) => p.hour)),
@@ -234,7 +265,7 @@ async function consumeIn(q: Queryable, keepDays: number, compact: boolean): Prom
       [mine.map((p) => p.asset), mine.map((p) => new Date(p.hour)), mine.map((p) => p.owner), type],
     );
   }
-  return taken;
+  return { taken, more };
 }
 
 /**
@@ -257,8 +288,8 @@ export async function foldRollups(db: Db, keepDays: number, wait = true, compact
   while (await pending()) {
     const n = await consume(db, keepDays, wait, compact);
     if (n === null) break;
-    folded += n;
-    if (n < FOLD_BATCH) break;
+    folded += n.taken;
+    if (!n.more) break;
   }
   return folded;
 }

@@ -93,7 +93,11 @@ export function orderMembers(type: RollupType, keys: string): string {
             LEFT JOIN LATERAL (
               SELECT when_created, ${loc ? 'latitude, longitude, lag(latitude) OVER w AS plat, lag(longitude) OVER w AS plon' : 'when_created - lag(when_created) OVER w AS step'}
                 FROM ${ROLLUP_TABLES[type]}
-               WHERE asset_id = k.asset_id AND owner_id = k.owner_id AND when_created >= k.hour AND when_created < k.hour + interval '1 hour'
+               -- The (asset, time) index, in the window's order: owner_id compared as text so the planner
+               -- cannot pick the (owner, time) index and filter out every other asset of the owner
+               -- (11 ms a key for 1000 assets of one owner, 30 s for a fold of loose hours).
+               WHERE asset_id = k.asset_id AND owner_id::text = k.owner_id::text
+                 AND when_created >= k.hour AND when_created < k.hour + interval '1 hour'
               WINDOW w AS (ORDER BY when_created, id)) l ON true
            GROUP BY 1, 2, 3`;
 }

@@ -6,7 +6,7 @@
 import { badRequest } from '../../http/errors.js';
 import { FORBIDDEN_SEGMENTS, parseDottedPath } from '../../http/dotted-path.js';
 import { OBJECT_TYPES, type ObjectType, PUSH_FIELDS } from '../objects.js';
-import { type AddressPolicy, parseHostPort, refusedAs400, resolveVetted } from '../address.js';
+import { type AddressPolicy, parseHostPort, portOf, refusedAs400, resolveVetted } from '../address.js';
 import type { KafkaIntegration, MqttIntegration } from './model.js';
 
 type Json = Record<string, unknown>;
@@ -112,7 +112,7 @@ export async function composeMqtt(
   if ((url.pathname && url.pathname !== '/') || url.search || url.hash) {
     throw badRequest('/mqtt/url: only a scheme, host and port (the topic is the destination)', '/mqtt/url');
   }
-  await refusedAs400('/mqtt/url', () => resolveVetted(url.hostname.replace(/^\[|\]$/g, ''), policy));
+  await refusedAs400('/mqtt/url', () => resolveVetted(url.hostname.replace(/^\[|\]$/g, ''), policy, portOf(url)));
   const tls = url.protocol === 'mqtts:';
   const username = (input.username as string | null | undefined) ?? null;
   const sameBroker = cur !== null && cur.settings.url === input.url;
@@ -190,7 +190,7 @@ export async function composeKafka(
     } catch (e) {
       throw badRequest(`/kafka/brokers/${i}: ${(e as Error).message}`, `/kafka/brokers/${i}`);
     }
-    await refusedAs400(`/kafka/brokers/${i}`, () => resolveVetted(hp.host, policy));
+    await refusedAs400(`/kafka/brokers/${i}`, () => resolveVetted(hp.host, policy, hp.port));
   }
   const sameBrokers = cur !== null && JSON.stringify(cur.settings.brokers) === JSON.stringify(brokers);
   const saslIn = (input.sasl as Json | null | undefined) ?? null;

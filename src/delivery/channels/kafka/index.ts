@@ -56,11 +56,12 @@ export function kafkaChannel(policy: AddressPolicy): Channel {
   const clients = new Map<string, Client>();
   const vetted = new Map<string, number>(); // host -> vetted until (epoch ms)
 
-  const vet = async (host: string) => {
-    if ((vetted.get(host) ?? 0) > Date.now()) return;
-    await resolveVetted(host, policy);
+  const vet = async ({ host, port }: { host: string; port: number }) => {
+    const key = `${host}:${port}`;
+    if ((vetted.get(key) ?? 0) > Date.now()) return;
+    await resolveVetted(host, policy, port);
     if (vetted.size > 10_000) vetted.clear();
-    vetted.set(host, Date.now() + VETTED_FOR_MS);
+    vetted.set(key, Date.now() + VETTED_FOR_MS);
   };
 
   const drop = (id: string, c: Client) => {
@@ -85,7 +86,7 @@ export function kafkaChannel(policy: AddressPolicy): Channel {
 
   const build = async (cfg: KafkaIntegration, key: string): Promise<Client> => {
     const k = cfg.kafka;
-    for (const b of k.brokers) await vet(parseHostPort(b).host);
+    for (const b of k.brokers) await vet(parseHostPort(b));
     const cur = clients.get(cfg.id);
     if (cur) drop(cfg.id, cur);
     const idempotent = k.acks === 'all';
@@ -126,9 +127,9 @@ export function kafkaChannel(policy: AddressPolicy): Channel {
    */
   const partitionsOf = async (c: Client, topic: string): Promise<number> => {
     const cluster = await c.producer.metadata({ topics: [] }); // the brokers only (cached after the first)
-    for (const b of cluster.brokers.values()) await vet(b.host);
+    for (const b of cluster.brokers.values()) await vet(b);
     const md = await c.producer.metadata({ topics: [topic], autocreateTopics: true });
-    for (const b of md.brokers.values()) await vet(b.host);
+    for (const b of md.brokers.values()) await vet(b);
     const t = md.topics.get(topic);
     if (!t || t.partitionsCount < 1) throw new Error(`the topic ${topic} has no partitions`);
     return t.partitionsCount;

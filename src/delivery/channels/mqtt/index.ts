@@ -57,7 +57,7 @@ export function mqttChannel(policy: AddressPolicy): Channel {
     const secure = url.protocol === 'mqtts:';
     const host = url.hostname.replace(/^\[|\]$/g, '');
     const port = Number(url.port) || (secure ? 8883 : 1883);
-    return Promise.all([resolveVetted(host, policy), loadMqtt()]).then(
+    return Promise.all([resolveVetted(host, policy, port), loadMqtt()]).then(
       ([[addr], { MqttClient }]) =>
         new Promise<MqttClient>((resolve, reject) => {
           // The socket goes to the vetted address; TLS still checks the certificate against the host name.
