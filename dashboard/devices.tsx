@@ -111,6 +111,12 @@ export function Devices({ admin }: { admin: boolean }) {
             <p>
               In the Traccar Client app, set the server URL to <code>{osmandUrl}</code> and the device identifier to this id.
             </p>
+          ) : made.protocol === 'mqtt' ? (
+            <p>
+              The device publishes records to <code>devices/{made.uniqueId}/location</code> (or <code>sensordata</code>,{' '}
+              <code>reeferdata</code>, <code>gensetdata</code>, <code>oemdata</code>) on the ingest broker; the operator may have set
+              another prefix than <code>devices</code> (INGEST_MQTT_TOPIC_PREFIX).
+            </p>
           ) : null}
           <button type="button" onClick={() => setMade(null)}>
             Done

@@ -154,7 +154,8 @@ if (TEST_DB === 'pglite') {
     const first = startService({ ...env, LOG_LEVEL: 'info' });
     t.after(() => first.child.kill('SIGKILL'));
     const port = await boundPort(first);
-    assert.match(first.out(), /First start: operator created/);
+    // The banner follows the listening line, maybe in a later chunk of output: wait for it.
+    await waitForOutput(first, /First start: operator created/);
     assert.ok(fs.existsSync(path.join(dir, 'service.lock')));
 
     const second = startService(env);

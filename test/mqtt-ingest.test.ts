@@ -7,6 +7,7 @@
 // and a SIGKILL of the service during a QoS 1 stream loses nothing the broker accepted (the
 // duplicates its redelivery stores are counted).
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
 import { after, before, test } from 'node:test';
 import mqtt from 'mqtt';
 import pg from 'pg';
@@ -168,6 +169,42 @@ test('MQTT ingest: each record type stored for the device’s asset; bad message
   const seen = ok(await c.call('GET', `/api/v1/devices/${device.id}`), 200);
   assert.ok(seen.lastSeenAt, 'last seen');
   assert.match(seen.lastError, /bad message/, 'its last error');
+});
+
+test('MQTT ingest over TLS with a password: the CA as a file path; a wrong password keeps it disconnected, and says so', async () => {
+  const ta = await ingestApp({
+    INGEST_MQTT_URL: `mqtts://localhost:${mq.tlsPort}`,
+    INGEST_MQTT_USERNAME: mq.user.username,
+    INGEST_MQTT_PASSWORD: mq.user.password,
+    INGEST_MQTT_CA: mq.files.ca,
+  });
+  await subscribed(ta);
+  const c = await customer(ta, 'mqtt-tls');
+  const assetId = await c.asset('tls-truck');
+  const device = ok(await c.call('POST', '/api/v1/devices', { assetId, protocol: 'mqtt' }), 201);
+  // Published on the plain listener: one broker, one topic tree.
+  const pub = await publisher(`pub-tls-${TEST_DB}`);
+  await pub.publish(`devices/${device.uniqueId}/location`, { latitude: 1.5, longitude: 2.5 });
+  await pub.end();
+  await waitFor(
+    () => 'the location over TLS',
+    async () => ok(await c.call('GET', `/api/v1/locations?assetId=${assetId}`), 200).length === 1,
+  );
+  const refusals = () => (fs.readFileSync(`${mq.dir}/mosquitto.log`, 'utf8').match(/not authorised/g) ?? []).length;
+  const before = refusals();
+  const wrong = await ingestApp({
+    INGEST_MQTT_URL: `mqtts://localhost:${mq.tlsPort}`,
+    INGEST_MQTT_USERNAME: mq.user.username,
+    INGEST_MQTT_PASSWORD: 'not-the-password',
+    INGEST_MQTT_CA: mq.ca,
+  });
+  // Refused by the broker: the service runs on, not subscribed, and tries again.
+  await waitFor(
+    () => 'the refusal in the broker log',
+    async () => refusals() > before,
+  );
+  assert.match(await (await fetch(`${wrong.url}/metrics`)).text(), /ingest_mqtt_connected 0/);
+  assert.equal((await fetch(`${wrong.url}/readyz`)).status, 200, 'the API is still ready');
 });
 
 test('an integration may not publish to the ingest broker, whatever PUSH_ALLOWED_NETWORKS allows', async () => {

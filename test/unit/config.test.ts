@@ -4,6 +4,14 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ConfigError, httpBase, loadConfig } from '../../src/config.js';
 
+/** Asserts the configuration is refused, naming `name`. */
+const bad = (env: Record<string, string>, name: string) =>
+  assert.throws(
+    () => loadConfig(env),
+    (e: unknown) => e instanceof ConfigError && e.problems.some((p) => p.startsWith(name)),
+    `${name} ${JSON.stringify(env)}`,
+  );
+
 test('every bad configuration variable is listed in one error', () => {
   assert.throws(
     () =>
@@ -42,12 +50,6 @@ test("defaults: the embedded database, port 8080 on the loopback, the specificat
 });
 
 test('values are parsed strictly: whole numbers in range, booleans by name, CIDR lists, a 32-byte secrets key', () => {
-  const bad = (env: Record<string, string>, name: string) =>
-    assert.throws(
-      () => loadConfig(env),
-      (e: unknown) => e instanceof ConfigError && e.problems.some((p) => p.startsWith(name)),
-      `${name} ${JSON.stringify(env)}`,
-    );
   bad({ PORT: '70000' }, 'PORT');
   bad({ RATE_LIMIT_MAX: '1.5' }, 'RATE_LIMIT_MAX');
   bad({ ALERT_MAX_CODES_PER_LIST: '0' }, 'ALERT_MAX_CODES_PER_LIST');
@@ -61,4 +63,24 @@ test('values are parsed strictly: whole numbers in range, booleans by name, CIDR
   assert.deepEqual(c.PUSH_ALLOWED_NETWORKS, ['127.0.0.0/8', '::1/128']);
   assert.equal(c.SECRETS_KEY?.length, 32);
   assert.equal(loadConfig({ PUSH_ALLOW_HTTP: 'off' }).PUSH_ALLOW_HTTP, false);
+});
+
+test('MQTT ingest settings: an mqtt or mqtts URL, a topic prefix without wildcards, a CA only with TLS, a password only with a user', () => {
+  bad({ INGEST_MQTT_URL: 'http://broker:1883' }, 'INGEST_MQTT_URL');
+  for (const prefix of ['devices/#', 'a/+/b', '/devices', 'devices/', '$SYS', 'a//b'])
+    bad({ INGEST_MQTT_TOPIC_PREFIX: prefix }, 'INGEST_MQTT_TOPIC_PREFIX');
+  bad({ INGEST_MQTT_URL: 'mqtt://broker', INGEST_MQTT_CA: '/etc/ca.pem' }, 'INGEST_MQTT_CA');
+  bad({ INGEST_MQTT_URL: 'mqtts://broker', INGEST_MQTT_PASSWORD: 'pw' }, 'INGEST_MQTT_PASSWORD');
+  bad({ INGEST_MQTT_CLIENT_ID: 'has space' }, 'INGEST_MQTT_CLIENT_ID');
+  bad({ INGEST_MQTT_RECEIVE_MAXIMUM: '0' }, 'INGEST_MQTT_RECEIVE_MAXIMUM');
+  const c = loadConfig({
+    INGEST_MQTT_URL: 'mqtts://broker:8883',
+    INGEST_MQTT_CA: '/etc/ca.pem',
+    INGEST_MQTT_TOPIC_PREFIX: 'fleet/devices',
+  });
+  assert.equal(c.INGEST_MQTT_TOPIC_PREFIX, 'fleet/devices');
+  assert.equal(c.INGEST_MQTT_SHARE_GROUP, 'tracking');
+  assert.equal(c.INGEST_MQTT_RECEIVE_MAXIMUM, 1000);
+  assert.equal(c.INGEST_MQTT_SESSION_EXPIRY_SECONDS, 604800);
+  assert.equal(loadConfig({}).INGEST_MQTT_URL, undefined, 'off by default');
 });

@@ -3,7 +3,7 @@
 // window reopens, which addresses may be dialled, how requests are grouped and named.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { addressPolicy, embeddedIpv4, isAllowedAddress } from '../../src/delivery/address.js';
+import { AddressRefused, addressPolicy, embeddedIpv4, isAllowedAddress, resolveVetted } from '../../src/delivery/address.js';
 import { Window } from '../../src/delivery/channels/broker.js';
 import { groupByType, stableId } from '../../src/delivery/channels/channel.js';
 import { webhookChannel } from '../../src/delivery/channels/webhook/index.js';
@@ -204,6 +204,29 @@ test('addresses: private, loopback, link-local, metadata and their IPv6 forms ar
   assert.equal(isAllowedAddress('::ffff:127.0.0.1', local), true);
   assert.equal(isAllowedAddress('::127.0.0.1', local), false);
   assert.equal(isAllowedAddress('::1', addressPolicy(false, ['::1/128'])), true, 'an operator may allow it by its own address');
+});
+
+test('the ingest broker is never a destination: its address at its port, in any form, whatever the allowlist says', async () => {
+  const policy = addressPolicy(false, ['0.0.0.0/0', '::/0'], false, 'mqtts://93.184.216.34:8883');
+  const refused = (host: string, port: number) =>
+    assert.rejects(
+      resolveVetted(host, policy, port),
+      (e: unknown) => e instanceof AddressRefused && /INGEST_MQTT_URL/.test(e.message),
+      `${host}:${port}`,
+    );
+  await refused('93.184.216.34', 8883);
+  await refused('::ffff:93.184.216.34', 8883);
+  await refused('64:ff9b::5db8:d822', 8883);
+  // Another port of that host, and another host at that port, are destinations like any other.
+  assert.equal((await resolveVetted('93.184.216.34', policy, 1883)).length, 1);
+  assert.equal((await resolveVetted('93.184.216.35', policy, 8883)).length, 1);
+  assert.equal((await resolveVetted('93.184.216.34', policy)).length, 1, 'no port: the address rules only');
+  // A broker on this machine: every loopback address (and the unspecified one) at its port.
+  const local = addressPolicy(false, ['127.0.0.0/8', '::1/128', '0.0.0.0/32'], false, 'mqtt://127.0.0.1:1883');
+  for (const host of ['127.0.0.1', '127.0.0.2', '::1', '::ffff:127.0.0.1', '0.0.0.0', 'localhost']) {
+    await assert.rejects(resolveVetted(host, local, 1883), AddressRefused, host);
+  }
+  assert.equal((await resolveVetted('127.0.0.1', local, 1884)).length, 1);
 });
 
 test('requests: events grouped by type in log order, in chunks; a group named the same from the same seed and events', () => {
