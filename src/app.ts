@@ -347,7 +347,7 @@ export async function buildApp(
       await api.register(eventRoutes, { db });
       await api.register(auditRoutes, { db });
       await api.register(rollupRoutes, { db });
-      await api.register(deviceRoutes, { db });
+      await api.register(deviceRoutes, { db, changed: (ids) => app.services.ingest.forget(ids) });
       await api.register(ingestErrorRoutes, { db });
       await api.register(reportRoutes, { db, cfg });
       await api.register(specificationRoutes, { db, alerts });

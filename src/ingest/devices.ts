@@ -125,7 +125,11 @@ const taken = (e: unknown) => {
   throw e;
 };
 
-export const deviceRoutes: FastifyPluginAsyncTypebox<{ db: Db }> = async (app, { db }) => {
+export const deviceRoutes: FastifyPluginAsyncTypebox<{
+  db: Db;
+  /** Called with the uniqueIds of a device changed or deleted (the adapters' cache drops them). */
+  changed: (uniqueIds: string[]) => void;
+}> = async (app, { db, changed }) => {
   const tags = ['devices'];
   const mayChoose = (t: Tenancy, uniqueId: string | undefined) => {
     if (uniqueId !== undefined && !t.isAdmin) {
@@ -189,6 +193,8 @@ export const deviceRoutes: FastifyPluginAsyncTypebox<{ db: Db }> = async (app, {
     },
     handler: async (req) => {
       const body = req.body as Partial<DeviceWrite>;
+      let ids: string[] = [];
+      // Forgotten once committed: a lookup between would read (and keep) the row as it was.
       return db
         .tx(async (q) => {
           // Another owner's device is a 404 first, whatever the body asks.
@@ -208,6 +214,7 @@ export const deviceRoutes: FastifyPluginAsyncTypebox<{ db: Db }> = async (app, {
             ],
           );
           const after = await read(q, cur.id);
+          ids = [cur.unique_id, after.unique_id];
           await audit(q, req.tenancy, {
             action: 'update',
             type: 'device',
@@ -218,6 +225,10 @@ export const deviceRoutes: FastifyPluginAsyncTypebox<{ db: Db }> = async (app, {
           });
           return toApi(after);
         })
+        .then((device) => {
+          changed(ids);
+          return device;
+        })
         .catch(taken);
     },
   });
@@ -225,7 +236,7 @@ export const deviceRoutes: FastifyPluginAsyncTypebox<{ db: Db }> = async (app, {
   app.delete('/devices/:id', {
     schema: { tags, summary: 'Delete a device (what it stored stays)', params: IdParam },
     handler: async (req, reply) => {
-      await db.tx(async (q) => {
+      const uniqueId = await db.tx(async (q) => {
         const cur = await getDevice(q, req.tenancy, req.params.id, true);
         await q.query('DELETE FROM devices WHERE id = $1', [cur.id]);
         await audit(q, req.tenancy, {
@@ -236,7 +247,9 @@ export const deviceRoutes: FastifyPluginAsyncTypebox<{ db: Db }> = async (app, {
           before: audited(cur),
           after: null,
         });
+        return cur.unique_id;
       });
+      changed([uniqueId]);
       return reply.code(204).send();
     },
   });

@@ -20,6 +20,8 @@ import { DEVICES, type DeviceRow, type Protocol } from './devices.js';
 export const ERROR_DAYS = 7;
 /** The most of a message the error log keeps. */
 const SAMPLE_BYTES = 1024;
+/** How long a device read is used again (a change made on another instance takes this long to be seen). */
+export const DEVICE_CACHE_MS = 2000;
 /** Error log rows one instance writes a second at most (a flood of bad messages is counted, not logged). */
 const ERROR_LOG_PER_SECOND = 100;
 /** A device's last-seen time is written at most this often per instance (it is not a clock). */
@@ -60,18 +62,43 @@ export class Ingest {
   /** The MQTT subscriber (src/ingest/mqtt.ts), when INGEST_MQTT_URL is set and it has started. */
   mqtt: { readonly connected: boolean; close(): Promise<void> } | null = null;
   private readonly lastSeen = new Map<string, number>();
+  private readonly cache = new Map<string, { row: DeviceRow; at: number }>();
   /** Error log rows written in the current second (ERROR_LOG_PER_SECOND at most; the rest are counted). */
   private logged = { second: 0, rows: 0 };
 
   constructor(readonly deps: IngestDeps) {}
 
-  /** The devices named by `uniqueIds` (one query for a batch of messages). */
+  /**
+   * The devices named by `uniqueIds` (one query for a batch of messages). A device read is kept
+   * DEVICE_CACHE_MS: one query less per message. A change through the API is seen at once by the
+   * instance that made it (forget()), by the others within DEVICE_CACHE_MS; an unknown id is
+   * never kept, so a device registered a moment ago is found.
+   */
   async lookup(uniqueIds: string[]): Promise<Map<string, DeviceRow>> {
+    const out = new Map<string, DeviceRow>();
+    const now = Date.now();
+    const missing: string[] = [];
+    for (const id of uniqueIds) {
+      const hit = this.cache.get(id);
+      if (hit && hit.at + DEVICE_CACHE_MS > now) out.set(id, hit.row);
+      else missing.push(id);
+    }
+    if (!missing.length) return out;
     const { rows } = await this.deps.db.query<DeviceRow>(
       `SELECT id, unique_id, asset_id, owner_id, protocol, disabled FROM ${DEVICES} WHERE unique_id = ANY($1::text[])`,
-      [uniqueIds],
+      [missing],
     );
-    return new Map(rows.map((r) => [r.unique_id, r]));
+    if (this.cache.size > 100_000) this.cache.clear();
+    for (const r of rows) {
+      out.set(r.unique_id, r);
+      this.cache.set(r.unique_id, { row: r, at: now });
+    }
+    return out;
+  }
+
+  /** Drops devices from the lookup's cache (they changed). */
+  forget(uniqueIds: string[]): void {
+    for (const id of uniqueIds) this.cache.delete(id);
   }
 
   /** The device when it may send over `protocol`: known, enabled, of that protocol, within its limit. */
