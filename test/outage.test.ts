@@ -5,29 +5,10 @@
 // @test-lanes postgres
 // (a database that stops and starts again: PostgreSQL only)
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { test } from 'node:test';
 import { IN_CI, ownerWithKey, startApp, TEST_DB, undelivered } from './helpers.js';
+import { PG_BIN, privatePostgres } from './pg-server.js';
 import { Receiver } from './receiver.js';
-
-const PG_BIN = (() => {
-  try {
-    const versions = fs.readdirSync('/usr/lib/postgresql').sort();
-    return path.join('/usr/lib/postgresql', versions[versions.length - 1]!, 'bin');
-  } catch {
-    return undefined;
-  }
-})();
-
-/** Runs a PostgreSQL tool as the postgres user (the server refuses to run as root). */
-function asPostgres(tool: string, args: string[]): void {
-  const cmd = path.join(PG_BIN!, tool);
-  const argv = process.getuid?.() === 0 ? ['runuser', '-u', 'postgres', '--', cmd, ...args] : [cmd, ...args];
-  execFileSync(argv[0]!, argv.slice(1), { stdio: 'pipe' });
-}
 
 if (TEST_DB === 'postgres') {
   test('ingest answers 503 while the database is down, nothing accepted is lost, and delivery resumes by itself', async (t) => {
@@ -36,28 +17,14 @@ if (TEST_DB === 'postgres') {
       t.skip('PostgreSQL server binaries not found under /usr/lib/postgresql');
       return;
     }
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tracking-outage-'));
-    fs.chmodSync(dir, 0o777);
-    const data = path.join(dir, 'data');
-    asPostgres('initdb', ['-D', data, '-A', 'trust', '-U', 'postgres', '--no-sync']);
-    // No TCP (listen_addresses empty): only the socket in the private folder, the same at each start.
-    const start = () =>
-      asPostgres('pg_ctl', ['-D', data, '-l', path.join(dir, 'log'), '-o', `-k ${dir} -c listen_addresses= -c fsync=off`, '-w', 'start']);
-    const stop = () => asPostgres('pg_ctl', ['-D', data, '-m', 'fast', '-w', 'stop']);
-    start();
-    t.after(() => {
-      try {
-        stop();
-      } catch {
-        /* already stopped */
-      }
-      fs.rmSync(dir, { recursive: true, force: true });
-    });
+    const pgs = privatePostgres('tracking-outage-');
+    const { start, stop } = pgs;
+    t.after(() => pgs.remove());
 
     const ta = await startApp(
       t,
       { PUSH_ALLOW_HTTP: 'true', PUSH_ALLOWED_NETWORKS: '127.0.0.0/8', DELIVERY_POLL_MS: '100' },
-      { databaseUrl: `postgres://postgres@localhost/postgres?host=${encodeURIComponent(dir)}` },
+      { databaseUrl: pgs.url },
     );
     const rx = await new Receiver().start();
     t.after(() => rx.close());
