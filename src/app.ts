@@ -31,6 +31,7 @@ import { RecordHooks } from './records/hooks.js';
 import { deviceRoutes } from './ingest/devices.js';
 import { Ingest, ingestErrorRoutes, pruneIngestErrors } from './ingest/ingest.js';
 import { startMqttIngest } from './ingest/mqtt.js';
+import { ReadReplica } from './replica/replica.js';
 import { osmandRoutes } from './ingest/osmand.js';
 import { traccarRoutes } from './ingest/traccar.js';
 import { AlertEngine } from './alerts/engine.js';
@@ -78,6 +79,8 @@ export interface Services {
   hooks: RecordHooks;
   /** The device adapters' shared parts (src/ingest/): devices, their limit, the error log, counts. */
   ingest: Ingest;
+  /** The streaming replica lists, exports and reports may read (DATABASE_READ_URL), or null. */
+  replica: ReadReplica | null;
 }
 
 export const MiB = 1024 * 1024;
@@ -193,6 +196,15 @@ export async function buildApp(
       storage,
       hooks,
       ingest: new Ingest({ db, cfg, hooks, limiter: deviceLimiter! }),
+      replica:
+        cfg.DATABASE_READ_URL && db.kind === 'postgres'
+          ? new ReadReplica(db, {
+              url: cfg.DATABASE_READ_URL,
+              poolSize: cfg.DB_POOL_SIZE,
+              maxLagSeconds: cfg.REPLICA_MAX_LAG_SECONDS,
+              readAfterWriteSeconds: cfg.READ_AFTER_WRITE_SECONDS,
+            })
+          : null,
     });
   } catch (e) {
     await limiter?.close();
@@ -275,6 +287,7 @@ export async function buildApp(
     await delivery;
     await app.services.limiter.close();
     await app.services.ingest.deps.limiter.close();
+    await app.services.replica?.close();
     if (!opts.db) await raw.close();
   });
 
@@ -328,6 +341,13 @@ export async function buildApp(
   // (limits), whether they asked this already (idempotency).
   installAuthentication(app, { db, tokens });
   installLimits(app, { limiter: app.services.limiter, rateLimitMax: cfg.RATE_LIMIT_MAX });
+  // Reads from a streaming replica (src/replica/): which database a request's lists read.
+  app.decorateRequest('reads', null);
+  const { replica } = app.services;
+  if (replica) {
+    replica.install(app);
+    app.addHook('onReady', async () => replica.start());
+  }
   installIdempotency(app, { db, windowSeconds: cfg.IDEMPOTENCY_WINDOW_SECONDS, abandonSeconds: cfg.IDEMPOTENCY_ABANDON_SECONDS });
 
   await app.register(authRoutes, { db, cfg, tokens });

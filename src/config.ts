@@ -62,6 +62,12 @@ const spec = {
   DATA_DIR: [str, './data'],
   DATABASE_URL: [url(['postgres:', 'postgresql:']), undefined],
   DB_POOL_SIZE: [int(1, 200), '10'],
+  // Reads from a streaming replica (API guide 17): lists, exports and reports read there, unless the
+  // credential wrote within READ_AFTER_WRITE_SECONDS or the replica lags more than
+  // REPLICA_MAX_LAG_SECONDS (then the primary serves them).
+  DATABASE_READ_URL: [url(['postgres:', 'postgresql:']), undefined],
+  READ_AFTER_WRITE_SECONDS: [int(0, 3600), '5'],
+  REPLICA_MAX_LAG_SECONDS: [int(1, 86_400), '10'],
   REDIS_URL: [url(['redis:', 'rediss:']), undefined],
   LOG_LEVEL: [oneOf(LOG_LEVELS), 'info'],
   AUTH_REALM: [
@@ -232,6 +238,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   if (env.DATABASE_URL && !env.SECRETS_KEY) {
     problems.push('SECRETS_KEY: required when DATABASE_URL is set (every instance must share it)');
   }
+  if (env.DATABASE_READ_URL && !env.DATABASE_URL) problems.push('DATABASE_READ_URL: a replica of DATABASE_URL, set only together with it');
   if (env.AUTH_EXTERNAL_AUDIENCE && !env.AUTH_EXTERNAL_ISSUER) {
     problems.push('AUTH_EXTERNAL_AUDIENCE: set only together with AUTH_EXTERNAL_ISSUER');
   }

@@ -194,6 +194,7 @@ export async function listPage<R extends { id: string }>(
   reply: FastifyReply,
   spec: ListSpec,
 ): Promise<R[]> {
-  const { rows, ks } = await pageRows<R>(db, req.query as PageQuery, spec);
+  // A list reads the replica when one serves this request (db/reads.ts).
+  const { rows, ks } = await pageRows<R>(req.reads ?? db, req.query as PageQuery, spec);
   return page(req, reply, ks, rows, req.server.publicUrl);
 }

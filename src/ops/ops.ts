@@ -165,6 +165,25 @@ export const opsRoutes = fp(async function opsRoutes(app: FastifyInstance, { db 
     ['protocol', 'reason'],
     () => app.services.ingest.counters.refused,
   );
+  const { replica } = app.services;
+  new client.Gauge({
+    name: 'replica_lag_seconds',
+    help: 'How far the read replica (DATABASE_READ_URL) is behind the primary; -1 while it cannot be reached (absent without one)',
+    registers: replica ? [registry] : [],
+    collect() {
+      this.set(replica?.lag ?? -1);
+    },
+  });
+  new client.Gauge({
+    name: 'replica_reads_total',
+    help: 'Requests whose lists, exports and reports read the replica or, because of lag, a recent write or no replica, the primary',
+    labelNames: ['target'],
+    registers: replica ? [registry] : [],
+    collect() {
+      this.set({ target: 'replica' }, replica?.served.replica ?? 0);
+      this.set({ target: 'primary' }, replica?.served.primary ?? 0);
+    },
+  });
   new client.Gauge({
     name: 'ingest_mqtt_connected',
     help: 'MQTT ingest: 1 while connected to INGEST_MQTT_URL with the subscription in place, 0 otherwise (absent when not configured)',

@@ -5,6 +5,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { type TSchema, Type } from '@sinclair/typebox';
 import type { Config } from '../config.js';
 import type { Db } from '../db/db.js';
+import { readDb } from '../db/reads.js';
 import { listFormat, MEDIA_TYPES } from '../exports/formats.js';
 import { badRequest } from '../http/errors.js';
 import { DateTime, Nullable, Uuid } from '../http/schemas.js';
@@ -90,7 +91,10 @@ export async function reportRoutes(app: FastifyInstance, { db, cfg }: { db: Db; 
       const asked = listFormat(req, geo);
       if (asked === 'ndjson') throw badRequest('A report answers in json, csv or, for trips and stops, geojson.', '/format');
       const format: ReportFormat = asked;
-      const scope = await reportScope(db, req.tenancy, q, {
+      // From the replica when one serves this request (db/reads.ts), except the temperature report:
+      // it folds the rollups first, a write the replica would see only later.
+      const rdb = kind === 'temperature' ? db : readDb(req, db);
+      const scope = await reportScope(rdb, req.tenancy, q, {
         maxDays: cfg.REPORT_MAX_DAYS,
         systemDays: cfg.RETENTION_DAYS ?? null,
         rollupDays: cfg.ROLLUP_RETENTION_DAYS,
@@ -98,7 +102,7 @@ export async function reportRoutes(app: FastifyInstance, { db, cfg }: { db: Db; 
       // Zone visits outlive the records: never expired.
       const head = reportHead(kind, kind === 'zones' ? { ...scope, rawFrom: null } : scope, ROLLUP_NOTES[kind]!);
       if (kind === 'trips' || kind === 'stops') {
-        const items = movement(db, scope, kind, {
+        const items = movement(rdb, scope, kind, {
           radiusMeters: q.stopRadiusMeters ?? 200,
           minutes: q.stopMinutes ?? 10,
           paths: format === 'geojson' && kind === 'trips',
@@ -107,9 +111,9 @@ export async function reportRoutes(app: FastifyInstance, { db, cfg }: { db: Db; 
           ? sendReport(reply, head, format, TRIP_COLUMNS, items as AsyncIterable<TripItem>, (t) => pathGeometry(t.path ?? [t.start, t.end]))
           : sendReport(reply, head, format, STOP_COLUMNS, items as AsyncIterable<StopItem>, (s) => pathGeometry([s]));
       }
-      if (kind === 'zones') return sendReport(reply, head, format, VISIT_COLUMNS, zoneVisits(db, scope));
+      if (kind === 'zones') return sendReport(reply, head, format, VISIT_COLUMNS, zoneVisits(rdb, scope));
       if (kind === 'temperature') return sendReport(reply, head, format, TEMPERATURE_COLUMNS, temperature(db, scope, q.gapMinutes ?? 30));
-      return sendReport(reply, head, format, SUMMARY_COLUMNS, summary(db, scope));
+      return sendReport(reply, head, format, SUMMARY_COLUMNS, summary(rdb, scope));
     };
     app.route({
       method: 'GET',

@@ -4,6 +4,7 @@
 import type { FastifyInstance, FastifySchema, RouteHandlerMethod } from 'fastify';
 import { type Static, type TObject, Type } from '@sinclair/typebox';
 import type { Db } from '../db/db.js';
+import { readDb } from '../db/reads.js';
 import { notFound } from '../http/errors.js';
 import { applyFilters, type Filter, listQuery } from '../http/filters.js';
 import { type ListSpec, listPage } from '../http/paging.js';
@@ -61,7 +62,7 @@ export function readRoutes<T extends TObject, R extends { id: string }>(app: Fas
           name: spec.export.name,
           ...(spec.export.copy ? { copy: spec.export.copy } : {}),
         };
-        return sendExport(db, req, reply, exported, format, req.server.services.cfg.EXPORT_MAX_DAYS);
+        return sendExport(readDb(req, db), req, reply, exported, format, req.server.services.cfg.EXPORT_MAX_DAYS);
       }
     }
     const rows = await listPage<R>(db, req, reply, listSpec);

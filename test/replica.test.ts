@@ -1,0 +1,105 @@
+// Reads from a streaming replica (API guide 17) against a real one: a primary and a replica this
+// test starts itself (initdb, then pg_basebackup -R, each on a private socket). A credential's
+// lists read the replica, except within READ_AFTER_WRITE_SECONDS of its own write; a replica
+// whose replay is paused serves what it has until its lag passes REPLICA_MAX_LAG_SECONDS, then
+// the primary serves; a replica that stops costs no request; the lag is a metric.
+// @test-lanes postgres
+// (a streaming replica of a PostgreSQL server: PostgreSQL only)
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import pg from 'pg';
+import { IN_CI, ok, ownerWithKey, startApp, TEST_DB, type TestApp, waitFor } from './helpers.js';
+import { PG_BIN, privatePostgres, streamingReplica } from './pg-server.js';
+
+/** Runs one statement on a server (the replica's replay control). */
+async function sql(url: string, text: string): Promise<void> {
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  try {
+    await c.query(text);
+  } finally {
+    await c.end();
+  }
+}
+
+const metric = async (ta: TestApp, name: string): Promise<number> => {
+  const text = await (await fetch(`${ta.url}/metrics`)).text();
+  const m = new RegExp(`^${name.replace(/[{}"]/g, (c) => `\\${c}`)} (-?[\\d.e+-]+)$`, 'm').exec(text);
+  return m ? Number(m[1]) : Number.NaN;
+};
+
+if (TEST_DB === 'postgres') {
+  test('lists read the replica; a credential’s own writes, a lagging replica and a stopped one send its reads to the primary', async (t) => {
+    if (!PG_BIN) {
+      if (IN_CI) throw new Error('PostgreSQL server binaries not found under /usr/lib/postgresql');
+      t.skip('PostgreSQL server binaries not found under /usr/lib/postgresql');
+      return;
+    }
+    const primary = privatePostgres('tracking-primary-');
+    t.after(() => primary.remove());
+    const replica = streamingReplica(primary, 'tracking-replica-');
+    t.after(() => replica.remove());
+
+    // A replica that may lag an hour: what it serves is what it has replayed.
+    const ta = await startApp(
+      t,
+      { DATABASE_READ_URL: replica.url, READ_AFTER_WRITE_SECONDS: '2', REPLICA_MAX_LAG_SECONDS: '3600' },
+      { databaseUrl: primary.url },
+    );
+    const writer = await ownerWithKey(ta, 'replica-fleet');
+    const reader = ok(await ta.call('POST', '/api/v1/api-keys', { token: writer.key, body: { name: 'reader', scopes: ['read'] } }), 201);
+    const list = async (key: string) =>
+      ok(await ta.call('GET', '/api/v1/assets', { token: key }), 200).map((a: { name: string }) => a.name);
+    ok(await ta.call('POST', '/api/v1/assets', { token: writer.key, body: { name: 'R1' } }), 201);
+    await waitFor(
+      () => 'the replica to have R1 and serve the reader',
+      async () => (await metric(ta, 'replica_lag_seconds')) >= 0 && (await list(reader.key)).includes('R1'),
+    );
+    const fromReplica = await metric(ta, 'replica_reads_total{target="replica"}');
+    assert.ok(fromReplica > 0, 'the reader’s lists came from the replica');
+
+    // Replay paused: the replica keeps what it has. The writer reads its own write (the primary);
+    // the reader, another credential, reads the replica and does not see it yet.
+    await sql(replica.url, 'SELECT pg_wal_replay_pause()');
+    ok(await ta.call('POST', '/api/v1/assets', { token: writer.key, body: { name: 'R2' } }), 201);
+    assert.deepEqual((await list(writer.key)).sort(), ['R1', 'R2'], 'read after write: the primary');
+    assert.deepEqual(await list(reader.key), ['R1'], 'the replica, paused, has not replayed R2');
+    assert.ok((await metric(ta, 'replica_reads_total{target="replica"}')) > fromReplica);
+    // Past READ_AFTER_WRITE_SECONDS the writer reads the replica again.
+    await waitFor(
+      () => 'the writer back on the replica',
+      async () => !(await list(writer.key)).includes('R2'),
+    );
+
+    // Another instance that allows 1 second of lag: once the lag passes it, the primary serves.
+    const strict = await startApp(t, { DATABASE_READ_URL: replica.url, REPLICA_MAX_LAG_SECONDS: '1' }, { databaseUrl: primary.url });
+    await waitFor(
+      () => 'the lag past 1 s, and the reader on the primary',
+      async () =>
+        (await metric(strict, 'replica_lag_seconds')) > 1 &&
+        ok(await strict.call('GET', '/api/v1/assets', { token: reader.key }), 200).length === 2,
+    );
+    await sql(replica.url, 'SELECT pg_wal_replay_resume()');
+    await waitFor(
+      () => 'the replica to catch up',
+      async () => (await metric(strict, 'replica_lag_seconds')) === 0 && (await list(reader.key)).length === 2,
+    );
+
+    // A replica that stops: reads go on, from the primary; the lag says it cannot be reached.
+    replica.stop();
+    ok(await ta.call('POST', '/api/v1/assets', { token: writer.key, body: { name: 'R3' } }), 201);
+    for (let i = 0; i < 3; i++) assert.equal((await list(reader.key)).length, 3, 'served by the primary');
+    await waitFor(
+      () => 'the lag metric to show the replica away',
+      async () => (await metric(ta, 'replica_lag_seconds')) === -1,
+    );
+    replica.start();
+    await waitFor(
+      () => 'the replica back',
+      async () => (await metric(ta, 'replica_lag_seconds')) >= 0,
+    );
+    const before = await metric(ta, 'replica_reads_total{target="replica"}');
+    assert.equal((await list(reader.key)).length, 3);
+    assert.ok((await metric(ta, 'replica_reads_total{target="replica"}')) > before, 'back on the replica');
+  });
+}
