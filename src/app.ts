@@ -32,6 +32,7 @@ import { deviceRoutes } from './ingest/devices.js';
 import { Ingest, ingestErrorRoutes, pruneIngestErrors } from './ingest/ingest.js';
 import { startMqttIngest } from './ingest/mqtt.js';
 import { ReadReplica } from './replica/replica.js';
+import { redisWrites } from './replica/writes.js';
 import { osmandRoutes } from './ingest/osmand.js';
 import { traccarRoutes } from './ingest/traccar.js';
 import { AlertEngine } from './alerts/engine.js';
@@ -129,6 +130,7 @@ export async function buildApp(
   const raw = opts.db ?? (await openDatabase(cfg));
   let limiter: Limiter | undefined;
   let deviceLimiter: Limiter | undefined;
+  let replica: ReadReplica | null = null;
   let secretsKey: Buffer;
   const storage = new Storage(
     raw,
@@ -158,6 +160,20 @@ export async function buildApp(
           app.log.warn({ err: e }, 'rate limit store unavailable; request admitted'),
         )
       : new MemoryLimiter(settings);
+    replica =
+      cfg.DATABASE_READ_URL && db.kind === 'postgres'
+        ? new ReadReplica(
+            db,
+            {
+              url: cfg.DATABASE_READ_URL,
+              poolSize: cfg.DB_POOL_SIZE,
+              maxLagSeconds: cfg.REPLICA_MAX_LAG_SECONDS,
+              readAfterWriteSeconds: cfg.READ_AFTER_WRITE_SECONDS,
+            },
+            cfg.REDIS_URL ? await redisWrites(cfg.REDIS_URL) : null,
+            (e) => app.log.warn({ err: e }, 'read-after-write store unavailable; the read goes to the primary'),
+          )
+        : null;
     const hooks = new RecordHooks();
     // Devices have a limit of their own, per minute (a tracker reports every few seconds).
     const perDevice = { max: cfg.DEVICE_RATE_LIMIT_MAX, windowMs: 60_000, concurrent: 10 };
@@ -196,19 +212,12 @@ export async function buildApp(
       storage,
       hooks,
       ingest: new Ingest({ db, cfg, hooks, limiter: deviceLimiter! }),
-      replica:
-        cfg.DATABASE_READ_URL && db.kind === 'postgres'
-          ? new ReadReplica(db, {
-              url: cfg.DATABASE_READ_URL,
-              poolSize: cfg.DB_POOL_SIZE,
-              maxLagSeconds: cfg.REPLICA_MAX_LAG_SECONDS,
-              readAfterWriteSeconds: cfg.READ_AFTER_WRITE_SECONDS,
-            })
-          : null,
+      replica,
     });
   } catch (e) {
     await limiter?.close();
     await deviceLimiter?.close();
+    await replica?.close();
     if (!opts.db) await raw.close();
     throw e;
   }
@@ -343,10 +352,10 @@ export async function buildApp(
   installLimits(app, { limiter: app.services.limiter, rateLimitMax: cfg.RATE_LIMIT_MAX });
   // Reads from a streaming replica (src/replica/): which database a request's lists read.
   app.decorateRequest('reads', null);
-  const { replica } = app.services;
-  if (replica) {
-    replica.install(app);
-    app.addHook('onReady', async () => replica.start());
+  const readReplica = app.services.replica;
+  if (readReplica) {
+    readReplica.install(app);
+    app.addHook('onReady', async () => readReplica.start());
   }
   installIdempotency(app, { db, windowSeconds: cfg.IDEMPOTENCY_WINDOW_SECONDS, abandonSeconds: cfg.IDEMPOTENCY_ABANDON_SECONDS });
 

@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import pg from 'pg';
-import { IN_CI, ok, ownerWithKey, startApp, TEST_DB, type TestApp, waitFor } from './helpers.js';
+import { IN_CI, ok, ownerWithKey, REDIS_URL, startApp, TEST_DB, type TestApp, waitFor } from './helpers.js';
 import { PG_BIN, privatePostgres, streamingReplica } from './pg-server.js';
 
 /** Runs one statement on a server (the replica's replay control). */
@@ -101,5 +101,38 @@ if (TEST_DB === 'postgres') {
     const before = await metric(ta, 'replica_reads_total{target="replica"}');
     assert.equal((await list(reader.key)).length, 3);
     assert.ok((await metric(ta, 'replica_reads_total{target="replica"}')) > before, 'back on the replica');
+  });
+
+  test('with REDIS_URL, read after write holds across instances: a write on one sends the credential’s reads on another to the primary', async (t) => {
+    if (!PG_BIN) {
+      if (IN_CI) throw new Error('PostgreSQL server binaries not found under /usr/lib/postgresql');
+      t.skip('PostgreSQL server binaries not found under /usr/lib/postgresql');
+      return;
+    }
+    const primary = privatePostgres('tracking-primary-');
+    t.after(() => primary.remove());
+    const replica = streamingReplica(primary, 'tracking-replica-');
+    t.after(() => replica.remove());
+    const env = { DATABASE_READ_URL: replica.url, READ_AFTER_WRITE_SECONDS: '600', REPLICA_MAX_LAG_SECONDS: '3600', REDIS_URL };
+    const a = await startApp(t, env, { databaseUrl: primary.url });
+    const b = await startApp(t, env, { databaseUrl: primary.url });
+    const o = await ownerWithKey(a, 'replica-pair');
+    const other = ok(await a.call('POST', '/api/v1/api-keys', { token: o.key, body: { name: 'other', scopes: ['read'] } }), 201);
+    await waitFor(
+      () => 'both instances to read the replica',
+      async () => (await metric(a, 'replica_lag_seconds')) >= 0 && (await metric(b, 'replica_lag_seconds')) >= 0,
+    );
+    await waitFor(
+      () => 'the replica to have the keys',
+      async () => (await b.call('GET', '/api/v1/assets', { token: other.key })).status === 200,
+    );
+    await sql(replica.url, 'SELECT pg_wal_replay_pause()');
+    ok(await a.call('POST', '/api/v1/assets', { token: o.key, body: { name: 'P1' } }), 201);
+    // On b, which saw no write of this credential: the note in Redis sends it to the primary.
+    const names = (r: { body: { name: string }[] }) => r.body.map((x) => x.name);
+    assert.deepEqual(names(await b.call('GET', '/api/v1/assets', { token: o.key })), ['P1']);
+    // Another credential of the same owner reads the paused replica.
+    assert.deepEqual(names(await b.call('GET', '/api/v1/assets', { token: other.key })), []);
+    await sql(replica.url, 'SELECT pg_wal_replay_resume()');
   });
 }

@@ -1,7 +1,8 @@
 // Reads from a streaming replica (API guide 17). With DATABASE_READ_URL set, a GET of a credential
 // that has not written in the last READ_AFTER_WRITE_SECONDS may read its lists, exports and
 // reports there (db/reads.ts readDb), while the replica's lag is at most REPLICA_MAX_LAG_SECONDS.
-// Everything else stays on the primary: writes, authentication, idempotency, single reads.
+// Everything else stays on the primary: writes, authentication, idempotency, single reads. With
+// REDIS_URL the read-after-write window holds across instances (writes.ts).
 //
 // The lag is read from the replica every second: 0 when it has replayed all it received, else the
 // time since the last transaction it replayed was committed (an overestimate after a quiet spell:
@@ -10,6 +11,7 @@
 // no request.
 import type { FastifyInstance } from 'fastify';
 import { createPostgres, type Db } from '../db/db.js';
+import type { SharedWrites } from './writes.js';
 
 const CHECK_MS = 1000;
 /** Errors of a connection, not of the statement: the replica went away (the read runs on the primary). */
@@ -37,6 +39,9 @@ export class ReadReplica {
   constructor(
     private readonly primary: Db,
     private readonly s: ReplicaSettings,
+    /** Writes noted across instances (Redis), or none: this instance's own only. */
+    private readonly shared: SharedWrites | null = null,
+    private readonly onError: (e: unknown) => void = () => {},
   ) {
     this.replica = createPostgres(s.url, s.poolSize);
     const broken = (e: unknown) => {
@@ -92,20 +97,35 @@ export class ReadReplica {
     this.timer.unref();
   }
 
-  /** Notes a credential's write: its reads stay on the primary for READ_AFTER_WRITE_SECONDS. */
-  wrote(credential: string): void {
+  /**
+   * Notes a credential's write: its reads stay on the primary for READ_AFTER_WRITE_SECONDS, on
+   * every instance when the writes are shared (noted before the write runs, so a read that follows
+   * its answer finds the note).
+   */
+  async wrote(credential: string): Promise<void> {
+    const ms = this.s.readAfterWriteSeconds * 1000;
+    if (!ms) return;
     if (this.writes.size > 100_000) {
-      const old = Date.now() - this.s.readAfterWriteSeconds * 1000;
+      const old = Date.now() - ms;
       for (const [k, at] of this.writes) if (at < old) this.writes.delete(k);
     }
     this.writes.set(credential, Date.now());
+    await this.shared?.wrote(credential, ms).catch((e) => this.onError(e));
   }
 
   /** The database for a read of `credential`: the replica when it may serve it, else the primary. */
-  choose(credential: string): Db {
+  async choose(credential: string): Promise<Db> {
     const wroteAt = this.writes.get(credential);
-    const fresh = wroteAt !== undefined && wroteAt + this.s.readAfterWriteSeconds * 1000 > Date.now();
-    if (fresh || this.lag === null || this.lag > this.s.maxLagSeconds) {
+    let fresh = wroteAt !== undefined && wroteAt + this.s.readAfterWriteSeconds * 1000 > Date.now();
+    const lagging = this.lag === null || this.lag > this.s.maxLagSeconds;
+    // Another instance's write; when the shared note cannot be read, the primary (never a stale read).
+    if (!fresh && !lagging && this.shared && this.s.readAfterWriteSeconds) {
+      fresh = await this.shared.recent(credential).catch((e) => {
+        this.onError(e);
+        return true;
+      });
+    }
+    if (fresh || lagging) {
       this.served.primary++;
       return this.primary;
     }
@@ -120,13 +140,14 @@ export class ReadReplica {
   install(app: FastifyInstance): void {
     app.addHook('onRequest', async (req) => {
       if (!req.credential) return;
-      if (req.method === 'GET' || req.method === 'HEAD') req.reads = this.choose(req.credential);
-      else this.wrote(req.credential);
+      if (req.method === 'GET' || req.method === 'HEAD') req.reads = await this.choose(req.credential);
+      else await this.wrote(req.credential);
     });
   }
 
   async close(): Promise<void> {
     clearInterval(this.timer);
+    await this.shared?.close();
     await this.replica.close();
   }
 }
