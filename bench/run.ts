@@ -10,7 +10,9 @@
 // exports (bench/exports.ts: 10 million locations as CSV and NDJSON next to a raw COPY, memory sampled;
 // not in the default run), reports (bench/reports.ts: trips and temperature reports over 30 days of
 // minute data next to raw reads of the same rows, ingest with rollups next to without; not in the default run),
-// ingest-devices (bench/devices.ts: OsmAnd positions next to single-record POST /locations; not in the default run).
+// ingest-devices (bench/devices.ts: OsmAnd positions next to single-record POST /locations, MQTT ingest next to raw
+// Mosquitto; not in the default run), scale (bench/scale.ts: the primary's rows, WAL, statements and CPU per stored
+// record and per delivered event, delivery over 1-3 instances; not in the default run).
 // Prints tables, then one JSON line.
 import os from 'node:os';
 import { type AlertBenchResult, runAlertsBench } from './alerts.js';
@@ -19,6 +21,7 @@ import { runStorageBench } from './storage.js';
 import { runExportsBench } from './exports.js';
 import { runReportsBench } from './reports.js';
 import { runDevicesBench } from './devices.js';
+import { runScaleBench } from './scale.js';
 import { pct, Receiver, round } from './lib.js';
 import { GW_VERSION, runPeerBench } from './peer.js';
 import { runPgliteBench } from './pglite.js';
@@ -42,13 +45,15 @@ const PARTS = [
   'exports',
   'reports',
   'ingest-devices',
+  'scale',
 ] as const;
 type Part = (typeof PARTS)[number];
 const GROUPS: Record<string, Part[]> = { push: ['single', 'batch', 'backlog', 'sustain'], brokers: ['kafka', 'mqtt'] };
 
 function selection(): Set<Part> {
   const raw = (process.env.BENCH_ONLY ?? '').trim();
-  if (!raw) return new Set(PARTS.filter((p) => p !== 'storage' && p !== 'exports' && p !== 'reports' && p !== 'ingest-devices'));
+  if (!raw)
+    return new Set(PARTS.filter((p) => p !== 'storage' && p !== 'exports' && p !== 'reports' && p !== 'ingest-devices' && p !== 'scale'));
   const out = new Set<Part>();
   for (const t of raw.split(',').map((s) => s.trim().toLowerCase())) {
     if (GROUPS[t]) for (const p of GROUPS[t]) out.add(p);
@@ -102,6 +107,11 @@ if (reports) {
   console.table(reports.ingest);
 }
 
+const scale = sel.has('scale') ? await runScaleBench() : null;
+if (scale) {
+  console.log('\n## Scale: what the primary does per stored record and per delivered event (PostgreSQL mode)');
+  console.table(scale);
+}
 const devices = sel.has('ingest-devices') ? await runDevicesBench() : null;
 if (devices) {
   console.log('\n## Devices: OsmAnd positions over keep-alive, one per request, next to single-record POST /locations');
@@ -388,6 +398,19 @@ if (summary.length) {
 }
 if (push) delete push.sampleLocation;
 console.log(
-  JSON.stringify({ ingest, push, peer: peerRes, pglite, brokers, alerts, storage, exports: exportsBench, reports, devices, summary }),
+  JSON.stringify({
+    ingest,
+    push,
+    peer: peerRes,
+    pglite,
+    brokers,
+    alerts,
+    storage,
+    exports: exportsBench,
+    reports,
+    devices,
+    scale,
+    summary,
+  }),
 );
 console.log(`\nbenchmark took ${round((Date.now() - started) / 1000)} s`);

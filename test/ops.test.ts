@@ -21,6 +21,9 @@ test('healthz, readyz, metrics and the docs page answer without credentials', as
   assert.match(text, /process_cpu_user_seconds_total/);
   assert.match(text, /delivery_requests_sent_total \d+/);
   assert.match(text, /deliveries_pending 0/);
+  // Statements sent to PostgreSQL (the scale benchmark reads them); PGlite has none to count.
+  if (ta.databaseUrl) assert.ok(Number(/^db_statements_total (\d+)/m.exec(text)?.[1]) > 0, 'db_statements_total');
+  else assert.doesNotMatch(text, /db_statements_total/);
   const docs = await fetch(`${ta.url}/docs`);
   assert.equal(docs.status, 200);
   assert.match(await docs.text(), /swagger-ui-bundle\.js/);

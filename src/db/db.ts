@@ -53,6 +53,8 @@ export interface Db extends Queryable {
    * `sql` carries its values inline: COPY takes no parameters.
    */
   copyOut?(sql: string): Promise<Readable>;
+  /** PostgreSQL only: statements sent since the start (for /metrics and the scale benchmark). */
+  readonly counts?: { statements: number };
   close(): Promise<void>;
 }
 
@@ -108,8 +110,10 @@ export function createPostgres(url: string, poolSize: number): Db {
   // An idle client losing its server (database restart) must not crash the process.
   pool.on('error', () => {});
   const notifier = new Notifier(url);
+  const counts = { statements: 0 };
   const wrap = (c: pg.ClientBase | pg.Pool): Queryable => ({
     async query(text, params, name) {
+      counts.statements++;
       const r = name ? await c.query({ name, text, values: params as unknown[] }) : await c.query(text, params as unknown[]);
       return { rows: r.rows, rowCount: r.rowCount ?? 0 };
     },
@@ -131,6 +135,7 @@ export function createPostgres(url: string, poolSize: number): Db {
   };
   return {
     kind: 'postgres',
+    counts,
     ...wrap(pool),
     listen: (channel, fn) => notifier.subscribe(channel, fn),
     wake: (channel) => notifier.wake(channel),
@@ -138,6 +143,7 @@ export function createPostgres(url: string, poolSize: number): Db {
       const { client, release } = await checkout();
       let broken = false;
       try {
+        counts.statements += 2; // BEGIN and COMMIT
         await client.query('BEGIN');
         const result = await fn(wrap(client));
         await client.query('COMMIT');
@@ -154,7 +160,13 @@ export function createPostgres(url: string, poolSize: number): Db {
     async session(fn) {
       const { client, release } = await checkout();
       try {
-        return await fn({ ...wrap(client), exec: async (sql) => void (await client.query(sql)) });
+        return await fn({
+          ...wrap(client),
+          exec: async (sql) => {
+            counts.statements++;
+            await client.query(sql);
+          },
+        });
       } finally {
         release(false);
       }
@@ -164,6 +176,7 @@ export function createPostgres(url: string, poolSize: number): Db {
       let broken = false;
       try {
         // In hash order, so two callers never wait on each other crosswise.
+        counts.statements += 2; // the locks and their release
         await client.query(
           `SELECT pg_advisory_lock(${ASSET_LOCK_SPACE}, h) FROM (SELECT DISTINCT hashtext(k) AS h FROM unnest($1::text[]) k ORDER BY 1) s`,
           [keys],
@@ -180,6 +193,7 @@ export function createPostgres(url: string, poolSize: number): Db {
     async copyOut(sql) {
       const { client, release } = await checkout();
       try {
+        counts.statements++;
         const stream = client.query(copyTo(sql));
         let released = false;
         // Ended whole: the connection is fit for the pool; cut short or failed: it is closed.

@@ -19,7 +19,11 @@ const db = withPartitions(raw, new Partitions(raw, cfg.PARTITION_INTERVAL));
 const policy = addressPolicy(cfg.PUSH_ALLOW_HTTP, cfg.PUSH_ALLOWED_NETWORKS, cfg.PUSH_ALLOW_PLAINTEXT_BROKERS, cfg.INGEST_MQTT_URL);
 const engine = deliveryEngine(db, cfg, loadSecretsKey(cfg, false), policy, log);
 const report = () => {
-  const r: DeliveryReport = { requestsSent: engine.requestsSent, resultsParked: engine.resultsParked };
+  const r: DeliveryReport = {
+    requestsSent: engine.requestsSent,
+    resultsParked: engine.resultsParked,
+    statements: raw.counts?.statements ?? 0,
+  };
   if (process.connected) process.send?.(r);
 };
 const reporting = setInterval(report, 1000);

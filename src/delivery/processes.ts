@@ -25,6 +25,8 @@ import { DeliveryEngine } from './engine.js';
 export interface DeliveryCounters {
   readonly requestsSent: number;
   readonly resultsParked: number;
+  /** Statements sent to PostgreSQL by delivery processes of their own (0 when delivery runs in this process). */
+  readonly statements?: number;
   stop(): Promise<void>;
 }
 
@@ -55,6 +57,7 @@ export function deliveryEngine(db: Db, cfg: Config, secretsKey: Buffer, policy: 
 export interface DeliveryReport {
   requestsSent: number;
   resultsParked: number;
+  statements: number;
 }
 
 const here = fileURLToPath(import.meta.url);
@@ -72,7 +75,7 @@ export class DeliveryProcesses implements DeliveryCounters {
   private readonly children = new Map<number, Child>();
   private readonly restarts = new Map<number, NodeJS.Timeout>();
   /** Counters of processes that have exited. */
-  private readonly gone: DeliveryReport = { requestsSent: 0, resultsParked: 0 };
+  private readonly gone: DeliveryReport = { requestsSent: 0, resultsParked: 0, statements: 0 };
   private stopping = false;
 
   /** The children run with this process's node flags (a loader such as tsx, the heap's size). */
@@ -94,17 +97,18 @@ export class DeliveryProcesses implements DeliveryCounters {
     const startedAt = Date.now();
     const child: Child = {
       proc,
-      report: { requestsSent: 0, resultsParked: 0 },
+      report: { requestsSent: 0, resultsParked: 0, statements: 0 },
       exited: new Promise((resolve) => proc.once('exit', () => resolve())),
     };
     this.children.set(slot, child);
     proc.on('message', (m: DeliveryReport) => {
-      if (typeof m?.requestsSent === 'number' && typeof m.resultsParked === 'number') child.report = m;
+      if (typeof m?.requestsSent === 'number' && typeof m.resultsParked === 'number' && typeof m.statements === 'number') child.report = m;
     });
     proc.on('error', (err) => this.log.error({ err, slot }, 'delivery process error'));
     proc.once('exit', (code, signal) => {
       this.gone.requestsSent += child.report.requestsSent;
       this.gone.resultsParked += child.report.resultsParked;
+      this.gone.statements += child.report.statements;
       if (this.children.get(slot) === child) this.children.delete(slot);
       if (this.stopping) return;
       // A process that ran a minute was healthy: its restart starts the backoff afresh.
@@ -133,6 +137,10 @@ export class DeliveryProcesses implements DeliveryCounters {
 
   get resultsParked(): number {
     return this.sum('resultsParked');
+  }
+
+  get statements(): number {
+    return this.sum('statements');
   }
 
   /** SIGTERM to each: they finish their requests, write the results and hand their claims back. */

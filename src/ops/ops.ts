@@ -167,6 +167,14 @@ export const opsRoutes = fp(async function opsRoutes(app: FastifyInstance, { db 
   );
   const { replica } = app.services;
   new client.Gauge({
+    name: 'db_statements_total',
+    help: 'Statements sent to PostgreSQL (the primary) since the start, by this process and its delivery processes; absent on PGlite',
+    registers: app.services.db.counts ? [registry] : [],
+    collect() {
+      this.set((app.services.db.counts?.statements ?? 0) + (app.services.delivery?.statements ?? 0));
+    },
+  });
+  new client.Gauge({
     name: 'replica_lag_seconds',
     help: 'How far the read replica (DATABASE_READ_URL) is behind the primary; -1 while it cannot be reached (absent without one)',
     registers: replica ? [registry] : [],

@@ -1,0 +1,215 @@
+// The scale benchmark (`BENCH_ONLY=scale`; issue 24's figures, so far for the PostgreSQL mode, the
+// one the service has): what the primary does per stored record and per delivered event, and how
+// delivery spreads over 1, 2 and 3 instances. Per phase it reads, before and after:
+//   - rows written: pg_stat_user_tables' inserts, updates and deletes of the bench database
+//     (read once the backends have flushed their counters, STATS_FLUSH_MS after the work);
+//   - WAL bytes: pg_current_wal_lsn() (the whole cluster: run it on a quiet machine);
+//   - statements: the instances' db_statements_total (their delivery processes included);
+//   - the primary's CPU: the CPU time of every process of the postgres user (/proc).
+// Phases: ingest alone (per stored record); ingest with a webhook integration in single mode and in
+// batch mode (per delivered event, the record's own cost left out); then a backlog drained by
+// 1, 2 and 3 instances on one database (delivered events/s, and the primary's CPU per event).
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import pg from 'pg';
+import {
+  Api,
+  freshDatabase,
+  ingestClosedLoop,
+  knob,
+  ownerWithAssets,
+  Receiver,
+  retire,
+  round,
+  sleep,
+  startService,
+  waitArrivals,
+} from './lib.js';
+
+const EVENTS = Math.max(1000, Math.round(knob('BENCH_SCALE_EVENTS', 20_000) / 1000) * 1000);
+const BULK = 1000;
+/** A backend's statistics reach pg_stat_user_tables at most 10 s after its last transaction (PostgreSQL 15). */
+const STATS_FLUSH_MS = knob('BENCH_SCALE_STATS_FLUSH_MS', 11_000);
+const TICKS = 100; // clock ticks a second (Linux USER_HZ)
+
+interface Counters {
+  rows: number;
+  wal: bigint;
+  statements: number;
+  cpuSeconds: number;
+}
+
+/** CPU seconds of every process of the postgres user (the server and its backends). */
+function postgresCpuSeconds(): number {
+  let pids: string[] = [];
+  try {
+    pids = execFileSync('pgrep', ['-u', 'postgres'], { encoding: 'utf8' }).split('\n').filter(Boolean);
+  } catch {
+    return Number.NaN;
+  }
+  let ticks = 0;
+  for (const pid of pids) {
+    try {
+      const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      ticks += Number(f[11]) + Number(f[12]); // utime, stime
+    } catch {
+      /* gone */
+    }
+  }
+  return ticks / TICKS;
+}
+
+async function statements(bases: string[]): Promise<number> {
+  let n = 0;
+  for (const base of bases) {
+    const text = await (await fetch(`${base}/metrics`)).text();
+    n += Number(/^db_statements_total (\d+)/m.exec(text)?.[1] ?? Number.NaN);
+  }
+  return n;
+}
+
+async function counters(db: pg.Pool, bases: string[]): Promise<Counters> {
+  const { rows } = await db.query<{ rows: string; wal: string }>(
+    `SELECT (SELECT COALESCE(sum(n_tup_ins + n_tup_upd + n_tup_del), 0) FROM pg_stat_user_tables)::text AS rows,
+            pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::text AS wal`,
+  );
+  return {
+    rows: Number(rows[0]!.rows),
+    wal: BigInt(rows[0]!.wal.split('.')[0]!),
+    statements: await statements(bases),
+    cpuSeconds: postgresCpuSeconds(),
+  };
+}
+
+interface Cost {
+  rows: number;
+  walBytes: number;
+  statements: number;
+  cpuMs: number;
+}
+
+const per = (a: Counters, b: Counters, n: number): Cost => ({
+  rows: (b.rows - a.rows) / n,
+  walBytes: Number(b.wal - a.wal) / n,
+  statements: (b.statements - a.statements) / n,
+  cpuMs: ((b.cpuSeconds - a.cpuSeconds) * 1000) / n,
+});
+const minus = (a: Cost, b: Cost): Cost => ({
+  rows: a.rows - b.rows,
+  walBytes: a.walBytes - b.walBytes,
+  statements: a.statements - b.statements,
+  cpuMs: a.cpuMs - b.cpuMs,
+});
+const shown = (c: Cost) => ({
+  rows: round(c.rows, 2),
+  walBytes: round(c.walBytes),
+  statements: round(c.statements, 3),
+  primaryCpuMs: round(c.cpuMs, 3),
+});
+
+export interface ScaleRow {
+  phase: string;
+  per: string;
+  rows: number | null;
+  walBytes: number | null;
+  statements: number | null;
+  primaryCpuMs: number | null;
+  eventsPerSecond?: number | null;
+}
+
+export async function runScaleBench(): Promise<ScaleRow[]> {
+  const url = await freshDatabase('tracking_bench_scale');
+  const db = new pg.Pool({ connectionString: url, max: 2 });
+  const rx = new Receiver();
+  await rx.listen();
+  const env = { DATABASE_URL: url, DB_POOL_SIZE: '8', RATE_LIMIT_MAX: '10000000', RATE_LIMIT_CONCURRENT: '1000' };
+  const first = await startService(env);
+  const instances = [first];
+  const out: ScaleRow[] = [];
+  try {
+    const api = new Api(first.base);
+    await api.login();
+    const bases = () => instances.map((i) => i.base);
+    const measured = async (work: () => Promise<void>, n: number): Promise<Cost> => {
+      await sleep(STATS_FLUSH_MS);
+      const a = await counters(db, bases());
+      await work();
+      await sleep(STATS_FLUSH_MS);
+      return per(a, await counters(db, bases()), n);
+    };
+
+    // Ingest alone: the cost of a stored record.
+    const alone = await ownerWithAssets(api, 'scale-alone');
+    const record = await measured(async () => void (await ingestClosedLoop(api, alone.assets, EVENTS / BULK, BULK, 2)), EVENTS);
+    out.push({ phase: 'ingest alone', per: 'stored record', ...shown(record) });
+    console.error(`[scale] ingest alone: ${JSON.stringify(shown(record))}`);
+
+    // Ingest with a webhook integration: the cost of a delivered event, the record's left out.
+    for (const mode of ['single', 'batch'] as const) {
+      const o = await ownerWithAssets(api, `scale-${mode}`);
+      const sink = rx.sink(`scale-${mode}`, mode === 'single' ? 1 : 100);
+      const integ = await api.call('POST', '/integrations', {
+        name: `scale-${mode}`,
+        channel: 'webhook',
+        ownerIds: [o.ownerId],
+        objectTypes: ['location'],
+        destination: rx.url(sink),
+        webhook: mode === 'single' ? { mode, maxConcurrentRequests: 64 } : { mode, batchSize: 100, maxConcurrentRequests: 64 },
+      });
+      let seconds = 0;
+      const both = await measured(async () => {
+        const t0 = Date.now();
+        await ingestClosedLoop(api, o.assets, EVENTS / BULK, BULK, 2);
+        if (!(await waitArrivals(sink, EVENTS, 600_000))) throw new Error(`scale: ${mode} delivered ${sink.count} of ${EVENTS}`);
+        seconds = (sink.lastArrival - t0) / 1000;
+      }, EVENTS);
+      await retire(api, integ.id);
+      const event = minus(both, record);
+      out.push({
+        phase: `webhook ${mode}${mode === 'batch' ? ' 100' : ''}`,
+        per: 'delivered event',
+        ...shown(event),
+        eventsPerSecond: round(EVENTS / seconds),
+      });
+      console.error(`[scale] ${mode}: ${JSON.stringify(shown(event))}`);
+    }
+
+    // A backlog drained by 1, 2 and 3 instances (single mode: the most delivery work per event).
+    for (let k = 1; k <= 3; k++) {
+      while (instances.length < k) instances.push(await startService(env));
+      const o = await ownerWithAssets(api, `scale-x${k}`);
+      const sink = rx.sink(`scale-x${k}`);
+      const integ = await api.call('POST', '/integrations', {
+        name: `scale-x${k}`,
+        channel: 'webhook',
+        enabled: false,
+        ownerIds: [o.ownerId],
+        objectTypes: ['location'],
+        destination: rx.url(sink),
+        webhook: { mode: 'single', maxConcurrentRequests: 64 },
+      });
+      await ingestClosedLoop(api, o.assets, EVENTS / BULK, BULK, 2);
+      let seconds = 0;
+      const drain = await measured(async () => {
+        const t0 = Date.now();
+        await api.call('PATCH', `/integrations/${integ.id}`, { enabled: true });
+        if (!(await waitArrivals(sink, EVENTS, 600_000))) throw new Error(`scale: ${k} instances delivered ${sink.count} of ${EVENTS}`);
+        seconds = (sink.lastArrival - t0) / 1000;
+      }, EVENTS);
+      await retire(api, integ.id);
+      out.push({
+        phase: `backlog, ${k} instance${k > 1 ? 's' : ''}`,
+        per: 'delivered event',
+        ...shown(drain),
+        eventsPerSecond: round(EVENTS / seconds),
+      });
+      console.error(`[scale] ${k} instances: ${round(EVENTS / seconds)}/s`);
+    }
+    return out;
+  } finally {
+    for (const i of instances) await i.stop();
+    await rx.close();
+    await db.end();
+  }
+}
