@@ -8,7 +8,7 @@
 // duplicates its redelivery stores are counted).
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import { after, before, test } from 'node:test';
+import { after, before, type TestContext, test } from 'node:test';
 import mqtt from 'mqtt';
 import pg from 'pg';
 import { LANE_PORT_OFFSET, mosquittoBroker, type MosquittoBroker } from './brokers.js';
@@ -40,10 +40,15 @@ async function publisher(id: string) {
   };
 }
 
-const ingestApp = (env: Record<string, string> = {}, opts: { databaseUrl?: string } = {}) =>
-  startApp(
+/**
+ * An app subscribed to the test broker, closed when its test ends (a file's apps would otherwise
+ * hold their connections to the shared PostgreSQL until the file ends).
+ */
+async function ingestApp(t: TestContext, env: Record<string, string> = {}, opts: { databaseUrl?: string } = {}): Promise<TestApp> {
+  const ta = await startApp(
     undefined,
     {
+      DB_POOL_SIZE: '3',
       INGEST_MQTT_URL: brokerUrl,
       INGEST_MQTT_CLIENT_ID: `ingest-${TEST_DB}-${Math.random().toString(36).slice(2)}`,
       // A share group per app here: two apps of this file must not split each other's messages.
@@ -54,6 +59,9 @@ const ingestApp = (env: Record<string, string> = {}, opts: { databaseUrl?: strin
     },
     opts,
   );
+  t.after(() => ta.app.close());
+  return ta;
+}
 
 const subscribed = (ta: TestApp) =>
   waitFor(
@@ -61,8 +69,8 @@ const subscribed = (ta: TestApp) =>
     async () => ta.app.services.ingest.mqtt?.connected,
   );
 
-test('MQTT ingest: each record type stored for the device’s asset; bad messages in the error log; the subscriber goes on', async () => {
-  const ta = await ingestApp();
+test('MQTT ingest: each record type stored for the device’s asset; bad messages in the error log; the subscriber goes on', async (t) => {
+  const ta = await ingestApp(t);
   await subscribed(ta);
   const c = await customer(ta, 'mqtt-in');
   const assetId = await c.asset('mqtt-truck');
@@ -171,8 +179,8 @@ test('MQTT ingest: each record type stored for the device’s asset; bad message
   assert.match(seen.lastError, /bad message/, 'its last error');
 });
 
-test('MQTT ingest over TLS with a password: the CA as a file path; a wrong password keeps it disconnected, and says so', async () => {
-  const ta = await ingestApp({
+test('MQTT ingest over TLS with a password: the CA as a file path; a wrong password keeps it disconnected, and says so', async (t) => {
+  const ta = await ingestApp(t, {
     INGEST_MQTT_URL: `mqtts://localhost:${mq.tlsPort}`,
     INGEST_MQTT_USERNAME: mq.user.username,
     INGEST_MQTT_PASSWORD: mq.user.password,
@@ -192,7 +200,7 @@ test('MQTT ingest over TLS with a password: the CA as a file path; a wrong passw
   );
   const refusals = () => (fs.readFileSync(`${mq.dir}/mosquitto.log`, 'utf8').match(/not authorised/g) ?? []).length;
   const before = refusals();
-  const wrong = await ingestApp({
+  const wrong = await ingestApp(t, {
     INGEST_MQTT_URL: `mqtts://localhost:${mq.tlsPort}`,
     INGEST_MQTT_USERNAME: mq.user.username,
     INGEST_MQTT_PASSWORD: 'not-the-password',
@@ -207,8 +215,8 @@ test('MQTT ingest over TLS with a password: the CA as a file path; a wrong passw
   assert.equal((await fetch(`${wrong.url}/readyz`)).status, 200, 'the API is still ready');
 });
 
-test('an integration may not publish to the ingest broker, whatever PUSH_ALLOWED_NETWORKS allows', async () => {
-  const ta = await ingestApp();
+test('an integration may not publish to the ingest broker, whatever PUSH_ALLOWED_NETWORKS allows', async (t) => {
+  const ta = await ingestApp(t);
   const c = await customer(ta, 'mqtt-in-dest');
   const base = { name: 'to-ingest', ownerIds: [c.ownerId], objectTypes: ['location'] };
   const post = (body: Record<string, unknown>) =>
@@ -267,11 +275,11 @@ async function mqttDevices(call: (m: string, p: string, b?: unknown) => Promise<
 }
 
 if (TEST_DB === 'postgres') {
-  test('two instances on one shared subscription: each message is stored once, and both take a share', async () => {
+  test('two instances on one shared subscription: each message is stored once, and both take a share', async (t) => {
     const databaseUrl = await createTestDatabase();
     const group = `pair${Math.random().toString(36).slice(2)}`;
-    const a = await ingestApp({ INGEST_MQTT_SHARE_GROUP: group }, { databaseUrl });
-    const b = await ingestApp({ INGEST_MQTT_SHARE_GROUP: group }, { databaseUrl });
+    const a = await ingestApp(t, { INGEST_MQTT_SHARE_GROUP: group }, { databaseUrl });
+    const b = await ingestApp(t, { INGEST_MQTT_SHARE_GROUP: group }, { databaseUrl });
     await subscribed(a);
     await subscribed(b);
     const call = async (m: string, p: string, body?: unknown) => {

@@ -46,6 +46,7 @@ if (TEST_DB === 'postgres') {
       { DATABASE_READ_URL: replica.url, READ_AFTER_WRITE_SECONDS: '2', REPLICA_MAX_LAG_SECONDS: '3600' },
       { databaseUrl: primary.url },
     );
+    t.after(() => ta.app.close());
     const writer = await ownerWithKey(ta, 'replica-fleet');
     const reader = ok(await ta.call('POST', '/api/v1/api-keys', { token: writer.key, body: { name: 'reader', scopes: ['read'] } }), 201);
     const list = async (key: string) =>
@@ -73,6 +74,7 @@ if (TEST_DB === 'postgres') {
 
     // Another instance that allows 1 second of lag: once the lag passes it, the primary serves.
     const strict = await startApp(t, { DATABASE_READ_URL: replica.url, REPLICA_MAX_LAG_SECONDS: '1' }, { databaseUrl: primary.url });
+    t.after(() => strict.app.close());
     await waitFor(
       () => 'the lag past 1 s, and the reader on the primary',
       async () =>
@@ -116,6 +118,7 @@ if (TEST_DB === 'postgres') {
     const env = { DATABASE_READ_URL: replica.url, READ_AFTER_WRITE_SECONDS: '600', REPLICA_MAX_LAG_SECONDS: '3600', REDIS_URL };
     const a = await startApp(t, env, { databaseUrl: primary.url });
     const b = await startApp(t, env, { databaseUrl: primary.url });
+    t.after(() => Promise.all([a.app.close(), b.app.close()]));
     const o = await ownerWithKey(a, 'replica-pair');
     const other = ok(await a.call('POST', '/api/v1/api-keys', { token: o.key, body: { name: 'other', scopes: ['read'] } }), 201);
     await waitFor(

@@ -12,7 +12,7 @@ import { listPage } from '../http/paging.js';
 import { DateTime, iso, Nullable, Uuid } from '../http/schemas.js';
 import { applyFilters, filters, listQuery } from '../http/filters.js';
 import type { RecordHooks } from '../records/hooks.js';
-import { type RecordDef, storeRecords } from '../records/records.js';
+import { MAX_BULK, type RecordDef, storeRecords } from '../records/records.js';
 import { Tenancy } from '../tenancy/tenancy.js';
 import { DEVICES, type DeviceRow, type Protocol } from './devices.js';
 
@@ -57,16 +57,35 @@ export class IngestRefused extends ApiError {
   }
 }
 
+interface Waiting {
+  items: { assetId: string }[];
+  resolve: () => void;
+  reject: (e: unknown) => void;
+}
+interface Batch {
+  waiting: Waiting[];
+  running: boolean;
+}
+
+/** A store error the records caused (bad data, a constraint): theirs alone, not the database's. */
+export const messageFault = (e: unknown) => e instanceof ApiError || /^(22|23)/.test(String((e as { code?: unknown }).code ?? ''));
+
 export class Ingest {
   readonly counters = new IngestCounters();
   /** The MQTT subscriber (src/ingest/mqtt.ts), when INGEST_MQTT_URL is set and it has started. */
   mqtt: { readonly connected: boolean; close(): Promise<void> } | null = null;
   private readonly lastSeen = new Map<string, number>();
   private readonly cache = new Map<string, { row: DeviceRow; at: number }>();
+  /** Calls of store() waiting for the next store of their type. */
+  private readonly batches = new Map<RecordDef<any>, Batch>();
+  /** Stores act for every owner: each record's asset is its device's, read from the devices table. */
+  private readonly tenancy: Tenancy;
   /** Error log rows written in the current second (ERROR_LOG_PER_SECOND at most; the rest are counted). */
   private logged = { second: 0, rows: 0 };
 
-  constructor(readonly deps: IngestDeps) {}
+  constructor(readonly deps: IngestDeps) {
+    this.tenancy = new Tenancy(deps.db, { credential: 'ingest', ownerId: '', scopes: ['admin'], actor: 'ingest' });
+  }
 
   /**
    * The devices named by `uniqueIds` (one query for a batch of messages). A device read is kept
@@ -123,15 +142,9 @@ export class Ingest {
     return device;
   }
 
-  /** The enabled device of `protocol` named `uniqueId`, with a tenancy acting for its asset's owner. */
-  async device(protocol: Protocol, uniqueId: string, address: string | null): Promise<{ device: DeviceRow; tenancy: Tenancy }> {
-    const device = await this.admit(protocol, (await this.lookup([uniqueId])).get(uniqueId));
-    const tenancy = new Tenancy(
-      this.deps.db,
-      { credential: `device:${device.id}`, ownerId: device.owner_id, scopes: ['write'], actor: `device:${device.id}` },
-      address,
-    );
-    return { device, tenancy };
+  /** The enabled device of `protocol` named `uniqueId`, within its limit. */
+  async device(protocol: Protocol, uniqueId: string): Promise<DeviceRow> {
+    return this.admit(protocol, (await this.lookup([uniqueId])).get(uniqueId));
   }
 
   /** Notes that these devices sent something (written at most every SEEN_EVERY_MS per device). */
@@ -146,18 +159,71 @@ export class Ingest {
     if (due.length) await this.deps.db.query('UPDATE devices SET last_seen_at = now() WHERE id = ANY($1::uuid[])', [due]);
   }
 
-  /** Stores records of one type for a device's asset, through the one store. */
-  async store<I extends { assetId: string }>(
-    device: DeviceRow,
-    tenancy: Tenancy,
-    def: RecordDef<I>,
-    items: I[],
-    protocol: Protocol,
-  ): Promise<void> {
+  /**
+   * Stores records of one type for a device's asset (checked: the device's own), through the one
+   * store. Calls that arrive while a store of their type runs are stored together by the next one
+   * (one statement and one commit for many devices' messages); each call stays all or nothing, and
+   * one that fails alone gets its own error (the batch is stored again call by call).
+   */
+  async store<I extends { assetId: string }>(device: DeviceRow, def: RecordDef<I>, items: I[], protocol: Protocol): Promise<void> {
     if (!items.length) return;
-    await storeRecords(this.deps.db, tenancy, this.deps.cfg, this.deps.hooks, def, items, items.length > 1);
+    await new Promise<void>((resolve, reject) => {
+      let b = this.batches.get(def);
+      if (!b) {
+        b = { waiting: [], running: false };
+        this.batches.set(def, b);
+      }
+      b.waiting.push({ items, resolve, reject });
+      if (!b.running) void this.flush(def, b);
+    });
     this.counters.count(this.counters.stored, `${protocol}:${def.type}`, items.length);
     await this.seen([device.id]);
+  }
+
+  private async flush(def: RecordDef<any>, b: Batch): Promise<void> {
+    b.running = true;
+    try {
+      while (b.waiting.length) {
+        // Whole calls, up to MAX_BULK records (a call larger than that alone).
+        let n = 0;
+        let size = 0;
+        while (n < b.waiting.length && (n === 0 || size + b.waiting[n]!.items.length <= MAX_BULK)) size += b.waiting[n++]!.items.length;
+        await this.storeTogether(def, b.waiting.splice(0, n));
+      }
+    } finally {
+      b.running = false;
+    }
+  }
+
+  private async storeTogether(def: RecordDef<any>, calls: Waiting[]): Promise<void> {
+    const { db, cfg, hooks } = this.deps;
+    const one = async (w: Waiting) => {
+      try {
+        await storeRecords(db, this.tenancy, cfg, hooks, def, w.items, w.items.length > 1);
+        w.resolve();
+      } catch (e) {
+        w.reject(e);
+      }
+    };
+    if (calls.length === 1) return one(calls[0]!);
+    try {
+      await storeRecords(
+        db,
+        this.tenancy,
+        cfg,
+        hooks,
+        def,
+        calls.flatMap((w) => w.items),
+        true,
+      );
+      for (const w of calls) w.resolve();
+    } catch (e) {
+      if (!messageFault(e)) {
+        for (const w of calls) w.reject(e);
+        return;
+      }
+      for (const w of calls) await one(w);
+    }
   }
 
   /**

@@ -26,7 +26,7 @@ import { ApiError, badRequest } from '../http/errors.js';
 import { MAX_BULK, RECORD_DEFS, type RecordDef, storeRecords } from '../records/records.js';
 import { Tenancy } from '../tenancy/tenancy.js';
 import type { DeviceRow } from './devices.js';
-import { type Ingest, IngestRefused } from './ingest.js';
+import { type Ingest, IngestRefused, messageFault } from './ingest.js';
 import { checkItem, objectOf } from './values.js';
 
 const DEFS = new Map<string, RecordDef<any>>(RECORD_DEFS.map((d) => [d.type, d]));
@@ -85,9 +85,6 @@ function topicParts(prefix: string, topic: string): { uniqueId: string; type: st
   if (rest.length !== 2 || !rest[0] || !rest[1]) return null;
   return { uniqueId: rest[0], type: rest[1] };
 }
-
-/** A database error that the message caused (bad data, a constraint): refused, not retried. */
-const messageFault = (e: unknown) => e instanceof ApiError || /^(22|23)/.test(String((e as { code?: unknown }).code ?? ''));
 
 export async function startMqttIngest(ingest: Ingest, cfg: Config, log: FastifyBaseLogger): Promise<MqttIngestHandle> {
   const { connect } = await import('mqtt');

@@ -130,8 +130,8 @@ export function fromJson(body: unknown): OsmAndMessage {
 }
 
 /** Stores a message for its device: its location, then its extras as OEM data. */
-export async function storeOsmAnd(ingest: Ingest, m: OsmAndMessage, address: string | null): Promise<DeviceRow> {
-  const { device, tenancy } = await ingest.device('osmand', m.uniqueId, address);
+export async function storeOsmAnd(ingest: Ingest, m: OsmAndMessage): Promise<DeviceRow> {
+  const device = await ingest.device('osmand', m.uniqueId);
   // One time for both records: the message's, or now.
   const whenCreated = m.whenCreated ?? new Date().toISOString();
   const location = m.location ? checkItem(locations, { assetId: device.asset_id, whenCreated, ...m.location }) : null;
@@ -139,8 +139,8 @@ export async function storeOsmAnd(ingest: Ingest, m: OsmAndMessage, address: str
     ? checkItem(oemData, { assetId: device.asset_id, whenCreated, payloadType: OSMAND_PAYLOAD, data: m.extras })
     : null;
   if (!location && !extras) throw badRequest('Nothing to store: no position and nothing else.', '/lat');
-  if (location) await ingest.store(device, tenancy, locations, [location], 'osmand');
-  if (extras) await ingest.store(device, tenancy, oemData, [extras], 'osmand');
+  if (location) await ingest.store(device, locations, [location], 'osmand');
+  if (extras) await ingest.store(device, oemData, [extras], 'osmand');
   return device;
 }
 
@@ -161,7 +161,7 @@ export const osmandRoutes: FastifyPluginAsync<{ ingest: Ingest }> = async (app, 
     const json = String(req.headers['content-type'] ?? '').startsWith('application/json');
     const params = json ? null : paramsOf(req);
     try {
-      await storeOsmAnd(ingest, json ? fromJson(req.body) : fromParams(params!), req.ip);
+      await storeOsmAnd(ingest, json ? fromJson(req.body) : fromParams(params!));
     } catch (e) {
       // The id as sent, even when the rest could not be read: the device's last error names it.
       const named = json ? (objectOf(req.body)?.device_id ?? null) : (params!.get('id') ?? params!.get('deviceid') ?? null);

@@ -48,14 +48,14 @@ function authorized(req: FastifyRequest, token: string): boolean {
   return crypto.timingSafeEqual(a, b);
 }
 
-export async function storeTraccar(ingest: Ingest, body: unknown, address: string | null): Promise<void> {
+export async function storeTraccar(ingest: Ingest, body: unknown): Promise<void> {
   const root = objectOf(body);
   const dev = objectOf(root?.device);
   const uniqueId = dev?.uniqueId;
   if (typeof uniqueId !== 'string' || !uniqueId) {
     throw new IngestRefused('bad message', 'VALIDATION_FAILED', 'device.uniqueId is required.', { field: '/device/uniqueId' });
   }
-  const { device, tenancy } = await ingest.device('traccar', uniqueId, address);
+  const device = await ingest.device('traccar', uniqueId);
   const assetId = device.asset_id;
   const event = objectOf(root!.event);
   if (event) {
@@ -69,7 +69,6 @@ export async function storeTraccar(ingest: Ingest, body: unknown, address: strin
     if (typeof event.type !== 'string') throw badRequest('event.type is required.', '/event/type');
     await ingest.store(
       device,
-      tenancy,
       oemData,
       [checkItem(oemData, { assetId, whenCreated, payloadType: TRACCAR_EVENT_PAYLOAD, data })],
       'traccar',
@@ -92,7 +91,7 @@ export async function storeTraccar(ingest: Ingest, body: unknown, address: strin
       ...(typeof position.course === 'number' ? { heading: position.course } : {}),
       ...(speed !== undefined ? { speed: speed * KNOT_KMH } : {}),
     });
-    await ingest.store(device, tenancy, locations, [location], 'traccar');
+    await ingest.store(device, locations, [location], 'traccar');
   }
   const sensors = [];
   const rest: Record<string, unknown> = {};
@@ -103,11 +102,10 @@ export async function storeTraccar(ingest: Ingest, body: unknown, address: strin
     else rest[k] = v;
   }
   if (typeof position.accuracy === 'number' && position.accuracy > 0) rest.accuracy = position.accuracy;
-  if (sensors.length) await ingest.store(device, tenancy, sensorData, sensors, 'traccar');
+  if (sensors.length) await ingest.store(device, sensorData, sensors, 'traccar');
   if (Object.keys(rest).length) {
     await ingest.store(
       device,
-      tenancy,
       oemData,
       [checkItem(oemData, { assetId, whenCreated, payloadType: TRACCAR_PAYLOAD, data: rest })],
       'traccar',
@@ -123,7 +121,7 @@ export const traccarRoutes: FastifyPluginAsync<{ ingest: Ingest; token: string |
     }
     const uniqueId = objectOf(objectOf(req.body)?.device)?.uniqueId;
     try {
-      await storeTraccar(ingest, req.body, req.ip);
+      await storeTraccar(ingest, req.body);
     } catch (e) {
       await ingest.refused('traccar', e, typeof uniqueId === 'string' ? uniqueId : null, JSON.stringify(req.body ?? null));
       throw e;
