@@ -51,10 +51,19 @@ if (TEST_DB === 'postgres') {
     const reader = ok(await ta.call('POST', '/api/v1/api-keys', { token: writer.key, body: { name: 'reader', scopes: ['read'] } }), 201);
     const list = async (key: string) =>
       ok(await ta.call('GET', '/api/v1/assets', { token: key }), 200).map((a: { name: string }) => a.name);
-    ok(await ta.call('POST', '/api/v1/assets', { token: writer.key, body: { name: 'R1' } }), 201);
+    const r1 = ok(await ta.call('POST', '/api/v1/assets', { token: writer.key, body: { name: 'R1' } }), 201);
+    const position = (latitude: number) =>
+      ta.call('POST', '/api/v1/locations', { token: writer.key, body: { assetId: r1.id, latitude, longitude: 4 } });
+    ok(await position(51), 201);
+    /** The reader's CSV export of the locations: its data lines (PostgreSQL's COPY, on the replica when it serves). */
+    const exported = async () => {
+      const r = await ta.call('GET', '/api/v1/locations?format=csv', { token: reader.key });
+      assert.equal(r.status, 200, r.raw);
+      return r.raw.trim().split('\n').length - 1;
+    };
     await waitFor(
-      () => 'the replica to have R1 and serve the reader',
-      async () => (await metric(ta, 'replica_lag_seconds')) >= 0 && (await list(reader.key)).includes('R1'),
+      () => 'the replica to have R1 and its location, and serve the reader',
+      async () => (await metric(ta, 'replica_lag_seconds')) >= 0 && (await list(reader.key)).includes('R1') && (await exported()) === 1,
     );
     const fromReplica = await metric(ta, 'replica_reads_total{target="replica"}');
     assert.ok(fromReplica > 0, 'the reader’s lists came from the replica');
@@ -65,6 +74,10 @@ if (TEST_DB === 'postgres') {
     ok(await ta.call('POST', '/api/v1/assets', { token: writer.key, body: { name: 'R2' } }), 201);
     assert.deepEqual((await list(writer.key)).sort(), ['R1', 'R2'], 'read after write: the primary');
     assert.deepEqual(await list(reader.key), ['R1'], 'the replica, paused, has not replayed R2');
+    // Exports read the replica too: the location stored while it is paused is not in it yet.
+    assert.equal(await exported(), 1);
+    ok(await position(52), 201);
+    assert.equal(await exported(), 1, 'the export, from the paused replica');
     assert.ok((await metric(ta, 'replica_reads_total{target="replica"}')) > fromReplica);
     // Past READ_AFTER_WRITE_SECONDS the writer reads the replica again.
     await waitFor(
@@ -86,6 +99,7 @@ if (TEST_DB === 'postgres') {
       () => 'the replica to catch up',
       async () => (await metric(strict, 'replica_lag_seconds')) === 0 && (await list(reader.key)).length === 2,
     );
+    assert.equal(await exported(), 2, 'the export, from the replica caught up');
 
     // A replica that stops: reads go on, from the primary; the lag says it cannot be reached.
     replica.stop();
