@@ -62,7 +62,7 @@ const spec = {
   DATA_DIR: [str, './data'],
   DATABASE_URL: [url(['postgres:', 'postgresql:']), undefined],
   DB_POOL_SIZE: [int(1, 200), '10'],
-  // Reads from a streaming replica (API guide 17): lists, exports and reports read there, unless the
+  // Reads from a streaming replica (API guide 16): lists, exports and reports read there, unless the
   // credential wrote within READ_AFTER_WRITE_SECONDS or the replica lags more than
   // REPLICA_MAX_LAG_SECONDS (then the primary serves them).
   DATABASE_READ_URL: [url(['postgres:', 'postgresql:']), undefined],

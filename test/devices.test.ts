@@ -1,4 +1,4 @@
-// Devices and the HTTP adapters (API guide 16), on both databases: devices with the asset's
+// Devices and the HTTP adapters (API guide 15), on both databases: devices with the asset's
 // tenancy, a generated uniqueId (choosing one needs admin), 409 for a taken one; the OsmAnd
 // protocol in the Traccar Client's three forms (query, form, JSON) with samples from Traccar's own
 // decoder test; Traccar's JSON forwarding of a position and of an event; refusals (unknown,

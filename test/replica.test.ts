@@ -1,4 +1,4 @@
-// Reads from a streaming replica (API guide 17) against a real one: a primary and a replica this
+// Reads from a streaming replica (API guide 16) against a real one: a primary and a replica this
 // test starts itself (initdb, then pg_basebackup -R, each on a private socket). A credential's
 // lists read the replica, except within READ_AFTER_WRITE_SECONDS of its own write; a replica
 // whose replay is paused serves what it has until its lag passes REPLICA_MAX_LAG_SECONDS, then

@@ -1,4 +1,4 @@
-// Where a request's reads go (API guide 17): the primary, or the streaming replica that the replica
+// Where a request's reads go (API guide 16): the primary, or the streaming replica that the replica
 // module (src/replica/) chose for this request. Lists, exports and reports read through readDb();
 // everything else (writes, authentication, idempotency, reads inside a write) uses the primary.
 import type { FastifyRequest } from 'fastify';

@@ -1,4 +1,4 @@
-// Reads from a streaming replica (API guide 17). With DATABASE_READ_URL set, a GET of a credential
+// Reads from a streaming replica (API guide 16). With DATABASE_READ_URL set, a GET of a credential
 // that has not written in the last READ_AFTER_WRITE_SECONDS may read its lists, exports and
 // reports there (db/reads.ts readDb), while the replica's lag is at most REPLICA_MAX_LAG_SECONDS.
 // Everything else stays on the primary: writes, authentication, idempotency, single reads. With
