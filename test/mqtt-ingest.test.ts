@@ -12,7 +12,8 @@ import { after, before, type TestContext, test } from 'node:test';
 import mqtt from 'mqtt';
 import pg from 'pg';
 import { LANE_PORT_OFFSET, mosquittoBroker, type MosquittoBroker } from './brokers.js';
-import { customer, createTestDatabase, ok, bad, startApp, TEST_DB, type TestApp, waitFor } from './helpers.js';
+import { bad, createTestDatabase, customer, IN_CI, ok, startApp, TEST_DB, type TestApp, waitFor } from './helpers.js';
+import { privatePostgres, serverBinaries } from './pg-server.js';
 import { serviceProcess } from './service-process.js';
 
 // This file's broker: 18880-18883 (PGlite lane: +1000).
@@ -215,6 +216,28 @@ test('MQTT ingest over TLS with a password: the CA as a file path; a wrong passw
   assert.equal((await fetch(`${wrong.url}/readyz`)).status, 200, 'the API is still ready');
 });
 
+test('the ingest broker restarts and forgets its sessions: the service connects and subscribes again, and stores what comes next', async (t) => {
+  const ta = await ingestApp(t);
+  await subscribed(ta);
+  const c = await customer(ta, 'mqtt-restart');
+  const assetId = await c.asset('restart-truck');
+  const device = ok(await c.call('POST', '/api/v1/devices', { assetId, protocol: 'mqtt' }), 201);
+  await mq.stop();
+  await waitFor(
+    () => 'the service to see the broker gone',
+    async () => !ta.app.services.ingest.mqtt?.connected,
+  );
+  await mq.start(); // no persistence: the service's session, and its subscription, are gone
+  await subscribed(ta);
+  const pub = await publisher(`pub-restart-${TEST_DB}`);
+  await pub.publish(`devices/${device.uniqueId}/location`, { latitude: 3.5, longitude: 4.5 });
+  await pub.end();
+  await waitFor(
+    () => 'the location published after the restart',
+    async () => ok(await c.call('GET', `/api/v1/locations?assetId=${assetId}`), 200).length === 1,
+  );
+});
+
 test('an integration may not publish to the ingest broker, whatever PUSH_ALLOWED_NETWORKS allows', async (t) => {
   const ta = await ingestApp(t);
   const c = await customer(ta, 'mqtt-in-dest');
@@ -311,6 +334,41 @@ if (TEST_DB === 'postgres') {
     const stored = (ta: TestApp) => ta.app.services.ingest.counters.stored.get('mqtt:oemdata') ?? 0;
     assert.equal(stored(a) + stored(b), N);
     assert.ok(stored(a) > 0 && stored(b) > 0, `both instances took a share (${stored(a)} and ${stored(b)})`);
+  });
+
+  test('the database goes away under a QoS 1 stream: every message the broker accepted meanwhile is stored once it is back, each once', async (t) => {
+    if (!serverBinaries(t, IN_CI)) return;
+    const pgs = privatePostgres('tracking-mqtt-outage-');
+    t.after(() => pgs.remove());
+    const run = `outage${Math.random().toString(36).slice(2)}`;
+    const ta = await ingestApp(t, { INGEST_MQTT_SHARE_GROUP: run }, { databaseUrl: pgs.url });
+    await subscribed(ta);
+    const call = async (m: string, p: string, body?: unknown) => {
+      const r = await ta.call(m, `/api/v1${p}`, { token: ta.adminToken, ...(body === undefined ? {} : { body }) });
+      return { status: r.status, body: r.body };
+    };
+    const ids = await mqttDevices(call, run, 5);
+    pgs.stop();
+    const N = 200;
+    const pub = await publisher(`pub-${run}`);
+    try {
+      for (let i = 0; i < N; i++) await pub.publish(`devices/${ids[i % ids.length]}/oemdata`, { payloadType: 1, data: { run, seq: i } });
+    } finally {
+      await pub.end();
+    }
+    pgs.start();
+    const seqs = await waitFor(
+      () => `all ${N} messages stored after the outage`,
+      async () => {
+        const s = await storedSeqs(pgs.url, run);
+        return s.size === N && s;
+      },
+    );
+    assert.equal(
+      [...seqs.values()].reduce((n, c) => n + c, 0),
+      N,
+      'each once: the connection stayed up, so nothing came twice',
+    );
   });
 
   test('SIGKILL during a QoS 1 stream: every message the broker accepted is stored after the restart', { timeout: 300_000 }, async (t) => {

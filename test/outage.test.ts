@@ -7,16 +7,12 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { IN_CI, ownerWithKey, startApp, TEST_DB, undelivered } from './helpers.js';
-import { PG_BIN, privatePostgres } from './pg-server.js';
+import { privatePostgres, serverBinaries } from './pg-server.js';
 import { Receiver } from './receiver.js';
 
 if (TEST_DB === 'postgres') {
   test('ingest answers 503 while the database is down, nothing accepted is lost, and delivery resumes by itself', async (t) => {
-    if (!PG_BIN) {
-      if (IN_CI) throw new Error('PostgreSQL server binaries not found under /usr/lib/postgresql');
-      t.skip('PostgreSQL server binaries not found under /usr/lib/postgresql');
-      return;
-    }
+    if (!serverBinaries(t, IN_CI)) return;
     const pgs = privatePostgres('tracking-outage-');
     const { start, stop } = pgs;
     t.after(() => pgs.remove());

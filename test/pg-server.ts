@@ -3,6 +3,7 @@
 // socket in its own private folder only, so no TCP port another process could take while it is
 // down. A primary with a streaming replica is made by pg_basebackup, as an operator would.
 import { execFileSync } from 'node:child_process';
+import type { TestContext } from 'node:test';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -90,4 +91,25 @@ export function streamingReplica(primary: PrivatePostgres, prefix: string): Priv
   const s = server(dir, '-c hot_standby=on');
   s.start();
   return s;
+}
+
+/** Whether the server binaries are here: a developer's machine without them skips the test, CI fails. */
+export function serverBinaries(t: TestContext, inCi: boolean): boolean {
+  if (PG_BIN) return true;
+  if (inCi) throw new Error('PostgreSQL server binaries not found under /usr/lib/postgresql');
+  t.skip('PostgreSQL server binaries not found under /usr/lib/postgresql');
+  return false;
+}
+
+/**
+ * A primary and its streaming replica, removed when the test ends; null (the test skipped) on a
+ * developer's machine without the server binaries, a failure under CI.
+ */
+export function primaryWithReplica(t: TestContext, inCi: boolean): { primary: PrivatePostgres; replica: PrivatePostgres } | null {
+  if (!serverBinaries(t, inCi)) return null;
+  const primary = privatePostgres('tracking-primary-');
+  t.after(() => primary.remove());
+  const replica = streamingReplica(primary, 'tracking-replica-');
+  t.after(() => replica.remove());
+  return { primary, replica };
 }

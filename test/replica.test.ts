@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import pg from 'pg';
 import { IN_CI, ok, ownerWithKey, REDIS_URL, startApp, TEST_DB, type TestApp, waitFor } from './helpers.js';
-import { PG_BIN, privatePostgres, streamingReplica } from './pg-server.js';
+import { primaryWithReplica } from './pg-server.js';
 
 /** Runs one statement on a server (the replica's replay control). */
 async function sql(url: string, text: string): Promise<void> {
@@ -30,15 +30,9 @@ const metric = async (ta: TestApp, name: string): Promise<number> => {
 
 if (TEST_DB === 'postgres') {
   test('lists read the replica; a credential’s own writes, a lagging replica and a stopped one send its reads to the primary', async (t) => {
-    if (!PG_BIN) {
-      if (IN_CI) throw new Error('PostgreSQL server binaries not found under /usr/lib/postgresql');
-      t.skip('PostgreSQL server binaries not found under /usr/lib/postgresql');
-      return;
-    }
-    const primary = privatePostgres('tracking-primary-');
-    t.after(() => primary.remove());
-    const replica = streamingReplica(primary, 'tracking-replica-');
-    t.after(() => replica.remove());
+    const pair = primaryWithReplica(t, IN_CI);
+    if (!pair) return;
+    const { primary, replica } = pair;
 
     // A replica that may lag an hour: what it serves is what it has replayed.
     const ta = await startApp(
@@ -120,15 +114,9 @@ if (TEST_DB === 'postgres') {
   });
 
   test('with REDIS_URL, read after write holds across instances: a write on one sends the credential’s reads on another to the primary', async (t) => {
-    if (!PG_BIN) {
-      if (IN_CI) throw new Error('PostgreSQL server binaries not found under /usr/lib/postgresql');
-      t.skip('PostgreSQL server binaries not found under /usr/lib/postgresql');
-      return;
-    }
-    const primary = privatePostgres('tracking-primary-');
-    t.after(() => primary.remove());
-    const replica = streamingReplica(primary, 'tracking-replica-');
-    t.after(() => replica.remove());
+    const pair = primaryWithReplica(t, IN_CI);
+    if (!pair) return;
+    const { primary, replica } = pair;
     const env = { DATABASE_READ_URL: replica.url, READ_AFTER_WRITE_SECONDS: '600', REPLICA_MAX_LAG_SECONDS: '3600', REDIS_URL };
     const a = await startApp(t, env, { databaseUrl: primary.url });
     const b = await startApp(t, env, { databaseUrl: primary.url });

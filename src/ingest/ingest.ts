@@ -68,7 +68,7 @@ interface Batch {
 }
 
 /** A store error the records caused (bad data, a constraint): theirs alone, not the database's. */
-export const messageFault = (e: unknown) => e instanceof ApiError || /^(22|23)/.test(String((e as { code?: unknown }).code ?? ''));
+const messageFault = (e: unknown) => e instanceof ApiError || /^(22|23)/.test(String((e as { code?: unknown }).code ?? ''));
 
 export class Ingest {
   readonly counters = new IngestCounters();
@@ -196,33 +196,47 @@ export class Ingest {
   }
 
   private async storeTogether(def: RecordDef<any>, calls: Waiting[]): Promise<void> {
-    const { db, cfg, hooks } = this.deps;
-    const one = async (w: Waiting) => {
-      try {
-        await storeRecords(db, this.tenancy, cfg, hooks, def, w.items, w.items.length > 1);
-        w.resolve();
-      } catch (e) {
-        w.reject(e);
-      }
-    };
-    if (calls.length === 1) return one(calls[0]!);
     try {
-      await storeRecords(
-        db,
-        this.tenancy,
-        cfg,
-        hooks,
-        def,
-        calls.flatMap((w) => w.items),
-        true,
-      );
-      for (const w of calls) w.resolve();
+      await this.storeApart(def, calls, (i, e) => (e === null ? calls[i]!.resolve() : calls[i]!.reject(e)));
     } catch (e) {
-      if (!messageFault(e)) {
-        for (const w of calls) w.reject(e);
+      for (const w of calls) w.reject(e); // the database: those settled already ignore it
+    }
+  }
+
+  /**
+   * Stores several messages' records of one type in one statement, each message all or nothing:
+   * when the records are at fault (messageFault), message by message, so each gets its own
+   * outcome. `settle(i, null)`: message i is stored; `settle(i, error)`: refused. A database error
+   * throws, after settling what was stored before it (a retry stores the rest).
+   */
+  async storeApart(
+    def: RecordDef<any>,
+    messages: { items: { assetId: string }[] }[],
+    settle: (i: number, error: unknown) => unknown,
+  ): Promise<void> {
+    const { db, cfg, hooks } = this.deps;
+    const store = (items: { assetId: string }[], bulk: boolean) => storeRecords(db, this.tenancy, cfg, hooks, def, items, bulk);
+    if (messages.length > 1) {
+      try {
+        await store(
+          messages.flatMap((m) => m.items),
+          true,
+        );
+        for (let i = 0; i < messages.length; i++) await settle(i, null);
         return;
+      } catch (e) {
+        if (!messageFault(e)) throw e;
       }
-      for (const w of calls) await one(w);
+    }
+    for (const [i, m] of messages.entries()) {
+      try {
+        await store(m.items, m.items.length > 1 || messages.length > 1);
+      } catch (e) {
+        if (!messageFault(e)) throw e;
+        await settle(i, e);
+        continue;
+      }
+      await settle(i, null);
     }
   }
 

@@ -23,10 +23,9 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { IClientOptions, IPublishPacket, MqttClient } from 'mqtt';
 import type { Config } from '../config.js';
 import { ApiError, badRequest } from '../http/errors.js';
-import { MAX_BULK, RECORD_DEFS, type RecordDef, storeRecords } from '../records/records.js';
-import { Tenancy } from '../tenancy/tenancy.js';
+import { MAX_BULK, RECORD_DEFS, type RecordDef } from '../records/records.js';
 import type { DeviceRow } from './devices.js';
-import { type Ingest, IngestRefused, messageFault } from './ingest.js';
+import { type Ingest, IngestRefused } from './ingest.js';
 import { checkItem, objectOf } from './values.js';
 
 const DEFS = new Map<string, RecordDef<any>>(RECORD_DEFS.map((d) => [d.type, d]));
@@ -90,9 +89,6 @@ export async function startMqttIngest(ingest: Ingest, cfg: Config, log: FastifyB
   const { connect } = await import('mqtt');
   const prefix = cfg.INGEST_MQTT_TOPIC_PREFIX;
   const filter = `$share/${cfg.INGEST_MQTT_SHARE_GROUP}/${prefix}/+/+`;
-  const { db } = ingest.deps;
-  // Every device's records in one store: each item's asset was checked to be its device's.
-  const tenancy = new Tenancy(db, { credential: 'ingest:mqtt', ownerId: '', scopes: ['admin'], actor: 'ingest:mqtt' });
 
   const queue: Received[] = [];
   /** At most this many messages wait to be stored before reading stops (see gate()). */
@@ -168,23 +164,28 @@ export async function startMqttIngest(ingest: Ingest, cfg: Config, log: FastifyB
     if (packet.qos === 0) enqueue({ topic, payload, qos: 0, messageId: undefined, connection, settled: false, ack: null });
   });
   client.on('connect', (connack) => {
-    if (!connack.sessionPresent || !subscribed) {
-      client.subscribe(filter, { qos: 2 }, (e, granted) => {
-        const code = granted?.[0]?.qos;
-        if (e || code === undefined || code > 2) {
-          log.error({ err: e, granted }, `MQTT ingest: the broker refused the subscription to ${filter}`);
-          return;
-        }
-        subscribed = true;
-        log.info(`MQTT ingest: subscribed to ${filter} as ${opts.clientId}`);
-      });
+    // A session the broker kept holds the subscription; a new one (first start, a broker that lost
+    // its sessions) needs it made again.
+    if (connack.sessionPresent) {
+      subscribed = true;
+      return;
     }
+    client.subscribe(filter, { qos: 2 }, (e, granted) => {
+      const code = granted?.[0]?.qos;
+      if (e || code === undefined || code > 2) {
+        log.error({ err: e, granted }, `MQTT ingest: the broker refused the subscription to ${filter}`);
+        return;
+      }
+      subscribed = true;
+      log.info(`MQTT ingest: subscribed to ${filter} as ${opts.clientId}`);
+    });
   });
   client.on('close', () => {
     // What was received on this connection and not acknowledged comes again on the next one
     // (the session is kept): those not yet stored are dropped here; those being stored finish,
     // unacknowledged (a duplicate when they come again, never a loss).
     connection++;
+    subscribed = false;
     held.clear();
     for (const next of paused.splice(0)) next();
     for (let i = queue.length - 1; i >= 0; i--) if (queue[i]!.qos > 0) queue.splice(i, 1);
@@ -260,36 +261,12 @@ export async function startMqttIngest(ingest: Ingest, cfg: Config, log: FastifyB
   /** Stores the messages of one record type: together, or one by one when one of them is refused. */
   async function storeGroup(def: RecordDef<any>, group: Parsed[]): Promise<void> {
     const pending = group.filter((p) => !p.done);
-    try {
-      await storeRecords(
-        db,
-        tenancy,
-        cfg,
-        ingest.deps.hooks,
-        def,
-        pending.flatMap((p) => p.items),
-        true,
-      );
-      for (const p of pending) p.done = true;
-      ingest.counters.count(
-        ingest.counters.stored,
-        `mqtt:${def.type}`,
-        pending.reduce((n, p) => n + p.items.length, 0),
-      );
-      return;
-    } catch (e) {
-      if (!messageFault(e)) throw e;
-    }
-    for (const p of pending) {
-      try {
-        await storeRecords(db, tenancy, cfg, ingest.deps.hooks, def, p.items, true);
-        ingest.counters.count(ingest.counters.stored, `mqtt:${def.type}`, p.items.length);
-      } catch (e) {
-        if (!messageFault(e)) throw e;
-        await refuse(p, e);
-      }
+    await ingest.storeApart(def, pending, async (i, e) => {
+      const p = pending[i]!;
+      if (e === null) ingest.counters.count(ingest.counters.stored, `mqtt:${def.type}`, p.items.length);
+      else await refuse(p, e);
       p.done = true;
-    }
+    });
   }
 
   /**

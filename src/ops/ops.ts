@@ -184,7 +184,7 @@ export const opsRoutes = fp(async function opsRoutes(app: FastifyInstance, { db 
   });
   new client.Gauge({
     name: 'replica_reads_total',
-    help: 'Requests whose lists, exports and reports read the replica or, because of lag, a recent write or no replica, the primary',
+    help: 'Authenticated GET requests routed to the replica, or (lag, a recent write of their credential, no replica) to the primary; only lists, exports and reports read the replica',
     labelNames: ['target'],
     registers: replica ? [registry] : [],
     collect() {
