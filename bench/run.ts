@@ -109,7 +109,7 @@ if (reports) {
 
 const scale = sel.has('scale') ? await runScaleBench() : null;
 if (scale) {
-  console.log('\n## Scale: what the primary does per stored record and per delivered event (PostgreSQL mode)');
+  console.log('\n## Scale: what the primary does per stored record and per delivered event (PostgreSQL and Kafka modes)');
   console.table(scale);
 }
 const devices = sel.has('ingest-devices') ? await runDevicesBench() : null;

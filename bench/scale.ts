@@ -1,6 +1,6 @@
-// The scale benchmark (`BENCH_ONLY=scale`; issue 24's figures, so far for the PostgreSQL mode, the
-// one the service has): what the primary does per stored record and per delivered event, and how
-// delivery spreads over 1, 2 and 3 instances. Per phase it reads, before and after:
+// The scale benchmark (`BENCH_ONLY=scale`; issue 24's figures): what the primary does per stored
+// record and per delivered event, and how delivery spreads over 1, 2 and 3 instances, in the
+// PostgreSQL mode and then with the event log on Kafka (the shared broker of scripts/kafka.sh). Per phase it reads, before and after:
 //   - rows written: pg_stat_user_tables' inserts, updates and deletes of the bench database
 //     (read once the backends have flushed their counters, STATS_FLUSH_MS after the work);
 //   - WAL bytes: pg_current_wal_lsn() (the whole cluster: run it on a quiet machine);
@@ -109,6 +109,7 @@ const shown = (c: Cost) => ({
 });
 
 export interface ScaleRow {
+  mode: 'postgres' | 'kafka';
   phase: string;
   per: string;
   rows: number | null;
@@ -118,19 +119,50 @@ export interface ScaleRow {
   eventsPerSecond?: number | null;
 }
 
+/** The Kafka broker the Kafka mode's event log uses (the shared one of scripts/kafka.sh); unset BENCH_KAFKA=0 skips that mode. */
+const KAFKA_BROKERS = process.env.BENCH_KAFKA_BROKERS ?? '127.0.0.1:19092';
+
+/** Both modes, the PostgreSQL one first, each on a fresh database of its own. */
 export async function runScaleBench(): Promise<ScaleRow[]> {
-  const url = await freshDatabase('tracking_bench_scale');
+  const out = await runScaleMode('postgres');
+  if (process.env.BENCH_KAFKA !== '0') {
+    execFileSync('bash', ['scripts/kafka.sh', 'start'], { stdio: 'inherit' });
+    out.push(...(await runScaleMode('kafka')));
+  }
+  return out;
+}
+
+async function runScaleMode(mode: 'postgres' | 'kafka'): Promise<ScaleRow[]> {
+  const url = await freshDatabase(`tracking_bench_scale_${mode === 'postgres' ? 'pg' : 'kafka'}`);
   const db = new pg.Pool({ connectionString: url, max: 2 });
   const rx = new Receiver();
   await rx.listen();
-  const env = { DATABASE_URL: url, DB_POOL_SIZE: '8', RATE_LIMIT_MAX: '10000000', RATE_LIMIT_CONCURRENT: '1000' };
-  const first = await startService(env);
-  const instances = [first];
+  const run = Date.now().toString(36);
+  const env = {
+    DATABASE_URL: url,
+    DB_POOL_SIZE: '8',
+    RATE_LIMIT_MAX: '10000000',
+    RATE_LIMIT_CONCURRENT: '1000',
+    ...(mode === 'kafka'
+      ? {
+          EVENT_LOG: 'kafka',
+          EVENT_LOG_KAFKA_BROKERS: KAFKA_BROKERS,
+          // A topic and a group of this run's own: nothing of an earlier run is read.
+          EVENT_LOG_TOPIC: `tracking.bench.event-log.${run}`,
+          EVENT_LOG_GROUP: `tracking.bench.delivery.${run}`,
+        }
+      : {}),
+  };
+  // The API's instance stores and never delivers; delivery runs in instances of its own, so the
+  // backlog below can be drained by 1, 2 and 3 of them started after it was stored.
+  const first = await startService({ ...env, DELIVERY_ENABLED: 'false' });
+  const delivering = [await startService(env)];
   const out: ScaleRow[] = [];
+  const label = (phase: string) => `[scale ${mode}] ${phase}`;
   try {
     const api = new Api(first.base);
     await api.login();
-    const bases = () => instances.map((i) => i.base);
+    const bases = () => [first, ...delivering].map((i) => i.base);
     const measured = async (work: () => Promise<void>, n: number): Promise<Cost> => {
       await sleep(STATS_FLUSH_MS);
       const a = await counters(db, bases());
@@ -139,51 +171,56 @@ export async function runScaleBench(): Promise<ScaleRow[]> {
       return per(a, await counters(db, bases()), n);
     };
 
-    // Ingest alone: the cost of a stored record.
+    // Ingest alone: the cost of a stored record (in the Kafka mode, its relay to the topic included).
     const alone = await ownerWithAssets(api, 'scale-alone');
     const record = await measured(async () => void (await ingestClosedLoop(api, alone.assets, EVENTS / BULK, BULK, 2)), EVENTS);
-    out.push({ phase: 'ingest alone', per: 'stored record', ...shown(record) });
-    console.error(`[scale] ingest alone: ${JSON.stringify(shown(record))}`);
+    out.push({ mode, phase: 'ingest alone', per: 'stored record', ...shown(record) });
+    console.error(`${label('ingest alone')}: ${JSON.stringify(shown(record))}`);
 
     // Ingest with a webhook integration: the cost of a delivered event, the record's left out.
-    for (const mode of ['single', 'batch'] as const) {
-      const o = await ownerWithAssets(api, `scale-${mode}`);
-      const sink = rx.sink(`scale-${mode}`, mode === 'single' ? 1 : 100);
+    for (const webhookMode of ['single', 'batch'] as const) {
+      const o = await ownerWithAssets(api, `scale-${webhookMode}`);
+      const sink = rx.sink(`scale-${webhookMode}`, webhookMode === 'single' ? 1 : 100);
       const integ = await api.call('POST', '/integrations', {
-        name: `scale-${mode}`,
+        name: `scale-${webhookMode}`,
         channel: 'webhook',
         ownerIds: [o.ownerId],
         objectTypes: ['location'],
         destination: rx.url(sink),
-        webhook: mode === 'single' ? { mode, maxConcurrentRequests: 64 } : { mode, batchSize: 100, maxConcurrentRequests: 64 },
+        webhook:
+          webhookMode === 'single'
+            ? { mode: webhookMode, maxConcurrentRequests: 64 }
+            : { mode: webhookMode, batchSize: 100, maxConcurrentRequests: 64 },
       });
       let seconds = 0;
       const both = await measured(async () => {
         const t0 = Date.now();
         await ingestClosedLoop(api, o.assets, EVENTS / BULK, BULK, 2);
-        if (!(await waitArrivals(sink, EVENTS, 600_000))) throw new Error(`scale: ${mode} delivered ${sink.count} of ${EVENTS}`);
+        if (!(await waitArrivals(sink, EVENTS, 600_000))) throw new Error(`scale: ${webhookMode} delivered ${sink.count} of ${EVENTS}`);
         seconds = (sink.lastArrival - t0) / 1000;
       }, EVENTS);
       await retire(api, integ.id);
       const event = minus(both, record);
       out.push({
-        phase: `webhook ${mode}${mode === 'batch' ? ' 100' : ''}`,
+        mode,
+        phase: `webhook ${webhookMode}${webhookMode === 'batch' ? ' 100' : ''}`,
         per: 'delivered event',
         ...shown(event),
         eventsPerSecond: round(EVENTS / seconds),
       });
-      console.error(`[scale] ${mode}: ${JSON.stringify(shown(event))}`);
+      console.error(`${label(webhookMode)}: ${JSON.stringify(shown(event))}`);
     }
 
-    // A backlog drained by 1, 2 and 3 instances (single mode: the most delivery work per event).
+    // A backlog stored while no instance delivers, then drained by 1, 2 and 3 instances started
+    // together (single mode: the most delivery work per event). Events/s from the first arrival to
+    // the last (the instances' start is left out); the counters include their start.
     for (let k = 1; k <= 3; k++) {
-      while (instances.length < k) instances.push(await startService(env));
+      for (const d of delivering.splice(0)) await d.stop();
       const o = await ownerWithAssets(api, `scale-x${k}`);
       const sink = rx.sink(`scale-x${k}`);
       const integ = await api.call('POST', '/integrations', {
         name: `scale-x${k}`,
         channel: 'webhook',
-        enabled: false,
         ownerIds: [o.ownerId],
         objectTypes: ['location'],
         destination: rx.url(sink),
@@ -192,23 +229,23 @@ export async function runScaleBench(): Promise<ScaleRow[]> {
       await ingestClosedLoop(api, o.assets, EVENTS / BULK, BULK, 2);
       let seconds = 0;
       const drain = await measured(async () => {
-        const t0 = Date.now();
-        await api.call('PATCH', `/integrations/${integ.id}`, { enabled: true });
+        delivering.push(...(await Promise.all(Array.from({ length: k }, () => startService(env)))));
         if (!(await waitArrivals(sink, EVENTS, 600_000))) throw new Error(`scale: ${k} instances delivered ${sink.count} of ${EVENTS}`);
-        seconds = (sink.lastArrival - t0) / 1000;
+        seconds = (sink.lastArrival - Math.min(...sink.arrivals.values())) / 1000;
       }, EVENTS);
       await retire(api, integ.id);
       out.push({
+        mode,
         phase: `backlog, ${k} instance${k > 1 ? 's' : ''}`,
         per: 'delivered event',
         ...shown(drain),
         eventsPerSecond: round(EVENTS / seconds),
       });
-      console.error(`[scale] ${k} instances: ${round(EVENTS / seconds)}/s`);
+      console.error(`${label(`${k} instances`)}: ${round(EVENTS / seconds)}/s ${JSON.stringify(shown(drain))}`);
     }
     return out;
   } finally {
-    for (const i of instances) await i.stop();
+    for (const i of [first, ...delivering]) await i.stop();
     await rx.close();
     await db.end();
   }

@@ -29,6 +29,12 @@
 #   KAFKA_HEAP             JVM heap flags (default -Xmx512m)
 #   KAFKA_START_TIMEOUT    seconds to wait for the broker to answer (default 120)
 #   JAVA_HOME              JDK to run it with (17 or newer); else java on PATH
+# A node of a cluster of several (each its own instance, all started at once: a quorum elects its
+# controller only once a majority of the voters runs):
+#   KAFKA_NODE_ID          this node's id (default 1)
+#   KAFKA_VOTERS           the controller quorum, id@127.0.0.1:controller-port,... (default: this node alone)
+#   KAFKA_CLUSTER_ID       the cluster id every node is formatted with (default: a new one)
+#   KAFKA_REPLICATION      replicas of the consumer offsets and transaction topics (default 1)
 set -euo pipefail
 
 VERSION=3.9.1
@@ -88,6 +94,10 @@ P_SSL=$((PORT_BASE + 2))
 P_MTLS=$((PORT_BASE + 3))
 P_SASL_SSL=$((PORT_BASE + 4))
 P_CONTROLLER=$((PORT_BASE + 5))
+NODE_ID="${KAFKA_NODE_ID:-1}"
+VOTERS="${KAFKA_VOTERS:-$NODE_ID@127.0.0.1:$P_CONTROLLER}"
+REPLICATION="${KAFKA_REPLICATION:-1}"
+[[ "$NODE_ID" =~ ^[0-9]+$ ]] && [[ "$REPLICATION" =~ ^[0-9]+$ ]] || { say "bad KAFKA_NODE_ID or KAFKA_REPLICATION"; exit 2; }
 ALL_PORTS="$P_PLAIN $P_SASL $P_SSL $P_MTLS $P_SASL_SSL $P_CONTROLLER"
 
 SHOW_LOG=0 # the log tail is shown only once it is this run's (or the running broker's) log
@@ -274,8 +284,8 @@ mkdir -p "$DATA" "$INST/logs"
 cat >"$CONF.tmp" <<EOF
 # Written by scripts/kafka.sh on every start; edits are lost.
 process.roles=broker,controller
-node.id=1
-controller.quorum.voters=1@127.0.0.1:$P_CONTROLLER
+node.id=$NODE_ID
+controller.quorum.voters=$VOTERS
 listeners=PLAINTEXT://127.0.0.1:$P_PLAIN,SASL_PLAINTEXT://127.0.0.1:$P_SASL,SSL://127.0.0.1:$P_SSL,MTLS://127.0.0.1:$P_MTLS,SASL_SSL://127.0.0.1:$P_SASL_SSL,CONTROLLER://127.0.0.1:$P_CONTROLLER
 advertised.listeners=PLAINTEXT://127.0.0.1:$P_PLAIN,SASL_PLAINTEXT://127.0.0.1:$P_SASL,SSL://127.0.0.1:$P_SSL,MTLS://127.0.0.1:$P_MTLS,SASL_SSL://127.0.0.1:$P_SASL_SSL
 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,SSL:SSL,MTLS:SSL,SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT
@@ -299,9 +309,9 @@ log.dirs=$DATA
 auto.create.topics.enable=true
 num.partitions=1
 default.replication.factor=1
-offsets.topic.replication.factor=1
+offsets.topic.replication.factor=$REPLICATION
 offsets.topic.num.partitions=10
-transaction.state.log.replication.factor=1
+transaction.state.log.replication.factor=$REPLICATION
 transaction.state.log.min.isr=1
 transaction.state.log.num.partitions=4
 group.initial.rebalance.delay.ms=0
@@ -329,7 +339,7 @@ JVM_FLAGS=($HEAP -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -Djava.awt.headless=true
 
 if [ ! -f "$DATA/meta.properties" ]; then
   say "formatting $DATA"
-  cluster_id="$("$JAVA_BIN" -cp "$LIBS/*" "${JVM_FLAGS[@]}" kafka.tools.StorageTool random-uuid 2>/dev/null | tail -n 1)"
+  cluster_id="${KAFKA_CLUSTER_ID:-$("$JAVA_BIN" -cp "$LIBS/*" "${JVM_FLAGS[@]}" kafka.tools.StorageTool random-uuid 2>/dev/null | tail -n 1)}"
   [ -n "$cluster_id" ] || fail "could not make a cluster id"
   "$JAVA_BIN" -cp "$LIBS/*" "${JVM_FLAGS[@]}" kafka.tools.StorageTool format -t "$cluster_id" -c "$CONF" \
     --add-scram "SCRAM-SHA-256=[name=$USERNAME,password=$PASSWORD]" \

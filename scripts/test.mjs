@@ -1,7 +1,9 @@
-// The whole test suite, as `npm test` runs it after lint and typecheck: three lanes of test files,
+// The whole test suite, as `npm test` runs it after lint and typecheck: four lanes of test files,
 //   unit      test/unit/*.test.ts: pure logic, no service and no database, run once;
 //   postgres  test/*.test.ts on PostgreSQL (TEST_DB=postgres, a new database per file);
-//   pglite    test/*.test.ts on the embedded PGlite (TEST_DB=pglite, in memory),
+//   pglite    test/*.test.ts on the embedded PGlite (TEST_DB=pglite, in memory);
+//   kafka     the files that name it (`// @test-lanes ... kafka`: the delivery, broker, crash and
+//             outage suites) on PostgreSQL with the event log on Kafka (TEST_EVENT_LOG=kafka),
 // all in one pool of TEST_CONCURRENCY processes (default 4), one process per file and lane, the
 // slowest first (their last durations are kept in .cache/test-durations.json, outside git; a clean
 // clone uses the order below). The long files of one lane (a crash test waits for restarts) then
@@ -18,7 +20,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
-const LANES = ['unit', 'postgres', 'pglite'];
+const LANES = ['unit', 'postgres', 'pglite', 'kafka'];
 const DURATIONS = path.join('.cache', 'test-durations.json');
 // Per test (a file of several broker outages takes 150 s on a quiet machine): long tests set their own.
 const TEST_TIMEOUT_MS = 420_000;
@@ -67,7 +69,8 @@ const lanesOf = (file) => /^\/\/ @test-lanes (.+)$/m.exec(fs.readFileSync(file, 
 const isBrowserTest = (file) => /^\/\/ @test-browser$/m.test(fs.readFileSync(file, 'utf8').slice(0, 4096));
 const filesOf = (lane) => {
   const all = (lane === 'unit' ? list(path.join('test', 'unit')) : list('test'))
-    .filter((f) => lanesOf(f)?.includes(lane) ?? true)
+    // The kafka lane runs only the files that name it (the delivery suite, in the event log's Kafka mode).
+    .filter((f) => lanesOf(f)?.includes(lane) ?? lane !== 'kafka')
     .filter((f) => process.env.TEST_BROWSER !== 'off' || !isBrowserTest(f));
   return only ? all.filter((f) => only.includes(f)) : all;
 };
@@ -139,7 +142,11 @@ function run(job, n) {
       {
         env: {
           ...process.env,
-          ...(job.lane === 'unit' ? {} : { TEST_DB: job.lane, ...templateEnv }),
+          ...(job.lane === 'unit'
+            ? {}
+            : job.lane === 'kafka'
+              ? { TEST_DB: 'postgres', TEST_EVENT_LOG: 'kafka', ...templateEnv }
+              : { TEST_DB: job.lane, ...templateEnv }),
           FORCE_COLOR: process.stdout.isTTY ? '1' : '0',
         },
         stdio: ['ignore', 'pipe', 'pipe'],

@@ -44,9 +44,10 @@ import { pruneAudit } from './audit/audit.js';
 import { auditRoutes } from './audit/routes.js';
 import { commandRoutes, expireCommands } from './commands/commands.js';
 import { bookingRoutes } from './booking/booking.js';
-import { addressPolicy } from './delivery/address.js';
+import { policyOf } from './delivery/address.js';
 import type { DeliveryEngine } from './delivery/engine.js';
 import { type DeliveryCounters, DeliveryProcesses, deliveryEngine } from './delivery/processes.js';
+import { leaveKafkaMode } from './delivery/queue/index.js';
 import { integrationRoutes } from './delivery/integrations/routes.js';
 import { historyRoutes } from './delivery/history.js';
 import { ResultStreams, streamRoutes } from './delivery/stream.js';
@@ -150,6 +151,9 @@ export async function buildApp(
   const db = storage.db;
   try {
     await migrate(raw, { programs: migrationPrograms(raw.kind, cfg.PARTITION_INTERVAL) });
+    if (cfg.EVENT_LOG === 'postgres' && (await leaveKafkaMode(raw))) {
+      app.log.warn("EVENT_LOG=postgres after kafka: integrations read the event log on from the relay's position (API guide 17)");
+    }
     secretsKey = loadSecretsKey(cfg, inMemory(cfg));
     const tokens = new TokenService(db, cfg, secretsKey);
     await tokens.init();
@@ -233,7 +237,7 @@ export async function buildApp(
   }
   // First: the partitions of now exist before anything is stored or delivered.
   app.addHook('onReady', async () => storage.start());
-  const policy = addressPolicy(cfg.PUSH_ALLOW_HTTP, cfg.PUSH_ALLOWED_NETWORKS, cfg.PUSH_ALLOW_PLAINTEXT_BROKERS, cfg.INGEST_MQTT_URL);
+  const policy = policyOf(cfg);
   if (cfg.DELIVERY_ENABLED && opts.deliveryProcesses && db.kind === 'postgres' && cfg.DELIVERY_WORKERS > 0) {
     const processes = new DeliveryProcesses(cfg.DELIVERY_WORKERS, app.log);
     app.services.delivery = processes;

@@ -1,5 +1,6 @@
 // One validated configuration, parsed once at boot (API guide 11).
 // Every bad variable is listed in a single error so an operator fixes them all at once.
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 
 type Parser<T> = (raw: string) => T;
@@ -183,6 +184,54 @@ const spec = {
   ],
   INGEST_MQTT_SESSION_EXPIRY_SECONDS: [int(0, 4_294_967_295), String(7 * 86_400)],
   INGEST_MQTT_RECEIVE_MAXIMUM: [int(1, 65_535), '1000'],
+  // The event log (API guide 17): in PostgreSQL (default) or relayed to a Kafka topic that the
+  // delivery processes of every instance read as one consumer group. The brokers (host:port, comma-
+  // separated), TLS (EVENT_LOG_KAFKA_TLS, a CA as a PEM file's path or the PEM itself) and SASL as the
+  // Kafka channel names them; the topic, made when missing with EVENT_LOG_PARTITIONS partitions and
+  // EVENT_LOG_REPLICATION replicas (unset: 3, or the cluster's broker count when smaller); the group.
+  EVENT_LOG: [oneOf(['postgres', 'kafka'] as const), 'postgres'],
+  EVENT_LOG_KAFKA_BROKERS: [
+    (raw: string) => {
+      const list = raw
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean);
+      for (const b of list) {
+        if (!/^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/.test(b)) throw new Error(`"${b}" is not host:port`);
+      }
+      if (!list.length) throw new Error('must name at least one broker (host:port)');
+      return list;
+    },
+    undefined,
+  ],
+  EVENT_LOG_KAFKA_TLS: [bool, 'false'],
+  EVENT_LOG_KAFKA_CA: [str, undefined],
+  EVENT_LOG_KAFKA_SASL_MECHANISM: [oneOf(['plain', 'scram-sha-256', 'scram-sha-512'] as const), undefined],
+  EVENT_LOG_KAFKA_SASL_USERNAME: [str, undefined],
+  EVENT_LOG_KAFKA_SASL_PASSWORD: [str, undefined],
+  EVENT_LOG_KAFKA_CLIENT_ID: [
+    (raw: string) => {
+      if (!/^[A-Za-z0-9._-]{1,128}$/.test(raw)) throw new Error('must be 1-128 letters, digits, dots, dashes or underscores');
+      return raw;
+    },
+    'tracking',
+  ],
+  EVENT_LOG_TOPIC: [
+    (raw: string) => {
+      if (!/^[A-Za-z0-9._-]{1,249}$/.test(raw) || raw === '.' || raw === '..') throw new Error('must be a Kafka topic name');
+      return raw;
+    },
+    'tracking.event-log',
+  ],
+  EVENT_LOG_PARTITIONS: [int(1, 10_000), '12'],
+  EVENT_LOG_REPLICATION: [int(1, 32), undefined],
+  EVENT_LOG_GROUP: [
+    (raw: string) => {
+      if (!/^[A-Za-z0-9._-]{1,128}$/.test(raw)) throw new Error('must be 1-128 letters, digits, dots, dashes or underscores');
+      return raw;
+    },
+    'tracking.delivery',
+  ],
   // The result stream (API guide 9): streams open at once per owner, how far back `since` reaches,
   // and the bytes after which an NDJSON answer ends with a line naming where to go on.
   STREAM_MAX_OPEN_PER_OWNER: [int(1, 1000), '5'],
@@ -210,6 +259,12 @@ type Parsed<K extends keyof Spec> = Spec[K][0] extends Parser<infer T> ? T : nev
 export type Config = {
   [K in keyof Spec]: Spec[K][1] extends string ? Parsed<K> : Parsed<K> | undefined;
 } & { publicUrl: string; dataDir: string };
+
+/** A CA setting (INGEST_MQTT_CA, EVENT_LOG_KAFKA_CA): the PEM itself or a file's path. */
+export function pemOrFile(value: string | undefined): string | undefined {
+  if (!value) return undefined;
+  return value.includes('-----BEGIN') ? value : readFileSync(value, 'utf8');
+}
 
 /** http://host:port for a listening address; a wildcard host is reached on the loopback address. */
 export function httpBase(host: string, port: number): string {
@@ -246,6 +301,16 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     problems.push('INGEST_MQTT_PASSWORD: set only together with INGEST_MQTT_USERNAME');
   if (env.INGEST_MQTT_CA && !String(env.INGEST_MQTT_URL ?? '').startsWith('mqtts:')) {
     problems.push('INGEST_MQTT_CA: needs an mqtts:// INGEST_MQTT_URL');
+  }
+  if (env.EVENT_LOG === 'kafka') {
+    if (!env.EVENT_LOG_KAFKA_BROKERS) problems.push('EVENT_LOG_KAFKA_BROKERS: required when EVENT_LOG=kafka');
+    if (!env.DATABASE_URL)
+      problems.push('EVENT_LOG=kafka: needs PostgreSQL (DATABASE_URL); the embedded database keeps the event log itself');
+  }
+  if (env.EVENT_LOG_KAFKA_CA && !['1', 'true', 'yes', 'on'].includes(String(env.EVENT_LOG_KAFKA_TLS).trim().toLowerCase()))
+    problems.push('EVENT_LOG_KAFKA_CA: set only with EVENT_LOG_KAFKA_TLS=true');
+  if (Boolean(env.EVENT_LOG_KAFKA_SASL_MECHANISM) !== Boolean(env.EVENT_LOG_KAFKA_SASL_USERNAME)) {
+    problems.push('EVENT_LOG_KAFKA_SASL_MECHANISM and EVENT_LOG_KAFKA_SASL_USERNAME: set both or neither');
   }
   if (problems.length) throw new ConfigError(problems);
   const cfg = out as Config;

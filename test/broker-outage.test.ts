@@ -4,7 +4,7 @@
 // broker is down, records keep coming, and the broker is started again. Then every event id stored
 // has arrived at an independent consumer (a persistent MQTT session; kcat reading the topic), and
 // the duplicates are counted and printed.
-// @test-lanes postgres
+// @test-lanes postgres kafka
 // (a SIGKILL and restart against one database: PostgreSQL only, API guide 10)
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';

@@ -7,6 +7,7 @@
 // - kcat / mosquitto_sub as independent consumers that tests read what the service delivered with.
 // Ports are fixed numbers chosen by the caller. Every wait is for a condition, with generous limits.
 import { type ChildProcess, spawn } from 'node:child_process';
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
@@ -89,9 +90,9 @@ interface RunResult {
 }
 
 /** Runs a command to its end (killing its whole process group after timeoutMs). Never rejects for a non-zero exit. */
-function run(cmd: string, args: string[], timeoutMs: number): Promise<RunResult> {
+function run(cmd: string, args: string[], timeoutMs: number, env?: Record<string, string>): Promise<RunResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'], detached: true, env: { ...process.env, ...env } });
     const out: Buffer[] = [];
     const err: Buffer[] = [];
     child.stdout.on('data', (d: Buffer) => out.push(d));
@@ -114,8 +115,8 @@ function run(cmd: string, args: string[], timeoutMs: number): Promise<RunResult>
   });
 }
 
-async function runOk(cmd: string, args: string[], timeoutMs: number): Promise<RunResult> {
-  const r = await run(cmd, args, timeoutMs);
+async function runOk(cmd: string, args: string[], timeoutMs: number, env?: Record<string, string>): Promise<RunResult> {
+  const r = await run(cmd, args, timeoutMs, env);
   if (r.code !== 0) throw new Error(`${cmd} ${args.join(' ')} failed (exit ${r.code ?? r.signal})\n${tail(r.stderr + r.stdout)}`);
   return r;
 }
@@ -220,20 +221,20 @@ export const LANE_PORT_OFFSET = process.env.TEST_DB === 'pglite' ? 1000 : 0;
 // A cold start fetches the jars from Maven Central first; kafka.sh itself gives up after 120 s of waiting.
 const KAFKA_SCRIPT_TIMEOUT_MS = 600_000;
 
-async function kafkaScript(cmd: 'start' | 'stop', name: string, portBase: number): Promise<void> {
-  await runOk('bash', [KAFKA_SCRIPT, cmd, '--name', name, '--port-base', String(portBase)], KAFKA_SCRIPT_TIMEOUT_MS);
+async function kafkaScript(cmd: 'start' | 'stop', name: string, portBase: number, env?: Record<string, string>): Promise<void> {
+  await runOk('bash', [KAFKA_SCRIPT, cmd, '--name', name, '--port-base', String(portBase)], KAFKA_SCRIPT_TIMEOUT_MS, env);
 }
 
 /** Starts (idempotent) the Kafka instance `name` on portBase..portBase+5 and describes it; default the shared one. */
-export async function kafkaBroker(name = 'shared', portBase = 19092): Promise<KafkaBroker> {
-  await kafkaScript('start', name, portBase);
+export async function kafkaBroker(name = 'shared', portBase = 19092, env?: Record<string, string>): Promise<KafkaBroker> {
+  await kafkaScript('start', name, portBase, env);
   const at = (offset: number) => `127.0.0.1:${portBase + offset}`;
   return {
     ...brokerBasics(
       name,
       path.join(CACHE_DIR, 'kafka-instances', name),
-      () => kafkaScript('start', name, portBase),
-      () => kafkaScript('stop', name, portBase),
+      () => kafkaScript('start', name, portBase, env),
+      () => kafkaScript('stop', name, portBase, env),
     ),
     portBase,
     plaintext: at(0),
@@ -242,6 +243,37 @@ export async function kafkaBroker(name = 'shared', portBase = 19092): Promise<Ka
     mtls: at(3),
     saslSsl: at(4),
   };
+}
+
+/**
+ * A KRaft cluster of `n` nodes (each broker and controller; instances `name`-1..n on port bases
+ * portBase, portBase + 10, ...), made afresh: any earlier data of these instances is removed first.
+ * Started all at once (a quorum elects its controller only once a majority runs); the consumer
+ * offsets are kept on every node. Stop it with stopKafkaCluster.
+ */
+export async function kafkaCluster(name: string, portBase: number, n = 3): Promise<KafkaBroker[]> {
+  const bases = Array.from({ length: n }, (_, i) => portBase + 10 * i);
+  const names = bases.map((_, i) => `${name}-${i + 1}`);
+  await stopKafkaCluster(names);
+  for (const nm of names) fs.rmSync(path.join(CACHE_DIR, 'kafka-instances', nm), { recursive: true, force: true });
+  const clusterId = Buffer.from(crypto.randomUUID().replaceAll('-', ''), 'hex').toString('base64url');
+  const voters = bases.map((b, i) => `${i + 1}@127.0.0.1:${b + 5}`).join(',');
+  return Promise.all(
+    names.map((nm, i) =>
+      kafkaBroker(nm, bases[i]!, {
+        KAFKA_NODE_ID: String(i + 1),
+        KAFKA_VOTERS: voters,
+        KAFKA_CLUSTER_ID: clusterId,
+        KAFKA_REPLICATION: String(Math.min(3, n)),
+        KAFKA_HEAP: '-Xmx384m',
+      }),
+    ),
+  );
+}
+
+/** Stops the nodes of a cluster (by instance name) and removes their data. */
+export async function stopKafkaCluster(names: string[]): Promise<void> {
+  await Promise.all(names.map((nm) => runOk('bash', [KAFKA_SCRIPT, 'stop', '--name', nm], KAFKA_SCRIPT_TIMEOUT_MS)));
 }
 
 async function withAdmin<T>(broker: string, fn: (admin: Admin) => Promise<T>): Promise<T> {

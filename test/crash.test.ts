@@ -4,7 +4,7 @@
 // flight, and restarted on a new port. Then:
 // every record that got a 201 is stored, every stored event reached the receiver, every delivery
 // ended SUCCEEDED with a successful attempt row, and duplicates stay within kills x batch x concurrency.
-// @test-lanes postgres
+// @test-lanes postgres kafka
 // (a SIGKILL and restart against one database: PostgreSQL only, API guide 10)
 import assert from 'node:assert/strict';
 import { test } from 'node:test';

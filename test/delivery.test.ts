@@ -1,3 +1,4 @@
+// @test-lanes postgres pglite kafka
 // Webhook push (API guide 9) against a real local receiver: the
 // delivery rules of 6.4 row by row, single and batch bodies, every auth method, Standard Webhooks
 // signatures (verified with the npm `standardwebhooks` package), event-id injection, per-webhook
@@ -321,7 +322,7 @@ test('an address refused when dialled is a configuration error on every channel:
     ],
     [
       'kafka',
-      { destination: 'refused', kafka: { brokers: ['127.0.0.1:19092'] } },
+      { destination: 'refused', kafka: { brokers: ['127.0.0.1:19099'] } }, // saved only: not the event log's broker (the kafka lane)
       `settings = jsonb_set(settings, '{brokers}', '["10.255.255.1:9092"]')`,
     ],
   ];

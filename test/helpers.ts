@@ -2,6 +2,8 @@
 // in-memory PGlite), so files never collide. TEST_DB=postgres|pglite picks the engine; npm test
 // runs the suite on both. A test whose external service is absent skips with how to start it on a
 // developer's machine; under CI=true it fails instead.
+import { eventLogEnv, TEST_EVENT_LOG, TEST_KAFKA_BROKERS } from './event-log.js';
+import { consumerLag, type EventLogConfig } from '../src/eventlog/kafka.js';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import type { AddressInfo } from 'node:net';
@@ -105,6 +107,7 @@ export function testConfig(env: Record<string, string> = {}, databaseUrl?: strin
     // services each: a small pool per service (a file may ask for more).
     DB_POOL_SIZE: '6',
     ...(databaseUrl ? { DATABASE_URL: databaseUrl } : {}),
+    ...eventLogEnv(databaseUrl),
     ...env,
   });
 }
@@ -305,7 +308,26 @@ export function bad(r: Res, status: number, field: string | undefined, what = ''
 export async function undelivered(q: Pick<pg.ClientBase, 'query'> | Queryable): Promise<number> {
   const db: Queryable = { query: async (text, params) => (q as Queryable).query(text, params) as any };
   const { rows } = await db.query<{ n: number }>("SELECT count(*)::int AS n FROM deliveries WHERE status <> 'SUCCEEDED'");
-  return rows[0]!.n + (await pendingTotal(db));
+  return rows[0]!.n + (await pendingTotal(db)) + (await topicLag(db));
+}
+
+/**
+ * With the event log on Kafka (the kafka lane): the events on this database's topic that the
+ * consumer group has not handed over yet (0 in the PostgreSQL mode, or when the topic is not there).
+ */
+async function topicLag(db: Queryable): Promise<number> {
+  if (TEST_EVENT_LOG !== 'kafka') return 0;
+  const { rows } = await db.query<{ d: string }>('SELECT current_database() AS d');
+  const env = eventLogEnv(`postgres://localhost/${rows[0]!.d}`);
+  const cfg = {
+    EVENT_LOG_KAFKA_BROKERS: [TEST_KAFKA_BROKERS],
+    EVENT_LOG_KAFKA_TLS: false,
+    EVENT_LOG_KAFKA_CLIENT_ID: 'tracking-test',
+    EVENT_LOG_TOPIC: env.EVENT_LOG_TOPIC!,
+    EVENT_LOG_GROUP: env.EVENT_LOG_GROUP!,
+    EVENT_LOG_PARTITIONS: 4,
+  } as EventLogConfig;
+  return consumerLag(cfg);
 }
 
 /** Polls fn (every 100 ms) until it returns something truthy; a timeout names what it waited for. */

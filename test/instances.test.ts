@@ -1,7 +1,7 @@
 // Two service instances on one PostgreSQL deliver a backlog together: no event lost, none sent
 // twice, and the per-webhook limits (requests in flight, items per minute) still held, as a
 // receiver counting requests in flight and per second measures them.
-// @test-lanes postgres
+// @test-lanes postgres kafka
 // (several instances on one database: PostgreSQL only, API guide 10)
 import assert from 'node:assert/strict';
 import { test } from 'node:test';

@@ -1,3 +1,4 @@
+// @test-lanes postgres pglite kafka
 // The MQTT channel (API guide 9) against a real Mosquitto of the test's
 // own (test/brokers.ts): each QoS with what the broker acknowledged (read from the broker's own
 // log), one topic or one per type, the event id field and the MQTT 5 user properties (seen by

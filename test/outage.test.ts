@@ -2,7 +2,7 @@
 // Unix socket in its own private folder (no TCP port another process could take while it is down), which is stopped for some seconds and started again. Ingest during the outage fails
 // with a clear 503 and stores nothing; nothing accepted before or after is lost; delivery resumes
 // by itself.
-// @test-lanes postgres
+// @test-lanes postgres kafka
 // (a database that stops and starts again: PostgreSQL only)
 import assert from 'node:assert/strict';
 import { test } from 'node:test';

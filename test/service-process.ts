@@ -4,6 +4,9 @@
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import crypto from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { eventLogEnv } from './event-log.js';
 
 export interface ServiceProcess {
   /** The current process's base URL (changes with each start). */
@@ -32,6 +35,7 @@ export async function serviceProcess(databaseUrl: string, env: Record<string, st
     BOOTSTRAP_PASSWORD: 'child-password',
     RATE_LIMIT_MAX: '1000000',
     RATE_LIMIT_CONCURRENT: '100',
+    ...eventLogEnv(databaseUrl),
     ...env,
   };
   let child: ChildProcess | undefined;
@@ -62,7 +66,11 @@ export async function serviceProcess(databaseUrl: string, env: Record<string, st
         reject(new Error(`service exited (${code}) before listening:\n${out}`));
       });
     });
-    c.stdout!.resume(); // keep draining its output
+    // Keep draining its output; TEST_SERVICE_LOG_DIR keeps it, a file per process (for a failing test's story).
+    if (process.env.TEST_SERVICE_LOG_DIR) {
+      const file = path.join(process.env.TEST_SERVICE_LOG_DIR, `service-${c.pid}.log`);
+      c.stdout!.pipe(fs.createWriteStream(file));
+    } else c.stdout!.resume();
     assert.equal((await fetch(`${base}/readyz`)).status, 200, 'ready once listening');
   };
   await start();

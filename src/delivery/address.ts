@@ -13,10 +13,19 @@ export interface AddressPolicy {
   allowPlaintextBrokers: boolean;
   allowed: net.BlockList;
   /**
-   * The broker devices publish to (INGEST_MQTT_URL): never a destination, whatever `allowed` says,
-   * or a customer's MQTT integration could publish as another fleet's devices.
+   * The service's own brokers, never a destination whatever `allowed` says: the broker devices
+   * publish to (INGEST_MQTT_URL), or a customer's MQTT integration could publish as another fleet's
+   * devices; and the event log's Kafka brokers (EVENT_LOG_KAFKA_BROKERS), or a customer's Kafka
+   * integration could write into the event log's topic.
    */
-  ingestBroker: { host: string; port: number } | null;
+  reserved: ReservedBroker[];
+}
+
+/** A broker of the service's own, and the setting that names it (said in the refusal). */
+export interface ReservedBroker {
+  host: string;
+  port: number;
+  what: string;
 }
 
 /** The default port of a URL's scheme (mqtt 1883, mqtts 8883, http 80, https 443). */
@@ -30,18 +39,40 @@ export function addressPolicy(
   allowedCidrs: string[],
   allowPlaintextBrokers = false,
   ingestMqttUrl?: string,
+  eventLogBrokers: string[] = [],
 ): AddressPolicy {
   const allowed = new net.BlockList();
   for (const c of allowedCidrs) {
     const [addr, bits] = c.split('/');
     allowed.addSubnet(addr!, Number(bits), net.isIPv6(addr!) ? 'ipv6' : 'ipv4');
   }
-  let ingestBroker: AddressPolicy['ingestBroker'] = null;
+  const reserved: ReservedBroker[] = [];
   if (ingestMqttUrl) {
     const u = new URL(ingestMqttUrl);
-    ingestBroker = { host: u.hostname.replace(/^\[|\]$/g, ''), port: portOf(u) };
+    reserved.push({ host: u.hostname.replace(/^\[|\]$/g, ''), port: portOf(u), what: 'the broker devices publish to (INGEST_MQTT_URL)' });
   }
-  return { allowHttp, allowPlaintextBrokers, allowed, ingestBroker };
+  for (const b of eventLogBrokers)
+    reserved.push({ ...parseHostPort(b), what: "a broker of the service's event log (EVENT_LOG_KAFKA_BROKERS)" });
+  return { allowHttp, allowPlaintextBrokers, allowed, reserved };
+}
+
+/** The policy the configuration sets (every process of the service builds the same). */
+export function policyOf(cfg: {
+  PUSH_ALLOW_HTTP: boolean;
+  PUSH_ALLOWED_NETWORKS: string[];
+  PUSH_ALLOW_PLAINTEXT_BROKERS: boolean;
+  INGEST_MQTT_URL?: string;
+  EVENT_LOG: string;
+  EVENT_LOG_KAFKA_BROKERS?: string[];
+}): AddressPolicy {
+  return addressPolicy(
+    cfg.PUSH_ALLOW_HTTP,
+    cfg.PUSH_ALLOWED_NETWORKS,
+    cfg.PUSH_ALLOW_PLAINTEXT_BROKERS,
+    cfg.INGEST_MQTT_URL,
+    // Named even while the event log is in PostgreSQL: a cluster once used for it stays out of reach.
+    cfg.EVENT_LOG_KAFKA_BROKERS ?? [],
+  );
 }
 
 /**
@@ -56,16 +87,17 @@ function hostKey(ip: string): string {
   return range === 'loopback' || range === 'unspecified' ? 'this machine' : ipaddr.parse(v4).toNormalizedString();
 }
 
-/** Refuses `addrs` at `port` when that is where the ingest broker listens (its name resolved anew each time). */
-async function refuseIngestBroker(host: string, addrs: { address: string }[], port: number, policy: AddressPolicy): Promise<void> {
-  const broker = policy.ingestBroker;
-  if (!broker || broker.port !== port) return;
-  const brokerAddrs = net.isIP(broker.host)
-    ? [broker.host]
-    : (await dns.promises.lookup(broker.host, { all: true, verbatim: true }).catch(() => [])).map((a) => a.address);
-  const keys = new Set(brokerAddrs.map(hostKey));
-  if (broker.host === host || addrs.some((a) => keys.has(hostKey(a.address)))) {
-    throw new AddressRefused(`${host}:${port} is the broker devices publish to (INGEST_MQTT_URL): no integration may send there`);
+/** Refuses `addrs` at `port` when one of the service's own brokers listens there (names resolved anew each time). */
+async function refuseReserved(host: string, addrs: { address: string }[], port: number, policy: AddressPolicy): Promise<void> {
+  for (const broker of policy.reserved) {
+    if (broker.port !== port) continue;
+    const brokerAddrs = net.isIP(broker.host)
+      ? [broker.host]
+      : (await dns.promises.lookup(broker.host, { all: true, verbatim: true }).catch(() => [])).map((a) => a.address);
+    const keys = new Set(brokerAddrs.map(hostKey));
+    if (broker.host === host || addrs.some((a) => keys.has(hostKey(a.address)))) {
+      throw new AddressRefused(`${host}:${port} is ${broker.what}: no integration may send there`);
+    }
   }
 }
 
@@ -170,7 +202,7 @@ export function parseHostPort(raw: string): { host: string; port: number } {
 
 /**
  * Resolves a host and returns its addresses, refusing if any of them is not allowed, or (given the
- * port) if they are the ingest broker's.
+ * port) if they are one of the service's own brokers'.
  */
 export async function resolveVetted(host: string, policy: AddressPolicy, port?: number): Promise<{ address: string; family: number }[]> {
   const addrs = net.isIP(host)
@@ -184,7 +216,7 @@ export async function resolveVetted(host: string, policy: AddressPolicy, port?: 
       `the host ${host} resolves to ${bad.address}, which is not a public address; ` +
         'an operator allows local or private receivers with PUSH_ALLOWED_NETWORKS (comma-separated CIDRs, e.g. 127.0.0.0/8) and, for http, PUSH_ALLOW_HTTP=true',
     );
-  if (port !== undefined) await refuseIngestBroker(host, addrs, port, policy);
+  if (port !== undefined) await refuseReserved(host, addrs, port, policy);
   return addrs;
 }
 

@@ -22,6 +22,7 @@ import type { AttemptRecord, Channel, ChannelLimits, OutMessage } from './channe
 import type { IntegrationConfig } from './integrations/model.js';
 import { loadIntegration } from './integrations/store.js';
 import * as queue from './queue/index.js';
+import type { FirstAttemptSource, TakenEvents } from './source.js';
 
 export interface EngineSettings {
   leaseSeconds: number;
@@ -168,12 +169,16 @@ export class DeliveryEngine {
     private readonly channels: ReadonlyMap<string, Channel>,
     private readonly s: EngineSettings,
     private readonly log: FastifyBaseLogger,
+    /** First attempts from the Kafka event log (EVENT_LOG=kafka); absent: the PostgreSQL event log. */
+    private readonly source?: FirstAttemptSource,
   ) {}
 
   start(): void {
     if (this.running) return;
     this.running = true;
-    // Any instance's commit that appended events (LISTEN/NOTIFY), and this process's at once.
+    if (this.source) this.source.start(() => this.wake());
+    // Any instance's commit that appended events (LISTEN/NOTIFY), and this process's at once; with
+    // the event log on Kafka the source wakes the engine, and this hears of retries and redeliveries.
     this.unlisten = this.db.listen(queue.EVENT_LOG_CHANNEL, () => this.wake());
     this.loop = this.run();
     this.sweepTimer = setInterval(() => void this.sweep().catch((e) => this.log.warn({ err: e }, 'delivery sweep failed')), 60_000);
@@ -254,6 +259,8 @@ export class DeliveryEngine {
     // After the results are written, so the taker sends only what has no attempt. If the database
     // is away, the leases end by themselves.
     await queue.releaseClaims(this.db, handBack).catch(() => {});
+    // Offsets are committed for what the claims took: the rest goes to the partition's next owner.
+    await this.source?.stop().catch((e) => this.log.warn({ err: e }, 'stopping the event log consumer failed'));
     await Promise.allSettled([...this.channels.values()].map((c) => c.close()));
   }
 
@@ -307,7 +314,11 @@ export class DeliveryEngine {
    * free slots. True when something was claimed or the position in the event log moved (look again at once).
    */
   private async claimRound(): Promise<{ busy: boolean; waiting: boolean }> {
-    const { due, waiting } = await queue.dueIntegrations(this.db);
+    const { due, waiting } = await queue.dueIntegrations(this.db, !this.source);
+    if (this.source) {
+      const seen = new Set(due.map((d) => d.id));
+      for (const d of this.source.due()) if (!seen.has(d.id)) due.push(d);
+    }
     if (!due.length) return { busy: false, waiting };
     const heldBy = this.heldBy();
     const active = new Set([...due.map((d) => d.id), ...[...heldBy].filter(([, n]) => n > 0).map(([id]) => id)]);
@@ -327,7 +338,16 @@ export class DeliveryEngine {
       const cfg = await this.config(d.id, d.whenUpdated);
       const channel = cfg && this.channels.get(cfg.channel);
       if (!cfg || !channel) continue;
-      const { claims, retries, moved } = await this.db.tx((q) => this.claim(q, cfg, channel, budget));
+      const taken: TakenEvents[] = [];
+      let result: Awaited<ReturnType<DeliveryEngine['claim']>>;
+      try {
+        result = await this.db.tx((q) => this.claim(q, cfg, channel, budget, taken));
+      } catch (e) {
+        for (const t of taken) this.source?.settle(t, false);
+        throw e;
+      }
+      for (const t of taken) this.source?.settle(t, true);
+      const { claims, retries, moved } = result;
       for (const c of claims) {
         this.claims.set(c.id, c);
         this.pump(c);
@@ -373,6 +393,7 @@ export class DeliveryEngine {
     cfg: IntegrationConfig,
     channel: Channel,
     budget: number,
+    taken: TakenEvents[],
   ): Promise<{ claims: LocalClaim[]; retries: Job[]; moved: boolean }> {
     const lim: ChannelLimits = channel.limits(cfg);
     const perMinute = lim.maxItemsPerMinute;
@@ -435,9 +456,20 @@ export class DeliveryEngine {
     if (freshSlots > 0 && tokens >= 1) {
       const maxRequests = freshSlots * CLAIM_DEPTH;
       const maxEvents = Math.floor(Math.min(tokens, maxRequests * lim.batchSize, MAX_CLAIM_EVENTS));
-      const read = await queue.readLog(q, cfg.id, position, requestCounter(lim.batchSize, maxRequests, maxEvents), maxEvents + 256);
-      moved = read.next.id !== position.id || read.next.tx !== position.tx;
-      position = read.next;
+      const accept = requestCounter(lim.batchSize, maxRequests, maxEvents);
+      let read: { events: queue.LogEvent[] };
+      if (this.source) {
+        // The events the source holds for this integration: the position stays (the relay keeps it).
+        const t = this.source.take(cfg.id, accept);
+        taken.push(t);
+        read = t;
+        moved = t.events.length > 0;
+      } else {
+        const r = await queue.readLog(q, cfg.id, position, accept, maxEvents + 256);
+        moved = r.next.id !== position.id || r.next.tx !== position.tx;
+        position = r.next;
+        read = r;
+      }
       const cutoff = Date.now() - cfg.maxBacklogHours * 3600_000;
       const expired = read.events.filter((e) => e.whenCreated.getTime() < cutoff);
       const live = expired.length ? read.events.filter((e) => e.whenCreated.getTime() >= cutoff) : read.events;
@@ -481,7 +513,7 @@ export class DeliveryEngine {
         }
       }
     }
-    if (moved || claim || perMinute !== null) {
+    if ((moved && !this.source) || claim || perMinute !== null) {
       await queue.saveClaim(q, cfg.id, { position, tokens: perMinute === null ? null : Math.max(tokens, 0), at: st.at, claim });
     }
     return { claims, retries, moved };

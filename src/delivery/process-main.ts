@@ -7,7 +7,7 @@ import { loadSecretsKey } from '../auth/crypto.js';
 import { loadConfig } from '../config.js';
 import { createPostgres } from '../db/db.js';
 import { Partitions, withPartitions } from '../storage/partitions.js';
-import { addressPolicy } from './address.js';
+import { policyOf } from './address.js';
 import { type DeliveryReport, deliveryEngine } from './processes.js';
 
 const cfg = loadConfig();
@@ -16,7 +16,7 @@ const log = pino({ level: cfg.LOG_LEVEL, base: { pid: process.pid, role: 'delive
 const raw = createPostgres(cfg.DATABASE_URL, cfg.DB_POOL_SIZE);
 // Results are written at the time they happen: a partition the service has not made yet is made here.
 const db = withPartitions(raw, new Partitions(raw, cfg.PARTITION_INTERVAL));
-const policy = addressPolicy(cfg.PUSH_ALLOW_HTTP, cfg.PUSH_ALLOWED_NETWORKS, cfg.PUSH_ALLOW_PLAINTEXT_BROKERS, cfg.INGEST_MQTT_URL);
+const policy = policyOf(cfg);
 const engine = deliveryEngine(db, cfg, loadSecretsKey(cfg, false), policy, log);
 const report = () => {
   const r: DeliveryReport = {

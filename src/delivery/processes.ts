@@ -14,6 +14,7 @@ import { fileURLToPath } from 'node:url';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Config } from '../config.js';
 import type { Db } from '../db/db.js';
+import { KafkaFirstAttempts } from '../eventlog/consumer.js';
 import type { AddressPolicy } from './address.js';
 import type { Channel } from './channels/channel.js';
 import { kafkaChannel } from './channels/kafka/index.js';
@@ -50,6 +51,7 @@ export function deliveryEngine(db: Db, cfg: Config, secretsKey: Buffer, policy: 
       failedRetentionDays: cfg.DELIVERY_FAILED_RETENTION_DAYS,
     },
     log,
+    cfg.EVENT_LOG === 'kafka' ? new KafkaFirstAttempts(db, cfg, cfg.DELIVERY_POLL_MS, log) : undefined,
   );
 }
 

@@ -17,11 +17,10 @@
 // calls back; to acknowledge after a batch commits, the acknowledgements it sends are held here
 // (its `_sendPacket`, wrapped) and sent when their batch is stored. test/mqtt-ingest.test.ts kills
 // the service during a stream to prove it.
-import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import type { FastifyBaseLogger } from 'fastify';
 import type { IClientOptions, IPublishPacket, MqttClient } from 'mqtt';
-import type { Config } from '../config.js';
+import { type Config, pemOrFile } from '../config.js';
 import { ApiError, badRequest } from '../http/errors.js';
 import { MAX_BULK, RECORD_DEFS, type RecordDef } from '../records/records.js';
 import type { DeviceRow } from './devices.js';
@@ -66,12 +65,6 @@ export interface MqttIngestHandle {
   close(): Promise<void>;
 }
 
-/** The client's TLS CA: INGEST_MQTT_CA is the PEM itself or a file's path. */
-function caOf(value: string | undefined): string | undefined {
-  if (!value) return undefined;
-  return value.includes('-----BEGIN') ? value : readFileSync(value, 'utf8');
-}
-
 /** This instance's client id: INGEST_MQTT_CLIENT_ID, else one per host and port (stable across restarts). */
 export function ingestClientId(cfg: Config): string {
   return cfg.INGEST_MQTT_CLIENT_ID ?? `tracking-${os.hostname().replace(/[^A-Za-z0-9._-]/g, '-')}-${cfg.PORT}`;
@@ -111,7 +104,7 @@ export async function startMqttIngest(ingest: Ingest, cfg: Config, log: FastifyB
     },
     username: cfg.INGEST_MQTT_USERNAME,
     password: cfg.INGEST_MQTT_PASSWORD,
-    ca: caOf(cfg.INGEST_MQTT_CA),
+    ca: pemOrFile(cfg.INGEST_MQTT_CA),
     reconnectPeriod: 2000,
     connectTimeout: 30_000,
     keepalive: 30,

@@ -229,6 +229,20 @@ test('the ingest broker is never a destination: its address at its port, in any 
   assert.equal((await resolveVetted('127.0.0.1', local, 1884)).length, 1);
 });
 
+test("the event log's Kafka brokers are refused at their ports, each named in the refusal, beside the ingest broker", async () => {
+  const local = addressPolicy(false, ['127.0.0.0/8', '::1/128'], false, 'mqtt://127.0.0.1:1883', ['localhost:29092', '127.0.0.1:29093']);
+  for (const [host, port] of [
+    ['127.0.0.1', 29092],
+    ['::1', 29092],
+    ['127.0.0.5', 29093],
+    ['::ffff:127.0.0.1', 29093],
+  ] as const) {
+    await assert.rejects(resolveVetted(host, local, port), /EVENT_LOG_KAFKA_BROKERS/, `${host}:${port}`);
+  }
+  await assert.rejects(resolveVetted('127.0.0.1', local, 1883), /INGEST_MQTT_URL/);
+  assert.equal((await resolveVetted('127.0.0.1', local, 29094)).length, 1, 'another port of the same host is allowed');
+});
+
 test('requests: events grouped by type in log order, in chunks; a group named the same from the same seed and events', () => {
   const e = [1, 2, 3, 4, 5].map((n) => ({ ...event(n), objectType: n % 2 ? 'location' : 'asset' }) as LogEvent);
   const groups = groupByType(e, 2);

@@ -12,25 +12,27 @@ export interface DueIntegration {
 }
 
 /**
- * Integrations with work: log events after their position below the horizon, retries due, or a
+ * Integrations with work: log events after their position below the horizon (unless `log` is false:
+ * the event log on Kafka), retries due, or a
  * claim whose worker let its lease run out. One index probe per integration and kind. `waiting`
  * says some integration has events after its position that a running transaction still holds
  * above the horizon: they become readable as soon as it ends, so the engine looks again shortly.
  */
-export async function dueIntegrations(q: Queryable): Promise<{ due: DueIntegration[]; waiting: boolean }> {
+export async function dueIntegrations(q: Queryable, log = true): Promise<{ due: DueIntegration[]; waiting: boolean }> {
   const { rows } = await q.query<{ id: string; when_updated: Date; next_tx: string | null; other: boolean; horizon: string }>(
     `SELECT * FROM (
        SELECT i.id, i.when_updated, ${HORIZON} AS horizon,
               -- ORDER BY .. LIMIT 1 makes this an index probe; a plain EXISTS with the correlated row
               -- comparison is planned as a scan of the whole event log.
-              (SELECT o.tx_id FROM event_log o WHERE (o.tx_id, o.id) > (s.log_tx, s.log_id) ORDER BY o.tx_id, o.id LIMIT 1) AS next_tx,
+              -- Not read with the event log on Kafka ($1 false): the topic's consumers hand first attempts over.
+              CASE WHEN $1 THEN (SELECT o.tx_id FROM event_log o WHERE (o.tx_id, o.id) > (s.log_tx, s.log_id) ORDER BY o.tx_id, o.id LIMIT 1) END AS next_tx,
               (EXISTS (SELECT 1 FROM deliveries d WHERE d.integration_id = i.id AND d.status = 'PENDING'
                          AND d.next_attempt_at <= now() AND (d.lease_until IS NULL OR d.lease_until <= now()))
                OR EXISTS (SELECT 1 FROM delivery_claims c WHERE c.integration_id = i.id AND c.lease_until <= now())) AS other
          FROM integrations i JOIN integration_state s ON s.integration_id = i.id
         WHERE i.enabled AND i.deleted_at IS NULL AND (s.paused_until IS NULL OR s.paused_until <= now())
      ) x WHERE next_tx IS NOT NULL OR other`,
-    [],
+    [log],
     'delivery_due',
   );
   let waiting = false;

@@ -2,7 +2,7 @@
 // of their own, first attempts that succeeded, claimed and unread ones), the attempts of some events,
 // the result stream's pages, an integration's stats, and the figures /metrics exports.
 import type { Queryable } from '../../db/db.js';
-import { AFTER_START, COVERED, HORIZON, type Position } from './log.js';
+import { AFTER_START, COVERED, HORIZON, type Position, UNPUBLISHED } from './log.js';
 
 /** Deliveries not yet in a final state, over every integration (for /metrics; capped estimate). */
 export async function pendingTotal(q: Queryable): Promise<number> {
@@ -11,7 +11,7 @@ export async function pendingTotal(q: Queryable): Promise<number> {
           + (SELECT COALESCE(sum(cardinality(log_ids)), 0) FROM delivery_claims)::int8
           + (SELECT COALESCE(sum(LEAST(10001, (
                SELECT count(*) FROM (SELECT 1 FROM event_log o WHERE (o.tx_id, o.id) > (s.log_tx, s.log_id)
-                                       AND ${COVERED} AND ${AFTER_START} ORDER BY o.tx_id, o.id LIMIT 10001) x))), 0)
+                                       AND ${COVERED} AND ${AFTER_START} AND ${UNPUBLISHED} ORDER BY o.tx_id, o.id LIMIT 10001) x))), 0)
                FROM integration_state s JOIN integrations i ON i.id = s.integration_id WHERE i.deleted_at IS NULL)::int8 AS n`,
   );
   return Number(rows[0]?.n ?? 0);
@@ -63,7 +63,7 @@ export const DELIVERIES_OF_INTEGRATION = `(
          o.when_created, NULL
     FROM event_log o, integration_state s, integrations i
    WHERE s.integration_id = $1 AND i.id = $1 AND i.deleted_at IS NULL
-     AND (o.tx_id, o.id) > (s.log_tx, s.log_id) AND ${COVERED} AND ${AFTER_START}
+     AND (o.tx_id, o.id) > (s.log_tx, s.log_id) AND ${COVERED} AND ${AFTER_START} AND ${UNPUBLISHED}
 ) d`;
 
 export interface AttemptRow {
@@ -197,7 +197,7 @@ export async function stats(q: Queryable, integrationId: string): Promise<Integr
        + (SELECT COALESCE(sum(cardinality(c.log_ids)), 0) FROM delivery_claims c WHERE c.integration_id = $1)
        + (SELECT count(*) FROM (SELECT 1 FROM event_log o, integration_state s, integrations i
                                  WHERE s.integration_id = $1 AND i.id = $1 AND (o.tx_id, o.id) > (s.log_tx, s.log_id)
-                                   AND ${COVERED} AND ${AFTER_START} ORDER BY o.tx_id, o.id LIMIT 10000) x) AS pending,
+                                   AND ${COVERED} AND ${AFTER_START} AND ${UNPUBLISHED} ORDER BY o.tx_id, o.id LIMIT 10000) x) AS pending,
        (SELECT COALESCE(sum(cardinality(a.log_ids)), 0) FROM delivery_attempts a
          WHERE a.integration_id = $1 AND a.success AND a.when_attempted > now() - interval '1 hour') AS delivered_hour,
        (SELECT COALESCE(sum(cardinality(a.log_ids)), 0) FROM delivery_attempts a

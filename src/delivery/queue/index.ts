@@ -8,6 +8,7 @@
 //   history.ts  reads: deliveries, attempts, the result stream's pages, stats, /metrics figures
 //   pruning.ts  backlog expiry, retention and pruning of the event log, in bulk
 //   health.ts   integrations' health: failing, disabled after autoDisableAfterHours, recovered
+//   relay.ts    the event log on Kafka: the relay's position and lease, coverage, parking
 //
 // The tables: event_log (one row per stored event), integration_state (each integration's position,
 // 429 pause and token bucket), delivery_claims (events a worker took from the event log, under a lease),
@@ -20,5 +21,6 @@ export * from './health.js';
 export * from './history.js';
 export * from './log.js';
 export * from './pruning.js';
+export * from './relay.js';
 export * from './results.js';
 export * from './retries.js';

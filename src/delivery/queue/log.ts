@@ -17,6 +17,12 @@ export const EVENT_LOG_CHANNEL = 'tracking_event_log';
 /** Wakes this process's readers of the event log at once, after a commit that appended to it. */
 export const wakeReaders = (db: Db) => db.wake(EVENT_LOG_CHANNEL);
 
+/**
+ * The advisory lock (two int4 keys) between integrations' starts (shared) and the Kafka relay's
+ * reads (exclusive): see relay.ts.
+ */
+export const RELAY_LOCK = '1634955125, 0';
+
 /** The horizon: every transaction with a lower id has ended, so no event below it can still appear. */
 export const HORIZON = 'pg_snapshot_xmin(pg_current_snapshot())::text::bigint';
 
@@ -29,6 +35,13 @@ export const COVERED = `(o.object_type = ANY(i.object_types) AND o.owner_path &&
   AND (i.type_filters IS NULL OR NOT EXISTS (
     SELECT 1 FROM jsonb_each(i.type_filters -> o.object_type) AS f(field, allowed)
      WHERE NOT f.allowed @> jsonb_build_array(COALESCE(o.payload -> f.field, 'null'::jsonb)))))`;
+
+/**
+ * ...and not yet published to Kafka (EVENT_LOG=kafka): what the relay published is the consumers'
+ * to hand over, so it is not "after the position" any more, even before the integrations'
+ * positions follow the relay's (relay.ts). Always true in the PostgreSQL mode (no relay row).
+ */
+export const UNPUBLISHED = `NOT EXISTS (SELECT 1 FROM event_log_relay r WHERE (o.tx_id, o.id) <= (r.log_tx, r.log_id))`;
 
 /** ...and stored after the integration was created (not by a transaction it already saw committed). */
 export const AFTER_START = `(o.tx_id >= s.start_xmax OR o.tx_id = ANY(s.start_xip))`;
@@ -108,6 +121,8 @@ export async function appendEvents(
  * the creation, are delivered while those already committed are not.
  */
 export async function startIntegration(q: Queryable, integrationId: string): Promise<void> {
+  // With the event log on Kafka: no row is published until this creation commits (relay.ts).
+  await q.query(`SELECT pg_advisory_xact_lock_shared(${RELAY_LOCK})`);
   await q.query(
     `INSERT INTO integration_state (integration_id, tokens, log_tx, log_id, start_xmax, start_xip)
      SELECT $1, 'Infinity', pg_snapshot_xmin(s)::text::bigint, 0, pg_snapshot_xmax(s)::text::bigint,
@@ -140,7 +155,7 @@ export async function cancelIntegration(q: Queryable, integrationId: string): Pr
      ), ev AS (
        SELECT o.* FROM event_log o WHERE o.id IN (SELECT id FROM claimed)
        UNION ALL
-       SELECT o.* FROM event_log o, s, i WHERE (o.tx_id, o.id) > (s.log_tx, s.log_id) AND ${COVERED} AND ${AFTER_START}
+       SELECT o.* FROM event_log o, s, i WHERE (o.tx_id, o.id) > (s.log_tx, s.log_id) AND ${COVERED} AND ${AFTER_START} AND ${UNPUBLISHED}
      )
      INSERT INTO deliveries (integration_id, log_id, event_id, object_type, object_id, status, when_created, completed_at)
      SELECT $1, id, event_id, object_type, object_id, 'CANCELLED', when_created, now() FROM ev

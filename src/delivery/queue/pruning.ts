@@ -45,6 +45,15 @@ export async function sweep(db: Db, o: { succeededDays: number; failedDays: numb
       if (n === 0) break;
     }
   }
+  // Events parked in the retry queue without an attempt (the event log on Kafka: an integration
+  // disabled, paused or slow when they arrived) expire as unread events of the event log do.
+  await db.query(
+    `UPDATE deliveries d SET status = 'FAILED', completed_at = now(), last_error = 'backlog expired', lease_until = NULL
+       FROM integrations i
+      WHERE i.id = d.integration_id AND d.status = 'PENDING' AND d.attempts = 0 AND d.first_attempt_at IS NULL
+        AND (d.lease_until IS NULL OR d.lease_until <= now())
+        AND d.when_created < now() - make_interval(secs => i.max_backlog_hours * 3600)`,
+  );
   let removed = 0;
   const batched = async (sql: string, params: unknown[]) => {
     for (;;) {

@@ -3,7 +3,7 @@
 // Row leases with FOR UPDATE SKIP LOCKED: two workers never send the same retry.
 import type { Queryable } from '../../db/db.js';
 import type { ObjectType } from '../objects.js';
-import { AFTER_START, COVERED, type LogEvent, toEvent } from './log.js';
+import { AFTER_START, COVERED, type LogEvent, toEvent, UNPUBLISHED } from './log.js';
 
 /** A delivery of the retry queue, leased for one request. */
 export interface RetryDelivery extends LogEvent {
@@ -147,7 +147,7 @@ export async function redeliverOne(q: Queryable, integrationId: string, logId: s
     `SELECT 1 WHERE EXISTS (SELECT 1 FROM delivery_claims c WHERE c.integration_id = $1 AND $2::int8 = ANY(c.log_ids))
         OR EXISTS (SELECT 1 FROM event_log o, integration_state s, integrations i
                     WHERE o.id = $2 AND s.integration_id = $1 AND i.id = $1
-                      AND (o.tx_id, o.id) > (s.log_tx, s.log_id) AND ${COVERED} AND ${AFTER_START})`,
+                      AND (o.tx_id, o.id) > (s.log_tx, s.log_id) AND ${COVERED} AND ${AFTER_START} AND ${UNPUBLISHED})`,
     [integrationId, logId],
   );
   return pending.length > 0;

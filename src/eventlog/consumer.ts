@@ -1,0 +1,447 @@
+// The delivery processes as one consumer group (EVENT_LOG=kafka, API guide 17). Each process reads
+// the partitions the group gives it, fans every event out to the integrations that cover it, and
+// holds them for the engine, which claims them as it claims the PostgreSQL event log (the claim row,
+// under a lease, is what survives a crash; limits and fairness are decided with the integration's
+// state row locked, across instances).
+//
+// An event is handed over once, for every integration it is for, it sits in a committed claim or
+// in the retry queue. Offsets are committed only up to the first event not yet handed over, so a
+// crash or a partition moving to another process sends again what was not (at least once, never
+// lost). An integration that is disabled or paused, or whose events wait here longer than
+// PARK_AFTER_MS, has them parked in PostgreSQL's retry queue: no integration holds a partition back
+// for the others, and nothing waits on the topic's retention.
+import type { Consumer, Message, MessagesStream } from '@platformatic/kafka';
+import type { FastifyBaseLogger } from 'fastify';
+import type { Db } from '../db/db.js';
+import type { ObjectType } from '../delivery/objects.js';
+import * as queue from '../delivery/queue/index.js';
+import type { FirstAttemptSource, TakenEvents } from '../delivery/source.js';
+import { covers, parseOwnerPath, type TopicEvent } from './coverage.js';
+import { clientOptions, type EventLogConfig, ensureTopic, kafkaLib } from './kafka.js';
+import { EventLogRelay } from './relay.js';
+
+type Msg = Message<string, string, string, string>;
+
+/** One message of a partition, until every integration it is for has it. */
+interface Entry {
+  offset: bigint;
+  pending: number;
+  commit: Msg['commit'];
+}
+
+interface Held {
+  event: queue.LogEvent;
+  entry: Entry;
+  partition: number;
+  since: number;
+}
+
+/** Events held here at most before the topic is read further. */
+const MAX_HELD = 20_000;
+/** How long an event waits here for its integration's request slot before it is parked. */
+const PARK_AFTER_MS = 5_000;
+const COMMIT_EVERY_MS = 200;
+/** How long after a partition is assigned its events are checked against what was handed over. */
+const RECOVERY_MS = 30_000;
+
+export class KafkaFirstAttempts implements FirstAttemptSource {
+  private running = false;
+  private consumer?: Consumer<string, string, string, string>;
+  private stream?: MessagesStream<string, string, string, string>;
+  private starting?: Promise<void>;
+  private wake: () => void = () => {};
+  private readonly incoming: Msg[] = [];
+  private processing?: Promise<void>;
+  /** Partitions this process owns (the group's last assignment), and their messages in offset order. */
+  private assigned = new Set<number>();
+  private readonly parts = new Map<number, { entries: Entry[]; last: bigint }>();
+  private readonly held = new Map<string, Held[]>();
+  /** Partitions recently assigned to this process, until when their events are checked (handedOver). */
+  private readonly recovering = new Map<number, number>();
+  private heldCount = 0;
+  private paused = false;
+  private covered = new Map<string, queue.Coverage>();
+  private timer?: NodeJS.Timeout;
+  private maintaining = false;
+  /** For /metrics and tests. */
+  consumed = 0;
+  parked = 0;
+
+  /** This process's relay: the one holding the lease publishes, the others wait for it. */
+  readonly relay: EventLogRelay;
+
+  constructor(
+    private readonly db: Db,
+    private readonly cfg: EventLogConfig,
+    pollMs: number,
+    private readonly log: FastifyBaseLogger,
+  ) {
+    this.relay = new EventLogRelay(db, cfg, pollMs, log);
+  }
+
+  start(wake: () => void): void {
+    if (this.running) return;
+    this.running = true;
+    this.wake = wake;
+    this.relay.start();
+    this.starting = this.connect();
+    this.timer = setInterval(() => void this.maintain(), COMMIT_EVERY_MS);
+    this.timer.unref();
+  }
+
+  /** Joins the group, retrying while the cluster is away. */
+  private async connect(): Promise<void> {
+    let backoff = 500;
+    while (this.running) {
+      try {
+        const { Consumer, MessagesStreamModes, MessagesStreamFallbackModes, stringDeserializers } = await kafkaLib();
+        await ensureTopic(this.cfg);
+        const consumer = new Consumer<string, string, string, string>({
+          ...clientOptions(this.cfg, 'delivery'),
+          groupId: this.cfg.EVENT_LOG_GROUP,
+          deserializers: stringDeserializers,
+          autocommit: false,
+          sessionTimeout: 10_000,
+          heartbeatInterval: 1_000,
+          rebalanceTimeout: 20_000,
+          maxWaitTime: 200,
+        });
+        consumer.on('consumer:group:join', (p) => this.assign(p.assignments ?? []));
+        // The group lost (a coordinator gone for longer than the client's retries): join again.
+        consumer.on('error', (e: unknown) => this.rejoin(consumer, e));
+        this.consumer = consumer;
+        const stream = await consumer.consume({
+          topics: [this.cfg.EVENT_LOG_TOPIC],
+          mode: MessagesStreamModes.COMMITTED,
+          // A group's first start reads the topic from its beginning: the service made the topic.
+          fallbackMode: MessagesStreamFallbackModes.EARLIEST,
+          autocommit: false,
+          maxWaitTime: 200,
+        });
+        this.assign(consumer.assignments ?? []);
+        stream.on('data', (m: Msg) => this.arrive(m));
+        // A stream that fails (a broker gone for longer than the client's retries) is not read
+        // again: the consumer leaves and joins again, and reads on from the committed offsets.
+        stream.once('error', (e) => this.rejoin(consumer, e));
+        stream.once('close', () => this.rejoin(consumer, null));
+        this.stream = stream;
+        return;
+      } catch (e) {
+        this.log.warn({ err: e }, `joining the event log's consumer group failed; retrying in ${backoff} ms`);
+        const failed = this.consumer;
+        this.consumer = undefined; // before closing: its own 'error' must not start a second join
+        await failed?.close().catch(() => {});
+        await new Promise((r) => setTimeout(r, backoff));
+        backoff = Math.min(backoff * 2, 10_000);
+      }
+    }
+  }
+
+  private rejoin(consumer: Consumer<string, string, string, string>, e: unknown): void {
+    if (!this.running || this.consumer !== consumer) return;
+    this.log.warn({ err: e }, 'event log consumer failed; joining the group again');
+    const stream = this.stream;
+    this.stream = undefined;
+    this.consumer = undefined;
+    this.paused = false;
+    // What it held is not handed over: the next assignment reads it again.
+    this.assign([]);
+    this.starting = (async () => {
+      await stream?.close().catch(() => {});
+      await consumer.close().catch(() => {});
+      await new Promise((r) => setTimeout(r, 500));
+      await this.connect();
+    })();
+  }
+
+  /** A new assignment: what this process no longer owns is dropped (its next owner reads it again). */
+  private assign(assignments: { topic: string; partitions: number[] }[]): void {
+    const mine = new Set(assignments.find((a) => a.topic === this.cfg.EVENT_LOG_TOPIC)?.partitions ?? []);
+    // A partition new to this process is read again from its last committed offset: for a while,
+    // what it reads is checked against what its previous owner handed over.
+    for (const p of mine) if (!this.assigned.has(p)) this.recovering.set(p, Date.now() + RECOVERY_MS);
+    this.assigned = mine;
+    for (const p of [...this.parts.keys()]) if (!mine.has(p)) this.parts.delete(p);
+    for (const [id, list] of this.held) {
+      const kept = list.filter((h) => mine.has(h.partition));
+      this.heldCount -= list.length - kept.length;
+      if (kept.length) this.held.set(id, kept);
+      else this.held.delete(id);
+    }
+    this.log.info({ partitions: [...mine].sort((a, b) => a - b) }, 'event log partitions assigned');
+  }
+
+  private arrive(m: Msg): void {
+    this.incoming.push(m);
+    if (this.incoming.length + this.heldCount >= MAX_HELD) this.pause();
+    this.schedule();
+  }
+
+  private schedule(): void {
+    this.processing ??= this.process().finally(() => {
+      this.processing = undefined;
+      if (this.incoming.length && this.running) this.schedule();
+    });
+  }
+
+  private pause(): void {
+    if (this.paused) return;
+    this.paused = true;
+    this.stream?.pause();
+  }
+
+  private resumeIfRoom(): void {
+    if (this.paused && this.incoming.length + this.heldCount < MAX_HELD / 2) {
+      this.paused = false;
+      this.stream?.resume();
+    }
+  }
+
+  /**
+   * Fans the arrived messages out. The integrations are read after the messages arrived, so an
+   * integration whose creation committed before an event was published is in view (relay.ts).
+   */
+  private async process(): Promise<void> {
+    while (this.running && this.incoming.length) {
+      await new Promise((r) => setImmediate(r)); // gather what arrives together
+      let cov: queue.Coverage[];
+      try {
+        cov = await queue.coverage(this.db);
+      } catch (e) {
+        this.log.warn({ err: e }, 'reading integrations for the event log failed; retrying');
+        await new Promise((r) => setTimeout(r, 1000));
+        continue;
+      }
+      this.covered = new Map(cov.map((c) => [c.id, c]));
+      const batch = this.incoming.splice(0, this.incoming.length);
+      const park: Held[] = [];
+      const parkFor: string[] = [];
+      const now = Date.now();
+      let seen = new Set<string>();
+      try {
+        seen = await this.alreadyHanded(batch, cov, now);
+      } catch (e) {
+        this.log.warn({ err: e }, 'reading what was handed over failed; retrying');
+        this.incoming.unshift(...batch);
+        await new Promise((r) => setTimeout(r, 1000));
+        continue;
+      }
+      for (const m of batch) {
+        if (!this.assigned.has(m.partition)) continue;
+        let part = this.parts.get(m.partition);
+        if (!part) {
+          part = { entries: [], last: -1n };
+          this.parts.set(m.partition, part);
+        }
+        if (m.offset <= part.last) continue; // read again after a rejoin: already here
+        part.last = m.offset;
+        this.consumed++;
+        const entry: Entry = { offset: m.offset, pending: 0, commit: m.commit };
+        part.entries.push(entry);
+        const e = toTopicEvent(m);
+        if (!e) {
+          this.log.error({ partition: m.partition, offset: String(m.offset) }, 'event log message without its headers; skipped');
+          continue;
+        }
+        let parsed: Record<string, unknown> | undefined;
+        const payload = () => (parsed ??= JSON.parse(e.payload) as Record<string, unknown>);
+        const event: queue.LogEvent = {
+          pos: e.id,
+          eventId: e.eventId,
+          objectType: e.objectType as ObjectType,
+          objectId: e.objectId,
+          payload: e.payload,
+          whenCreated: e.whenCreated,
+        };
+        for (const c of cov) {
+          if (!covers(c, e, payload)) continue;
+          if (seen.has(`${c.id}:${e.id}`)) continue;
+          entry.pending++;
+          const h: Held = { event, entry, partition: m.partition, since: now };
+          if (!c.enabled || c.paused) {
+            park.push(h);
+            parkFor.push(c.id);
+            continue;
+          }
+          const list = this.held.get(c.id);
+          if (list) list.push(h);
+          else this.held.set(c.id, [h]);
+          this.heldCount++;
+        }
+      }
+      if (park.length) await this.park(park, parkFor);
+      if (this.heldCount) this.wake();
+    }
+  }
+
+  /** The (integration, event) pairs of recovering partitions' messages that were handed over already. */
+  private async alreadyHanded(batch: Msg[], cov: queue.Coverage[], now: number): Promise<Set<string>> {
+    for (const [p, until] of this.recovering) if (until < now) this.recovering.delete(p);
+    if (!this.recovering.size) return new Set();
+    const pairs: { integrationId: string; logId: string }[] = [];
+    for (const m of batch) {
+      if (!this.recovering.has(m.partition)) continue;
+      const e = toTopicEvent(m);
+      if (!e) continue;
+      let parsed: Record<string, unknown> | undefined;
+      const payload = () => (parsed ??= JSON.parse(e.payload) as Record<string, unknown>);
+      for (const c of cov) if (covers(c, e, payload)) pairs.push({ integrationId: c.id, logId: e.id });
+    }
+    return queue.handedOver(this.db, pairs);
+  }
+
+  /** Parks events in the retry queue; on failure they wait here and are parked again later. */
+  private async park(items: Held[], integrationIds: string[]): Promise<boolean> {
+    try {
+      await queue.parkEvents(
+        this.db,
+        items.map((h, i) => ({ integrationId: integrationIds[i]!, logId: h.event.pos })),
+      );
+    } catch (e) {
+      this.log.warn({ err: e, events: items.length }, 'parking events in the retry queue failed; they wait');
+      items.forEach((h, i) => {
+        const id = integrationIds[i]!;
+        const list = this.held.get(id);
+        if (list) list.unshift(h);
+        else this.held.set(id, [h]);
+        this.heldCount++;
+      });
+      return false;
+    }
+    for (const h of items) h.entry.pending--;
+    this.parked += items.length;
+    return true;
+  }
+
+  /**
+   * Every half second: events of integrations disabled, paused or deleted since, and events that
+   * waited too long, leave (parked, or dropped for a deleted integration); then offsets are
+   * committed up to the first event not yet handed over, per partition.
+   */
+  private async maintain(): Promise<void> {
+    if (this.maintaining || !this.running) return;
+    this.maintaining = true;
+    try {
+      const now = Date.now();
+      const park: Held[] = [];
+      const parkFor: string[] = [];
+      const stale = [...this.held].some(([, list]) => now - list[0]!.since > PARK_AFTER_MS);
+      if (stale || this.held.size) {
+        try {
+          this.covered = new Map((await queue.coverage(this.db)).map((c) => [c.id, c]));
+        } catch {
+          // The database is away: the engine cannot claim either; next turn.
+          return;
+        }
+      }
+      for (const [id, list] of [...this.held]) {
+        const c = this.covered.get(id);
+        if (!c) {
+          // Deleted: its pending events were cancelled with it.
+          for (const h of list) h.entry.pending--;
+        } else if (!c.enabled || c.paused || now - list[0]!.since > PARK_AFTER_MS) {
+          for (const h of list) {
+            park.push(h);
+            parkFor.push(id);
+          }
+        } else continue;
+        this.held.delete(id);
+        this.heldCount -= list.length;
+      }
+      if (park.length) await this.park(park, parkFor);
+      this.resumeIfRoom();
+      await this.commit();
+    } finally {
+      this.maintaining = false;
+    }
+  }
+
+  /** Commits, per partition owned, the offset after the last message every earlier one of which is handed over. */
+  private async commit(): Promise<void> {
+    for (const [p, part] of this.parts) {
+      if (!this.assigned.has(p)) continue;
+      let n = 0;
+      while (n < part.entries.length && part.entries[n]!.pending <= 0) n++;
+      if (!n) continue;
+      const last = part.entries[n - 1]!;
+      part.entries.splice(0, n);
+      try {
+        await last.commit();
+      } catch (e) {
+        // A rebalance under way: the next commit of this partition covers it, or its next owner reads it again.
+        this.log.debug({ err: e, partition: p }, 'committing an event log offset failed');
+      }
+    }
+  }
+
+  due(): queue.DueIntegration[] {
+    const out: queue.DueIntegration[] = [];
+    for (const id of this.held.keys()) {
+      const c = this.covered.get(id);
+      if (c?.enabled && !c.paused) out.push({ id, whenUpdated: c.whenUpdated });
+    }
+    return out;
+  }
+
+  take(integrationId: string, accept: (e: queue.LogEvent) => boolean): TakenEvents & { held?: Held[] } {
+    const list = this.held.get(integrationId);
+    if (!list) return { integrationId, events: [] };
+    let n = 0;
+    while (n < list.length && accept(list[n]!.event)) n++;
+    const taken = list.splice(0, n);
+    if (!list.length) this.held.delete(integrationId);
+    this.heldCount -= n;
+    return { integrationId, events: taken.map((h) => h.event), held: taken };
+  }
+
+  settle(t: TakenEvents & { held?: Held[] }, committed: boolean): void {
+    const items = t.held ?? [];
+    if (committed) {
+      for (const h of items) h.entry.pending--;
+      this.resumeIfRoom();
+      return;
+    }
+    const mine = items.filter((h) => this.assigned.has(h.partition));
+    if (!mine.length) return;
+    const list = this.held.get(t.integrationId);
+    if (list) list.unshift(...mine);
+    else this.held.set(t.integrationId, mine);
+    this.heldCount += mine.length;
+  }
+
+  async stop(): Promise<void> {
+    if (!this.running) return;
+    this.running = false;
+    clearInterval(this.timer);
+    await this.starting;
+    await this.processing;
+    await this.commit().catch(() => {});
+    // Leaving the group hands the partitions to the others at once.
+    await this.stream?.close().catch(() => {});
+    await this.consumer?.close().catch(() => {});
+    await this.relay.stop();
+  }
+}
+
+/** The event a message carries (its headers, set by the relay), or null when they are missing. */
+function toTopicEvent(m: Msg): TopicEvent | null {
+  const h = m.headers;
+  const id = h.get('id');
+  const tx = h.get('tx');
+  const eventId = h.get('event-id');
+  const type = h.get('type');
+  const objectId = h.get('object-id');
+  const path = h.get('owner-path');
+  const at = h.get('at');
+  if (!id || !tx || !eventId || !type || objectId === undefined || !path || !at || typeof m.value !== 'string') return null;
+  return {
+    id,
+    tx: BigInt(tx),
+    eventId,
+    objectType: type,
+    objectId,
+    ownerPath: parseOwnerPath(path),
+    whenCreated: new Date(at),
+    payload: m.value,
+  };
+}

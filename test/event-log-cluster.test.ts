@@ -1,0 +1,144 @@
+// @test-lanes kafka
+// The event log on a 3-broker Kafka cluster (KRaft, scripts/kafka.sh) with 3 service instances as
+// one consumer group, on PostgreSQL (API guide 17). While 50,000 records are stored and delivered,
+// one instance is killed (SIGKILL) and one broker stopped. Then every event has reached the
+// receiver, duplicates are counted and bounded, and on the topic one asset's events are in store
+// order on one partition. Runs in the kafka lane only (scripts/test.mjs): Node 26 in CI.
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import crypto from 'node:crypto';
+import { test } from 'node:test';
+import pg from 'pg';
+import { kafkaCluster, stopKafkaCluster } from './brokers.js';
+import { createTestDatabase, undelivered } from './helpers.js';
+import { Receiver } from './receiver.js';
+import { type ServiceProcess, serviceProcess } from './service-process.js';
+
+const RECORDS = 50_000;
+const POST_SIZE = 1000;
+const ASSETS = 200;
+const TOPIC = 'tracking.event-log';
+
+test('3 brokers, 3 instances: SIGKILL of one instance and a broker stopped while 50,000 records are stored and delivered', {
+  timeout: 600_000,
+}, async (t) => {
+  const nodes = await kafkaCluster('event-log', 29300, 3);
+  t.after(() => stopKafkaCluster(nodes.map((n) => n.name)));
+  const brokers = nodes.map((n) => n.plaintext).join(',');
+  const databaseUrl = await createTestDatabase();
+
+  const delivered = new Map<string, number>(); // event id -> receipts
+  const rx = await new Receiver().start();
+  t.after(() => rx.close());
+  rx.on('/hook', (r) => {
+    for (const o of JSON.parse(r.body) as { eventId: string }[]) delivered.set(o.eventId, (delivered.get(o.eventId) ?? 0) + 1);
+    return { status: 200 };
+  });
+
+  const env = {
+    PUSH_ALLOW_HTTP: 'true',
+    PUSH_ALLOWED_NETWORKS: '127.0.0.0/8',
+    SECRETS_KEY: crypto.randomBytes(32).toString('hex'),
+    EVENT_LOG: 'kafka',
+    EVENT_LOG_KAFKA_BROKERS: brokers,
+    EVENT_LOG_TOPIC: TOPIC,
+    EVENT_LOG_GROUP: 'tracking.delivery',
+    EVENT_LOG_PARTITIONS: '12',
+    DELIVERY_LEASE_SECONDS: '5',
+    DELIVERY_POLL_MS: '200',
+    DB_POOL_SIZE: '5',
+    LOG_LEVEL: process.env.TEST_SERVICE_LOG_LEVEL ?? 'error',
+  };
+  const svcs: ServiceProcess[] = [];
+  for (let i = 0; i < 3; i++) {
+    const s = await serviceProcess(databaseUrl, env);
+    t.after(() => s.kill());
+    svcs.push(s);
+  }
+  const [a, victim, c] = svcs as [ServiceProcess, ServiceProcess, ServiceProcess];
+  const owner = (await a.api('POST', '/owners', { name: 'cluster-fleet' })).body;
+  const assets: string[] = [];
+  for (let i = 0; i < ASSETS; i++) assets.push((await a.api('POST', '/assets', { name: `CL${i}`, ownerId: owner.id })).body.id);
+  const hook = await a.api('POST', '/integrations', {
+    name: 'cluster-hook',
+    channel: 'webhook',
+    ownerIds: [owner.id],
+    objectTypes: ['location'],
+    destination: `${rx.url}/hook`,
+    retry: { scheduleSeconds: [0.2, 0.5], maxAttempts: 1000, deadlineHours: 1 },
+    webhook: { mode: 'batch', batchSize: 100, maxConcurrentRequests: 8, timeoutMs: 10_000, injectEventId: true },
+  });
+  assert.equal(hook.status, 201, JSON.stringify(hook.body));
+
+  // Stored through the two instances that stay; the third (delivering and perhaps relaying) is
+  // killed after a third of the posts, a broker stopped after half.
+  let seq = 0;
+  const posts = RECORDS / POST_SIZE;
+  for (let p = 0; p < posts; p++) {
+    const items = Array.from({ length: POST_SIZE }, () => ({
+      assetId: assets[seq % ASSETS],
+      latitude: ((seq++ * 7) % 170) - 85,
+      longitude: 10,
+      whenCreated: new Date(Date.now() - 3600_000 + seq).toISOString(),
+    }));
+    const r = await (p % 2 ? a : c).api('POST', '/locations', items);
+    assert.equal(r.status, 201, JSON.stringify(r.body).slice(0, 300));
+    if (p === Math.floor(posts / 3)) victim.kill();
+    if (p === Math.floor(posts / 2)) await nodes[2]!.stop();
+  }
+
+  const db = new pg.Client({ connectionString: databaseUrl });
+  await db.connect();
+  t.after(() => db.end());
+  const events = (await db.query<{ event_id: string }>("SELECT event_id FROM event_log WHERE object_type = 'location'")).rows.map(
+    (r) => r.event_id,
+  );
+  assert.equal(events.length, RECORDS);
+  await rx.waitFor(() => events.every((e) => delivered.has(e)), 300_000, 'every event delivered');
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    const n = await undelivered(db);
+    if (n === 0) break;
+    if (Date.now() > deadline) throw new Error(`${n} deliveries still not SUCCEEDED`);
+    await new Promise((r) => setTimeout(r, 500));
+  }
+  let duplicates = 0;
+  for (const n of delivered.values()) duplicates += n - 1;
+
+  // The topic, read whole with kcat (the stopped broker's partitions have moved to the others):
+  // each asset on one partition, its events (first appearances: a relay that died republishes a
+  // batch) in the order they were stored.
+  const kc = spawnSync('kcat', ['-b', brokers, '-C', '-t', TOPIC, '-e', '-q', '-f', '%k %p %h\n'], {
+    encoding: 'utf8',
+    maxBuffer: 64 * 1024 * 1024,
+    timeout: 120_000,
+  });
+  assert.equal(kc.status, 0, kc.stderr);
+  const partitionOf = new Map<string, number>();
+  const lastId = new Map<string, bigint>();
+  const seen = new Set<string>();
+  let messages = 0;
+  for (const line of kc.stdout.split('\n')) {
+    if (!line) continue;
+    messages++;
+    const [key, partition, headers] = line.split(' ') as [string, string, string];
+    const id = /(?:^|,)id=(\d+)/.exec(headers)?.[1];
+    assert.ok(id, line);
+    const p = Number(partition);
+    assert.equal(partitionOf.get(key) ?? p, p, `asset ${key} on one partition`);
+    partitionOf.set(key, p);
+    if (seen.has(id)) continue;
+    seen.add(id);
+    const prev = lastId.get(key) ?? -1n;
+    assert.ok(BigInt(id) > prev, `asset ${key}: event ${id} after ${prev}`);
+    lastId.set(key, BigInt(id));
+  }
+  assert.ok(seen.size >= RECORDS, `${seen.size} events on the topic`);
+  console.log(
+    `event log cluster: ${RECORDS} records stored and delivered by 3 instances (one SIGKILLed) on 3 brokers (one stopped); ` +
+      `${rx.for('/hook').length} requests, ${duplicates} duplicate receipts (${((100 * duplicates) / RECORDS).toFixed(1)}%); ` +
+      `${messages} messages on the topic (${messages - seen.size} republished)`,
+  );
+  // At least once: a partition that moved is read again from its last committed offset.
+  assert.ok(duplicates <= RECORDS / 2, `${duplicates} duplicates`);
+});

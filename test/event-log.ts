@@ -1,0 +1,19 @@
+// The event log's mode for a test app (TEST_EVENT_LOG=kafka, the test runner's kafka lane): the
+// delivery tests run as they are, with the event log relayed to the shared Kafka broker
+// (scripts/kafka.sh, TEST_KAFKA_BROKERS) and delivered by the consumer group. Each database gets a
+// topic and a group of its own, so test files running side by side never read each other's events.
+export const TEST_EVENT_LOG = (process.env.TEST_EVENT_LOG ?? 'postgres') as 'postgres' | 'kafka';
+export const TEST_KAFKA_BROKERS = process.env.TEST_KAFKA_BROKERS ?? '127.0.0.1:19092';
+
+/** The settings that put a service on `databaseUrl` in the lane's mode (none in the PostgreSQL mode). */
+export function eventLogEnv(databaseUrl: string | undefined): Record<string, string> {
+  if (TEST_EVENT_LOG !== 'kafka' || !databaseUrl) return {};
+  const name = new URL(databaseUrl).pathname.slice(1).replace(/[^A-Za-z0-9._-]/g, '_');
+  return {
+    EVENT_LOG: 'kafka',
+    EVENT_LOG_KAFKA_BROKERS: TEST_KAFKA_BROKERS,
+    EVENT_LOG_TOPIC: `tracking.event-log.${name}`,
+    EVENT_LOG_GROUP: `tracking.delivery.${name}`,
+    EVENT_LOG_PARTITIONS: '4',
+  };
+}
