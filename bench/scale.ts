@@ -124,13 +124,18 @@ const KAFKA_BROKERS = process.env.BENCH_KAFKA_BROKERS ?? '127.0.0.1:19092';
 
 /** Both modes, the PostgreSQL one first, each on a fresh database of its own. */
 export async function runScaleBench(): Promise<ScaleRow[]> {
-  const out = await runScaleMode('postgres');
-  if (process.env.BENCH_KAFKA !== '0') {
+  const modes = (process.env.BENCH_SCALE_MODES ?? 'postgres kafka').split(/\s+/).filter(Boolean);
+  const out: ScaleRow[] = [];
+  if (modes.includes('postgres')) out.push(...(await runScaleMode('postgres')));
+  if (modes.includes('kafka')) {
     execFileSync('bash', ['scripts/kafka.sh', 'start'], { stdio: 'inherit' });
     out.push(...(await runScaleMode('kafka')));
   }
   return out;
 }
+
+/** Integrations of the phase where each covers one owner's fleet of many. */
+const FLEETS = 20;
 
 async function runScaleMode(mode: 'postgres' | 'kafka'): Promise<ScaleRow[]> {
   const url = await freshDatabase(`tracking_bench_scale_${mode === 'postgres' ? 'pg' : 'kafka'}`);
@@ -209,6 +214,46 @@ async function runScaleMode(mode: 'postgres' | 'kafka'): Promise<ScaleRow[]> {
         eventsPerSecond: round(EVENTS / seconds),
       });
       console.error(`${label(webhookMode)}: ${JSON.stringify(shown(event))}`);
+    }
+
+    // Many integrations, each for one owner's fleet: the PostgreSQL mode reads the event log once
+    // per integration (passing over the others' events), the Kafka mode fans each event out once.
+    {
+      const fleets: { ownerId: string; assets: string[]; sink: ReturnType<Receiver['sink']>; id: string }[] = [];
+      for (let f = 0; f < FLEETS; f++) {
+        const o = await ownerWithAssets(api, `scale-fleet${f}`, 5);
+        const sink = rx.sink(`scale-fleet${f}`);
+        const integ = await api.call('POST', '/integrations', {
+          name: `scale-fleet${f}`,
+          channel: 'webhook',
+          ownerIds: [o.ownerId],
+          objectTypes: ['location'],
+          destination: rx.url(sink),
+          webhook: { mode: 'single', maxConcurrentRequests: 16 },
+        });
+        fleets.push({ ...o, sink, id: integ.id as string });
+      }
+      const assets = fleets.flatMap((f) => f.assets);
+      let seconds = 0;
+      const both = await measured(async () => {
+        const t0 = Date.now();
+        await ingestClosedLoop(api, assets, EVENTS / BULK, BULK, 2);
+        for (const f of fleets) {
+          if (!(await waitArrivals(f.sink, EVENTS / FLEETS, 600_000)))
+            throw new Error(`scale: fleet delivered ${f.sink.count} of ${EVENTS / FLEETS}`);
+        }
+        seconds = (Math.max(...fleets.map((f) => f.sink.lastArrival)) - t0) / 1000;
+      }, EVENTS);
+      for (const f of fleets) await retire(api, f.id);
+      const event = minus(both, record);
+      out.push({
+        mode,
+        phase: `webhook single, ${FLEETS} integrations`,
+        per: 'delivered event',
+        ...shown(event),
+        eventsPerSecond: round(EVENTS / seconds),
+      });
+      console.error(`${label(`${FLEETS} integrations`)}: ${JSON.stringify(shown(event))}`);
     }
 
     // A backlog stored while no instance delivers, then drained by 1, 2 and 3 instances started

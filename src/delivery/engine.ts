@@ -163,6 +163,11 @@ export class DeliveryEngine {
   /** Results the database refused even without their response (for /metrics): see flush(). */
   resultsParked = 0;
 
+  /** The Kafka event log's counters in this process (zeros in the PostgreSQL mode). */
+  get eventLog(): { published: number; consumed: number; parked: number } {
+    return this.source?.counts() ?? { published: 0, consumed: 0, parked: 0 };
+  }
+
   constructor(
     private readonly db: Db,
     private readonly secretsKey: Buffer,

@@ -23,6 +23,7 @@ const report = () => {
     requestsSent: engine.requestsSent,
     resultsParked: engine.resultsParked,
     statements: raw.counts?.statements ?? 0,
+    ...engine.eventLog,
   };
   if (process.connected) process.send?.(r);
 };

@@ -28,6 +28,8 @@ export interface DeliveryCounters {
   readonly resultsParked: number;
   /** Statements sent to PostgreSQL by delivery processes of their own (0 when delivery runs in this process). */
   readonly statements?: number;
+  /** The Kafka event log: events published by the relays, read from the topic, parked in the retry queue. */
+  readonly eventLog: { published: number; consumed: number; parked: number };
   stop(): Promise<void>;
 }
 
@@ -60,6 +62,9 @@ export interface DeliveryReport {
   requestsSent: number;
   resultsParked: number;
   statements: number;
+  published?: number;
+  consumed?: number;
+  parked?: number;
 }
 
 const here = fileURLToPath(import.meta.url);
@@ -111,6 +116,7 @@ export class DeliveryProcesses implements DeliveryCounters {
       this.gone.requestsSent += child.report.requestsSent;
       this.gone.resultsParked += child.report.resultsParked;
       this.gone.statements += child.report.statements;
+      for (const k of ['published', 'consumed', 'parked'] as const) this.gone[k] = (this.gone[k] ?? 0) + (child.report[k] ?? 0);
       if (this.children.get(slot) === child) this.children.delete(slot);
       if (this.stopping) return;
       // A process that ran a minute was healthy: its restart starts the backoff afresh.
@@ -128,9 +134,13 @@ export class DeliveryProcesses implements DeliveryCounters {
   }
 
   private sum(key: keyof DeliveryReport): number {
-    let n = this.gone[key];
-    for (const c of this.children.values()) n += c.report[key];
+    let n = this.gone[key] ?? 0;
+    for (const c of this.children.values()) n += c.report[key] ?? 0;
     return n;
+  }
+
+  get eventLog() {
+    return { published: this.sum('published'), consumed: this.sum('consumed'), parked: this.sum('parked') };
   }
 
   get requestsSent(): number {

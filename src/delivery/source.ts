@@ -23,4 +23,6 @@ export interface FirstAttemptSource {
   take(integrationId: string, accept: (e: LogEvent) => boolean): TakenEvents;
   /** After the claim's transaction: committed (the events are the claim's now) or not (they wait again). */
   settle(t: TakenEvents, committed: boolean): void;
+  /** Events this process published (its relay), read from the topic, and parked (for /metrics). */
+  counts(): { published: number; consumed: number; parked: number };
 }

@@ -56,8 +56,12 @@ export class KafkaFirstAttempts implements FirstAttemptSource {
   private assigned = new Set<number>();
   private readonly parts = new Map<number, { entries: Entry[]; last: bigint }>();
   private readonly held = new Map<string, Held[]>();
-  /** Partitions recently assigned to this process, until when their events are checked (handedOver). */
-  private readonly recovering = new Map<number, number>();
+  /**
+   * Partitions recently assigned to this process: until when, and which of their events (published
+   * before the assignment, a second's clock skew allowed: a previous owner can have consumed no
+   * later one) are checked against what was handed over (handedOver).
+   */
+  private readonly recovering = new Map<number, { until: number; publishedBefore: number }>();
   private heldCount = 0;
   private paused = false;
   private covered = new Map<string, queue.Coverage>();
@@ -159,7 +163,8 @@ export class KafkaFirstAttempts implements FirstAttemptSource {
     const mine = new Set(assignments.find((a) => a.topic === this.cfg.EVENT_LOG_TOPIC)?.partitions ?? []);
     // A partition new to this process is read again from its last committed offset: for a while,
     // what it reads is checked against what its previous owner handed over.
-    for (const p of mine) if (!this.assigned.has(p)) this.recovering.set(p, Date.now() + RECOVERY_MS);
+    const now = Date.now();
+    for (const p of mine) if (!this.assigned.has(p)) this.recovering.set(p, { until: now + RECOVERY_MS, publishedBefore: now + 1000 });
     this.assigned = mine;
     for (const p of [...this.parts.keys()]) if (!mine.has(p)) this.parts.delete(p);
     for (const [id, list] of this.held) {
@@ -276,11 +281,12 @@ export class KafkaFirstAttempts implements FirstAttemptSource {
 
   /** The (integration, event) pairs of recovering partitions' messages that were handed over already. */
   private async alreadyHanded(batch: Msg[], cov: queue.Coverage[], now: number): Promise<Set<string>> {
-    for (const [p, until] of this.recovering) if (until < now) this.recovering.delete(p);
+    for (const [p, r] of this.recovering) if (r.until < now) this.recovering.delete(p);
     if (!this.recovering.size) return new Set();
     const pairs: { integrationId: string; logId: string }[] = [];
     for (const m of batch) {
-      if (!this.recovering.has(m.partition)) continue;
+      const r = this.recovering.get(m.partition);
+      if (!r || Number(m.timestamp) > r.publishedBefore) continue;
       const e = toTopicEvent(m);
       if (!e) continue;
       let parsed: Record<string, unknown> | undefined;
@@ -372,6 +378,10 @@ export class KafkaFirstAttempts implements FirstAttemptSource {
         this.log.debug({ err: e, partition: p }, 'committing an event log offset failed');
       }
     }
+  }
+
+  counts() {
+    return { published: this.relay.published, consumed: this.consumed, parked: this.parked };
   }
 
   due(): queue.DueIntegration[] {

@@ -8,6 +8,7 @@ import fp from 'fastify-plugin';
 import client from 'prom-client';
 import type { Db } from '../db/db.js';
 import { oldestTransactionAge, pendingTotal } from '../delivery/queue/index.js';
+import { consumerLag } from '../eventlog/kafka.js';
 
 const require = createRequire(import.meta.url);
 const swaggerUiDir = path.dirname(require.resolve('swagger-ui-dist/package.json'));
@@ -190,6 +191,27 @@ export const opsRoutes = fp(async function opsRoutes(app: FastifyInstance, { db 
     collect() {
       this.set({ target: 'replica' }, replica?.served.replica ?? 0);
       this.set({ target: 'primary' }, replica?.served.primary ?? 0);
+    },
+  });
+  const kafkaLog = app.services.cfg.EVENT_LOG === 'kafka';
+  new client.Gauge({
+    name: 'event_log_events_total',
+    help: "The event log on Kafka (EVENT_LOG=kafka): events published by this instance's relay, read from the topic by its delivery processes, and parked in the retry queue",
+    labelNames: ['stage'],
+    registers: kafkaLog ? [registry] : [],
+    collect() {
+      const c = app.services.delivery?.eventLog ?? { published: 0, consumed: 0, parked: 0 };
+      this.set({ stage: 'published' }, c.published);
+      this.set({ stage: 'consumed' }, c.consumed);
+      this.set({ stage: 'parked' }, c.parked);
+    },
+  });
+  new client.Gauge({
+    name: 'event_log_consumer_lag',
+    help: "The event log on Kafka: events on the topic the delivery processes' consumer group has not handed over yet (-1 while the cluster cannot be asked)",
+    registers: kafkaLog ? [registry] : [],
+    async collect() {
+      this.set(await consumerLag(app.services.cfg).catch(() => -1));
     },
   });
   new client.Gauge({

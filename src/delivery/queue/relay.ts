@@ -203,7 +203,8 @@ export async function handedOver(q: Queryable, pairs: { integrationId: string; l
     `WITH r AS (SELECT * FROM unnest($1::uuid[], $2::int8[]) AS r(i, l)),
      recent AS (
        SELECT DISTINCT a.integration_id AS i, x AS l FROM delivery_attempts a, unnest(a.log_ids) AS x
-        WHERE a.when_attempted > now() - interval '1 minute' AND a.integration_id = ANY($1::uuid[]) AND x = ANY($2::int8[])
+        WHERE a.when_attempted > now() - interval '1 minute' AND a.claim_id IS NOT NULL
+          AND a.integration_id = ANY($1::uuid[]) AND x = ANY($2::int8[])
      )
      SELECT r.i::text || ':' || r.l::text AS k FROM r
       WHERE EXISTS (SELECT 1 FROM deliveries d WHERE d.integration_id = r.i AND d.log_id = r.l)
