@@ -11,6 +11,7 @@ import { Webhook } from 'standardwebhooks';
 import { addressPolicy, vetUrl, vettedLookup } from '../src/delivery/address.js';
 import { closeAgents, sendWebhook } from '../src/delivery/channels/webhook/webhook.js';
 import type { IntegrationConfig } from '../src/delivery/integrations/model.js';
+import { TEST_EVENT_LOG, TEST_KAFKA_BROKERS } from './event-log.js';
 import { bad, deliveryHistory, fleet, ownerWithKey, startApp, storeLocations, type TestApp } from './helpers.js';
 import { assertBucket, Receiver } from './receiver.js';
 
@@ -755,3 +756,23 @@ test('credentials are stored encrypted; a disabled integration keeps its pending
   });
   assert.equal(again.status, 201, again.raw);
 });
+
+if (TEST_EVENT_LOG === 'kafka') {
+  test("the event log's broker is never a destination: a Kafka integration, MQTT or webhook at its address and port is a 400", async () => {
+    const o = await ownerWithKey(ta, `event-log-broker-${++n}`);
+    const [host, port] = TEST_KAFKA_BROKERS.split(',')[0]!.split(':') as [string, string];
+    for (const [channel, settings] of [
+      ['kafka', { destination: 'x', kafka: { brokers: [`${host}:${port}`] } }],
+      ['kafka', { destination: 'x', kafka: { brokers: [`localhost:${port}`] } }],
+      ['mqtt', { destination: 'x', mqtt: { url: `mqtt://${host}:${port}` } }],
+      ['webhook', { destination: `http://${host}:${port}/x` }],
+    ] as const) {
+      const r = await ta.call('POST', '/api/v1/integrations', {
+        token: ta.adminToken,
+        body: { name: `evlog-${channel}-${++n}`, channel, ownerIds: [o.ownerId], objectTypes: ['location'], ...settings },
+      });
+      assert.equal(r.status, 400, `${channel}: ${r.raw}`);
+      assert.match(r.body.message, /EVENT_LOG_KAFKA_BROKERS/, channel);
+    }
+  });
+}

@@ -103,7 +103,8 @@ test('3 brokers, 3 instances: SIGKILL of one instance and a broker stopped while
     await new Promise((r) => setTimeout(r, 500));
   }
   // /metrics: the group's lag reaches 0 once every offset behind the handed-over events is committed.
-  const metric = async (name: string) => Number(new RegExp(`^${name} (-?[\\d.]+)$`, 'm').exec(await (await fetch(`${a.base}/metrics`)).text())?.[1]);
+  const metric = async (name: string) =>
+    Number(new RegExp(`^${name} (-?[\\d.]+)$`, 'm').exec(await (await fetch(`${a.base}/metrics`)).text())?.[1]);
   for (const end = Date.now() + 60_000; (await metric('event_log_consumer_lag')) !== 0; ) {
     assert.ok(Date.now() < end, `consumer lag ${await metric('event_log_consumer_lag')}`);
     await new Promise((r) => setTimeout(r, 500));
