@@ -10,12 +10,12 @@ import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import mqtt from 'mqtt';
 import pg from 'pg';
-import { kafkaBroker, kcatConsume, mosquittoBroker } from './brokers.js';
+import { kafkaBroker, kcatConsume, LANE_PORT_OFFSET, mosquittoBroker, TEST_LANE } from './brokers.js';
 import { createTestDatabase, TEST_DB, undelivered, waitFor } from './helpers.js';
 import { serviceProcess } from './service-process.js';
 
-const MQTT_PORT_BASE = 18870; // 18870-18873
-const KAFKA_PORT_BASE = 19192; // 19192-19197
+const MQTT_PORT_BASE = 18870 + LANE_PORT_OFFSET; // 18870-18873 (the kafka lane's 20870-20873)
+const KAFKA_PORT_BASE = 19192 + LANE_PORT_OFFSET; // 19192-19197 (the kafka lane's 21192-21197)
 const POSTS = 24;
 const POST_SIZE = 50;
 const BROKER_DOWN_AT = 8;
@@ -45,7 +45,7 @@ if (TEST_DB === 'postgres') {
       let sub: mqtt.MqttClient | undefined;
 
       if (c.channel === 'mqtt') {
-        const mq = await mosquittoBroker('outage-mqtt', MQTT_PORT_BASE, { persistence: true });
+        const mq = await mosquittoBroker(`outage-mqtt-${TEST_LANE}`, MQTT_PORT_BASE, { persistence: true });
         await mq.start();
         broker = mq;
         // The consumer: a persistent session (clean start off, an hour's expiry), so what the broker
@@ -76,7 +76,7 @@ if (TEST_DB === 'postgres') {
           );
         };
       } else {
-        const kb = await kafkaBroker('outage', KAFKA_PORT_BASE);
+        const kb = await kafkaBroker(TEST_LANE === 'postgres' ? 'outage' : `outage-${TEST_LANE}`, KAFKA_PORT_BASE);
         broker = kb;
         after(() => kb.stop());
         settings = { kafka: { brokers: [kb.plaintext], acks: c.acks, timeoutMs: 3000 } };

@@ -213,10 +213,12 @@ export interface KafkaBroker extends TestBroker {
 }
 
 /**
- * Added to the fixed ports of the brokers a test file starts of its own: the PostgreSQL and PGlite
- * lanes run the same file at the same time (scripts/test.mjs), each with its own broker.
+ * Added to the fixed ports of the brokers a test file starts of its own, and named in them: the
+ * PostgreSQL, PGlite and kafka lanes run the same file at the same time (scripts/test.mjs), each
+ * with its own broker.
  */
-export const LANE_PORT_OFFSET = process.env.TEST_DB === 'pglite' ? 1000 : 0;
+export const TEST_LANE = process.env.TEST_EVENT_LOG === 'kafka' ? 'kafka' : (process.env.TEST_DB ?? 'postgres');
+export const LANE_PORT_OFFSET = ({ postgres: 0, pglite: 1000, kafka: 2000 } as Record<string, number>)[TEST_LANE] ?? 0;
 
 // A cold start fetches the jars from Maven Central first; kafka.sh itself gives up after 120 s of waiting.
 const KAFKA_SCRIPT_TIMEOUT_MS = 600_000;

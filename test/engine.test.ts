@@ -1,4 +1,3 @@
-// @test-lanes postgres pglite kafka
 // Delivery engine v2 (API guide 9): the event log is a log that each integration reads from
 // its own position (tx_id, id), only below the horizon pg_snapshot_xmin(), so an event whose
 // transaction commits late, behind a newer one, is still delivered, and the result stream follows

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
-import { LANE_PORT_OFFSET, mosquittoBroker, type MosquittoBroker, mosquittoSub } from './brokers.js';
+import { LANE_PORT_OFFSET, mosquittoBroker, type MosquittoBroker, mosquittoSub, TEST_LANE } from './brokers.js';
 import { bad, deliveryHistory, fleet, ok, ownerWithKey, startApp, streamLines, type TestApp, waitFor } from './helpers.js';
 
 // This file's broker: 18850-18853, and one announcing Receive Maximum 10: 18860-18863 (PGlite lane: +1000).
@@ -20,7 +20,7 @@ const RM_PORT_BASE = 18860 + LANE_PORT_OFFSET;
 let ta: TestApp;
 let mq: MosquittoBroker;
 before(async () => {
-  mq = await mosquittoBroker(`mqtt-test-${process.env.TEST_DB ?? 'postgres'}`, PORT_BASE, { debugLog: true });
+  mq = await mosquittoBroker(`mqtt-test-${TEST_LANE}`, PORT_BASE, { debugLog: true });
   await mq.start();
   ta = await startApp(undefined, { PUSH_ALLOWED_NETWORKS: '127.0.0.0/8', DELIVERY_POLL_MS: '100', RATE_LIMIT_MAX: '100000' });
 });

@@ -23,6 +23,7 @@ import type { IntegrationConfig } from './integrations/model.js';
 import { loadIntegration } from './integrations/store.js';
 import * as queue from './queue/index.js';
 import type { FirstAttemptSource, TakenEvents } from './source.js';
+import { Waker } from './waker.js';
 
 export interface EngineSettings {
   leaseSeconds: number;
@@ -152,8 +153,7 @@ export class DeliveryEngine {
   private readonly configs = new Map<string, { whenUpdated: number; cfg: IntegrationConfig }>();
   private completions: queue.RequestOutcome[] = [];
   private flushing?: Promise<void>;
-  private wakeResolver?: () => void;
-  private woken = false;
+  private readonly waker = new Waker();
   private unlisten?: () => void;
   private sweepTimer?: NodeJS.Timeout;
   private renewTimer?: NodeJS.Timeout;
@@ -270,28 +270,7 @@ export class DeliveryEngine {
   }
 
   wake(): void {
-    this.woken = true;
-    const r = this.wakeResolver;
-    this.wakeResolver = undefined;
-    r?.();
-  }
-
-  private sleep(ms: number): Promise<void> {
-    if (this.woken) {
-      this.woken = false;
-      return Promise.resolve();
-    }
-    return new Promise((resolve) => {
-      const t = setTimeout(() => {
-        this.wakeResolver = undefined;
-        resolve();
-      }, ms);
-      this.wakeResolver = () => {
-        clearTimeout(t);
-        this.woken = false;
-        resolve();
-      };
-    });
+    this.waker.wake();
   }
 
   private async run(): Promise<void> {
@@ -299,17 +278,17 @@ export class DeliveryEngine {
     let waitBackoff = 0;
     while (this.running) {
       try {
-        this.woken = false;
+        this.waker.clear();
         const { busy, waiting } = await this.claimRound();
         errorBackoff = 0;
         // Events held above the horizon by a running transaction are readable the moment it ends
         // (its commit may be another instance's, or not wake us): look again within milliseconds.
         waitBackoff = waiting && !busy ? Math.min(waitBackoff ? waitBackoff * 2 : 1, 8) : 0;
-        if (!busy) await this.sleep(waitBackoff || this.s.pollMs);
+        if (!busy) await this.waker.sleep(waitBackoff || this.s.pollMs);
       } catch (e) {
         errorBackoff = Math.min(errorBackoff ? errorBackoff * 2 : 500, 10_000);
         this.log.warn({ err: e }, `delivery claim failed; retrying in ${errorBackoff} ms`);
-        await this.sleep(errorBackoff);
+        await this.waker.sleep(errorBackoff);
       }
     }
   }

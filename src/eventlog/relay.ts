@@ -11,6 +11,7 @@ import type { Producer } from '@platformatic/kafka';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Db } from '../db/db.js';
 import * as queue from '../delivery/queue/index.js';
+import { Waker } from '../delivery/waker.js';
 import { clientOptions, type EventLogConfig, ensureTopic, kafkaLib } from './kafka.js';
 
 const LEASE_SECONDS = 30;
@@ -22,8 +23,7 @@ export class EventLogRelay {
   private loop?: Promise<void>;
   private producer?: Producer<string, string, string, string>;
   private unlisten?: () => void;
-  private wakeResolver?: () => void;
-  private woken = false;
+  private readonly waker = new Waker();
   private leaseRenewedAt = 0;
   /** Where this relay goes on from while it holds the lease. */
   private position?: queue.Position;
@@ -59,28 +59,7 @@ export class EventLogRelay {
   }
 
   private wake(): void {
-    this.woken = true;
-    const r = this.wakeResolver;
-    this.wakeResolver = undefined;
-    r?.();
-  }
-
-  private sleep(ms: number): Promise<void> {
-    if (this.woken) {
-      this.woken = false;
-      return Promise.resolve();
-    }
-    return new Promise((resolve) => {
-      const t = setTimeout(() => {
-        this.wakeResolver = undefined;
-        resolve();
-      }, ms);
-      this.wakeResolver = () => {
-        clearTimeout(t);
-        this.woken = false;
-        resolve();
-      };
-    });
+    this.waker.wake();
   }
 
   private async producerOf(): Promise<Producer<string, string, string, string>> {
@@ -103,7 +82,7 @@ export class EventLogRelay {
       try {
         const busy = await this.turn();
         backoff = 0;
-        if (!busy) await this.sleep(this.pollMs);
+        if (!busy) await this.waker.sleep(this.pollMs);
       } catch (e) {
         backoff = Math.min(backoff ? backoff * 2 : 500, 10_000);
         this.log.warn({ err: e }, `event log relay failed; retrying in ${backoff} ms`);
@@ -112,21 +91,21 @@ export class EventLogRelay {
         this.producer = undefined;
         this.position = undefined;
         await p?.close().catch(() => {});
-        await this.sleep(backoff);
+        await this.waker.sleep(backoff);
       }
     }
   }
 
   /** One batch: true when a full one went (look again at once). */
   private async turn(): Promise<boolean> {
-    this.woken = false;
+    this.waker.clear();
     // The lease is taken (one statement) only when not held or a third of it has passed: each move
     // renews it too.
     if (!this.position || Date.now() - this.leaseRenewedAt > (LEASE_SECONDS * 1000) / 3) {
       this.position = (await queue.takeRelayLease(this.db, this.holder, LEASE_SECONDS)) ?? undefined;
       if (!this.position) {
         // Another relay publishes; this one looks again when its lease could have ended.
-        await this.sleep(Math.max(this.pollMs, 2000));
+        await this.waker.sleep(Math.max(this.pollMs, 2000));
         return false;
       }
       this.leaseRenewedAt = Date.now();
