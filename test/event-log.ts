@@ -17,3 +17,23 @@ export function eventLogEnv(databaseUrl: string | undefined): Record<string, str
     EVENT_LOG_PARTITIONS: '4',
   };
 }
+
+/**
+ * Removes a database's topic and consumer group from the shared broker when its test file ends
+ * (after its apps closed), so runs do not pile topics up there. Best effort: a broker that is
+ * away leaves them for the next cleanup of the same name (never reused: names are random).
+ */
+export async function dropEventLog(databaseUrl: string): Promise<void> {
+  const env = eventLogEnv(databaseUrl);
+  if (!env.EVENT_LOG_TOPIC) return;
+  const { Admin } = await import('@platformatic/kafka');
+  const admin = new Admin({ clientId: 'tracking-test-cleanup', bootstrapBrokers: [TEST_KAFKA_BROKERS], timeout: 10_000, retries: 1 });
+  try {
+    await admin.deleteGroups({ groups: [env.EVENT_LOG_GROUP!] }).catch(() => {});
+    if ((await admin.listTopics()).includes(env.EVENT_LOG_TOPIC)) await admin.deleteTopics({ topics: [env.EVENT_LOG_TOPIC] });
+  } catch {
+    // best effort
+  } finally {
+    await admin.close().catch(() => {});
+  }
+}

@@ -2,7 +2,7 @@
 // in-memory PGlite), so files never collide. TEST_DB=postgres|pglite picks the engine; npm test
 // runs the suite on both. A test whose external service is absent skips with how to start it on a
 // developer's machine; under CI=true it fails instead.
-import { eventLogEnv, TEST_EVENT_LOG, TEST_KAFKA_BROKERS } from './event-log.js';
+import { dropEventLog, eventLogEnv, TEST_EVENT_LOG, TEST_KAFKA_BROKERS } from './event-log.js';
 import { consumerLag, type EventLogConfig } from '../src/eventlog/kafka.js';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -70,14 +70,15 @@ export async function createTestDatabase(opts: { empty?: boolean } = {}): Promis
   await admin.connect();
   await admin.query(`CREATE DATABASE ${name}${template ? ` TEMPLATE ${template}` : ''}`);
   await admin.end();
+  const u = new URL(ADMIN_PG_URL);
+  u.pathname = `/${name}`;
   atEnd(async () => {
     const c = new pg.Client({ connectionString: ADMIN_PG_URL });
     await c.connect();
     await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
     await c.end();
+    await dropEventLog(u.toString());
   });
-  const u = new URL(ADMIN_PG_URL);
-  u.pathname = `/${name}`;
   return u.toString();
 }
 
