@@ -279,14 +279,18 @@ export class KafkaFirstAttempts implements FirstAttemptSource {
     }
   }
 
-  /** The (integration, event) pairs of recovering partitions' messages that were handed over already. */
+  /**
+   * The (integration, event) pairs that were handed over already, of the messages that may repeat:
+   * those of recovering partitions, and a relay's first batch after it took the lease.
+   */
   private async alreadyHanded(batch: Msg[], cov: queue.Coverage[], now: number): Promise<Set<string>> {
     for (const [p, r] of this.recovering) if (r.until < now) this.recovering.delete(p);
-    if (!this.recovering.size) return new Set();
     const pairs: { integrationId: string; logId: string }[] = [];
     for (const m of batch) {
+      // A relay's first batch after it took the lease may repeat its last holder's last one.
+      const again = m.headers.get('maybe-again') === '1';
       const r = this.recovering.get(m.partition);
-      if (!r || Number(m.timestamp) > r.publishedBefore) continue;
+      if (!again && (!r || Number(m.timestamp) > r.publishedBefore)) continue;
       const e = toTopicEvent(m);
       if (!e) continue;
       let parsed: Record<string, unknown> | undefined;

@@ -25,6 +25,8 @@ export class EventLogRelay {
   private unlisten?: () => void;
   private readonly waker = new Waker();
   private leaseRenewedAt = 0;
+  /** The next batch may repeat what the lease's last holder published (see turn()). */
+  private again = true;
   /** Where this relay goes on from while it holds the lease. */
   private position?: queue.Position;
   private syncedAt = 0;
@@ -102,6 +104,9 @@ export class EventLogRelay {
     // The lease is taken (one statement) only when not held or a third of it has passed: each move
     // renews it too.
     if (!this.position || Date.now() - this.leaseRenewedAt > (LEASE_SECONDS * 1000) / 3) {
+      // Taken afresh (at start, from a relay that died, after a failure): the first batch may
+      // have been published already by the last holder, whose position did not move.
+      if (!this.position) this.again = true;
       this.position = (await queue.takeRelayLease(this.db, this.holder, LEASE_SECONDS)) ?? undefined;
       if (!this.position) {
         // Another relay publishes; this one looks again when its lease could have ended.
@@ -135,6 +140,8 @@ export class EventLogRelay {
           'object-id': r.object_id,
           'owner-path': r.owner_path,
           at: r.when_created.toISOString(),
+          // Consumers check such events against what was handed over already (consumer.ts).
+          ...(this.again ? { 'maybe-again': '1' } : {}),
         },
       })),
     });
@@ -144,6 +151,7 @@ export class EventLogRelay {
     if (sync) this.syncedAt = Date.now();
     this.unsynced = !sync;
     if (kept) {
+      this.again = false;
       this.position = { tx: last.tx_id, id: last.id };
       this.leaseRenewedAt = Date.now();
     } else {
