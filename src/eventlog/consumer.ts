@@ -65,6 +65,7 @@ export class KafkaFirstAttempts implements FirstAttemptSource {
   private heldCount = 0;
   private paused = false;
   private covered = new Map<string, queue.Coverage>();
+  private coveredAt = 0;
   private timer?: NodeJS.Timeout;
   private maintaining = false;
   /** For /metrics and tests. */
@@ -218,20 +219,29 @@ export class KafkaFirstAttempts implements FirstAttemptSource {
         continue;
       }
       this.covered = new Map(cov.map((c) => [c.id, c]));
+      this.coveredAt = Date.now();
       const batch = this.incoming.splice(0, this.incoming.length);
+      // Each message's event and the integrations covering it, decided once.
+      const fanned = batch.map((m) => {
+        const e = toTopicEvent(m);
+        if (!e) return { m, e, covering: [] };
+        let parsed: Record<string, unknown> | undefined;
+        const payload = () => (parsed ??= JSON.parse(e.payload) as Record<string, unknown>);
+        return { m, e, covering: cov.filter((c) => covers(c, e, payload)) };
+      });
       const park: Held[] = [];
       const parkFor: string[] = [];
       const now = Date.now();
       let seen = new Set<string>();
       try {
-        seen = await this.alreadyHanded(batch, cov, now);
+        seen = await this.alreadyHanded(fanned, now);
       } catch (e) {
         this.log.warn({ err: e }, 'reading what was handed over failed; retrying');
         this.incoming.unshift(...batch);
         await new Promise((r) => setTimeout(r, 1000));
         continue;
       }
-      for (const m of batch) {
+      for (const { m, e, covering } of fanned) {
         if (!this.assigned.has(m.partition)) continue;
         let part = this.parts.get(m.partition);
         if (!part) {
@@ -243,13 +253,10 @@ export class KafkaFirstAttempts implements FirstAttemptSource {
         this.consumed++;
         const entry: Entry = { offset: m.offset, pending: 0, commit: m.commit };
         part.entries.push(entry);
-        const e = toTopicEvent(m);
         if (!e) {
           this.log.error({ partition: m.partition, offset: String(m.offset) }, 'event log message without its headers; skipped');
           continue;
         }
-        let parsed: Record<string, unknown> | undefined;
-        const payload = () => (parsed ??= JSON.parse(e.payload) as Record<string, unknown>);
         const event: queue.LogEvent = {
           pos: e.id,
           eventId: e.eventId,
@@ -258,8 +265,7 @@ export class KafkaFirstAttempts implements FirstAttemptSource {
           payload: e.payload,
           whenCreated: e.whenCreated,
         };
-        for (const c of cov) {
-          if (!covers(c, e, payload)) continue;
+        for (const c of covering) {
           if (seen.has(`${c.id}:${e.id}`)) continue;
           entry.pending++;
           const h: Held = { event, entry, partition: m.partition, since: now };
@@ -283,19 +289,16 @@ export class KafkaFirstAttempts implements FirstAttemptSource {
    * The (integration, event) pairs that were handed over already, of the messages that may repeat:
    * those of recovering partitions, and a relay's first batch after it took the lease.
    */
-  private async alreadyHanded(batch: Msg[], cov: queue.Coverage[], now: number): Promise<Set<string>> {
+  private async alreadyHanded(fanned: { m: Msg; e: TopicEvent | null; covering: queue.Coverage[] }[], now: number): Promise<Set<string>> {
     for (const [p, r] of this.recovering) if (r.until < now) this.recovering.delete(p);
     const pairs: { integrationId: string; logId: string }[] = [];
-    for (const m of batch) {
+    for (const { m, e, covering } of fanned) {
+      if (!e) continue;
       // A relay's first batch after it took the lease may repeat its last holder's last one.
       const again = m.headers.get('maybe-again') === '1';
       const r = this.recovering.get(m.partition);
       if (!again && (!r || Number(m.timestamp) > r.publishedBefore)) continue;
-      const e = toTopicEvent(m);
-      if (!e) continue;
-      let parsed: Record<string, unknown> | undefined;
-      const payload = () => (parsed ??= JSON.parse(e.payload) as Record<string, unknown>);
-      for (const c of cov) if (covers(c, e, payload)) pairs.push({ integrationId: c.id, logId: e.id });
+      for (const c of covering) pairs.push({ integrationId: c.id, logId: e.id });
     }
     return queue.handedOver(this.db, pairs);
   }
@@ -335,10 +338,12 @@ export class KafkaFirstAttempts implements FirstAttemptSource {
       const now = Date.now();
       const park: Held[] = [];
       const parkFor: string[] = [];
-      const stale = [...this.held].some(([, list]) => now - list[0]!.since > PARK_AFTER_MS);
-      if (stale || this.held.size) {
+      // Integrations disabled, paused or deleted since they were read: looked at once a second
+      // (a claim meanwhile finds its integration's state row itself).
+      if (this.held.size && now - this.coveredAt >= 1000) {
         try {
           this.covered = new Map((await queue.coverage(this.db)).map((c) => [c.id, c]));
+          this.coveredAt = now;
         } catch {
           // The database is away: the engine cannot claim either; next turn.
           return;

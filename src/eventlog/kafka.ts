@@ -55,7 +55,17 @@ export function clientOptions(cfg: EventLogConfig, role: string) {
  * replicas (unset: 3, or the cluster's broker count when smaller, so one broker works). Returns its
  * partition count. A topic that exists is left as it is.
  */
-export async function ensureTopic(cfg: EventLogConfig): Promise<{ partitions: number; replicas: number; created: boolean }> {
+export function ensureTopic(cfg: EventLogConfig): Promise<number> {
+  // Once per process (the relay and the consumer both need it); a failure is tried again next time.
+  ensured ??= makeTopic(cfg).catch((e) => {
+    ensured = undefined;
+    throw e;
+  });
+  return ensured;
+}
+let ensured: Promise<number> | undefined;
+
+async function makeTopic(cfg: EventLogConfig): Promise<number> {
   const { Admin } = await kafkaLib();
   const admin = new Admin(clientOptions(cfg, 'admin'));
   try {
@@ -81,7 +91,7 @@ export async function ensureTopic(cfg: EventLogConfig): Promise<{ partitions: nu
     const md = await admin.metadata({ topics: [topic], forceUpdate: true });
     const t = md.topics.get(topic);
     if (!t) throw new Error(`the event log's topic ${topic} is missing after it was made`);
-    return { partitions: t.partitionsCount, replicas, created: !existing };
+    return t.partitionsCount;
   } finally {
     await admin.close().catch(() => {});
   }

@@ -84,3 +84,22 @@ test('MQTT ingest settings: an mqtt or mqtts URL, a topic prefix without wildcar
   assert.equal(c.INGEST_MQTT_SESSION_EXPIRY_SECONDS, 604800);
   assert.equal(loadConfig({}).INGEST_MQTT_URL, undefined, 'off by default');
 });
+
+test('event log settings: postgres by default; kafka needs PostgreSQL and host:port brokers; a CA only with TLS; SASL mechanism and user together', () => {
+  const pgEnv = { DATABASE_URL: 'postgres://db/x', SECRETS_KEY: 'a'.repeat(64) };
+  const d = loadConfig({});
+  assert.equal(d.EVENT_LOG, 'postgres');
+  assert.equal(d.EVENT_LOG_TOPIC, 'tracking.event-log');
+  assert.equal(d.EVENT_LOG_PARTITIONS, 12);
+  assert.equal(d.EVENT_LOG_REPLICATION, undefined, 'unset: 3, or the broker count when smaller');
+  const k = loadConfig({ ...pgEnv, EVENT_LOG: 'kafka', EVENT_LOG_KAFKA_BROKERS: 'k1:9092, [::1]:9093' });
+  assert.deepEqual(k.EVENT_LOG_KAFKA_BROKERS, ['k1:9092', '[::1]:9093']);
+  bad({ ...pgEnv, EVENT_LOG: 'kafka' }, 'EVENT_LOG_KAFKA_BROKERS');
+  bad({ EVENT_LOG: 'kafka', EVENT_LOG_KAFKA_BROKERS: 'k1:9092' }, 'EVENT_LOG=kafka');
+  bad({ ...pgEnv, EVENT_LOG: 'redis' }, 'EVENT_LOG');
+  bad({ ...pgEnv, EVENT_LOG: 'kafka', EVENT_LOG_KAFKA_BROKERS: 'k1' }, 'EVENT_LOG_KAFKA_BROKERS');
+  bad({ ...pgEnv, EVENT_LOG_KAFKA_CA: '/ca.pem' }, 'EVENT_LOG_KAFKA_CA');
+  bad({ ...pgEnv, EVENT_LOG_KAFKA_SASL_MECHANISM: 'plain' }, 'EVENT_LOG_KAFKA_SASL_MECHANISM');
+  bad({ ...pgEnv, EVENT_LOG_TOPIC: 'a/b' }, 'EVENT_LOG_TOPIC');
+  bad({ ...pgEnv, EVENT_LOG_PARTITIONS: '0' }, 'EVENT_LOG_PARTITIONS');
+});

@@ -133,15 +133,6 @@ export async function releaseRelay(q: Queryable, holder: string): Promise<void> 
   await q.query(`UPDATE event_log_relay SET lease_until = '-infinity' WHERE range_id = $1 AND holder = $2`, [RANGE, holder]);
 }
 
-/** Events committed and not yet published (for /metrics), and the relay's row. */
-export async function relayBacklog(q: Queryable): Promise<number> {
-  const { rows } = await q.query<{ n: string }>(
-    `SELECT count(*)::text AS n FROM event_log o, event_log_relay r
-      WHERE r.range_id = 0 AND (o.tx_id, o.id) > (r.log_tx, r.log_id) AND o.tx_id < ${HORIZON}`,
-  );
-  return Number(rows[0]?.n ?? 0);
-}
-
 /** What a consumer needs of an integration to decide which events it covers. */
 export interface Coverage {
   id: string;
@@ -153,10 +144,9 @@ export interface Coverage {
   typeFilters: Record<string, Record<string, unknown[]>> | null;
   startXmax: bigint;
   startXip: Set<bigint>;
-  position: { tx: bigint; id: bigint };
 }
 
-/** Every integration not deleted, with its start and its position (events up to it were read before). */
+/** Every integration not deleted, with its start. */
 export async function coverage(q: Queryable): Promise<Coverage[]> {
   const { rows } = await q.query<{
     id: string;
@@ -168,11 +158,9 @@ export async function coverage(q: Queryable): Promise<Coverage[]> {
     type_filters: Coverage['typeFilters'];
     start_xmax: string;
     start_xip: string[] | null;
-    log_tx: string;
-    log_id: string;
   }>(
     `SELECT i.id, i.when_updated, i.enabled, COALESCE(s.paused_until > now(), false) AS paused, i.object_types, i.owner_ids::text[] AS owner_ids,
-            i.type_filters, s.start_xmax::text, s.start_xip::text[] AS start_xip, s.log_tx::text, s.log_id::text
+            i.type_filters, s.start_xmax::text, s.start_xip::text[] AS start_xip
        FROM integrations i JOIN integration_state s ON s.integration_id = i.id WHERE i.deleted_at IS NULL`,
     [],
     'relay_coverage',
@@ -187,7 +175,6 @@ export async function coverage(q: Queryable): Promise<Coverage[]> {
     typeFilters: r.type_filters,
     startXmax: BigInt(r.start_xmax ?? 0),
     startXip: new Set((r.start_xip ?? []).map(BigInt)),
-    position: { tx: BigInt(r.log_tx), id: BigInt(r.log_id) },
   }));
 }
 
