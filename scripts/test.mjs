@@ -2,6 +2,7 @@
 //   unit      test/unit/*.test.ts: pure logic, no service and no database, run once;
 //   postgres  test/*.test.ts on PostgreSQL (TEST_DB=postgres, a new database per file);
 //   pglite    test/*.test.ts on the embedded PGlite (TEST_DB=pglite, in memory);
+//   (both database lanes also run the hostile-tenant suite, test/hostile/*.test.ts);
 //   kafka     the files that name it (`// @test-lanes ... kafka`: the delivery, broker, crash and
 //             outage suites) on PostgreSQL with the event log on Kafka (TEST_EVENT_LOG=kafka),
 // all in one pool of TEST_CONCURRENCY processes (default 4), one process per file and lane, the
@@ -68,7 +69,7 @@ const lanesOf = (file) => /^\/\/ @test-lanes (.+)$/m.exec(fs.readFileSync(file, 
  */
 const isBrowserTest = (file) => /^\/\/ @test-browser$/m.test(fs.readFileSync(file, 'utf8').slice(0, 4096));
 const filesOf = (lane) => {
-  const all = (lane === 'unit' ? list(path.join('test', 'unit')) : list('test'))
+  const all = (lane === 'unit' ? list(path.join('test', 'unit')) : [...list('test'), ...list(path.join('test', 'hostile'))])
     // The kafka lane runs only the files that name it (the delivery suite, in the event log's Kafka mode).
     .filter((f) => lanesOf(f)?.includes(lane) ?? lane !== 'kafka')
     .filter((f) => process.env.TEST_BROWSER !== 'off' || !isBrowserTest(f));

@@ -6,7 +6,8 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import pg from 'pg';
 import { Validator } from '@seriousme/openapi-schema-validator';
-import { ownerWithKey, startApp, TEST_DB, type Res } from './helpers.js';
+import { BOUNDS } from '../src/bounds.js';
+import { ok, ownerWithKey, startApp, TEST_DB, type Res } from './helpers.js';
 
 // One service for the whole file (PGlite takes seconds to start); every test makes its own owners.
 const ta = await startApp(undefined, { RATE_LIMIT_MAX: '100000' });
@@ -289,3 +290,44 @@ test('the OpenAPI document is valid OpenAPI 3.1 and documents every /api/v1 rout
     }
   }
 });
+
+test('every text and list a request may carry has a bound, within the catalogue of bounds (API guide 7)', async () => {
+  const doc = ok(await ta.call('GET', '/api/v1/openapi.json'), 200);
+  const unbounded: string[] = [];
+  const seen = new Set<unknown>();
+  const walk = (s: any, at: string): void => {
+    if (!s || typeof s !== 'object' || seen.has(s)) return;
+    seen.add(s);
+    if (s.$ref) return walk(resolveRef(doc, s.$ref), at);
+    const types = [s.type].flat();
+    if (types.includes('string') && s.enum === undefined && s.const === undefined) {
+      const bounded = typeof s.maxLength === 'number' || ['uuid', 'date-time', 'date'].includes(s.format);
+      if (!bounded) unbounded.push(`${at}: text without maxLength`);
+      else if (s.maxLength > BOUNDS.textLength.value) unbounded.push(`${at}: maxLength ${s.maxLength} past textLength`);
+    }
+    if (types.includes('array')) {
+      const most = Math.max(BOUNDS.arrayItems.value, BOUNDS.recordsPerRequest.value);
+      if (typeof s.maxItems !== 'number') unbounded.push(`${at}: list without maxItems`);
+      else if (s.maxItems > most) unbounded.push(`${at}: maxItems ${s.maxItems} past arrayItems`);
+    }
+    for (const k of ['anyOf', 'oneOf', 'allOf']) for (const [i, x] of (s[k] ?? []).entries()) walk(x, `${at}/${k}${i}`);
+    for (const [k, x] of Object.entries<any>(s.properties ?? {})) walk(x, `${at}/${k}`);
+    if (s.items) walk(s.items, `${at}/items`);
+    if (s.additionalProperties && typeof s.additionalProperties === 'object') walk(s.additionalProperties, `${at}/*`);
+  };
+  for (const [p, item] of Object.entries<any>(doc.paths)) {
+    for (const [method, op] of Object.entries<any>(item)) {
+      for (const param of op.parameters ?? []) walk(param.schema, `${method.toUpperCase()} ${p} ${param.in}:${param.name}`);
+      for (const [type, media] of Object.entries<any>(op.requestBody?.content ?? {}))
+        walk(media.schema, `${method.toUpperCase()} ${p} body(${type})`);
+    }
+  }
+  assert.deepEqual(unbounded, [], 'every text and list of a request is bounded');
+});
+
+function resolveRef(doc: any, ref: string): unknown {
+  return ref
+    .replace(/^#\//, '')
+    .split('/')
+    .reduce((o, k) => o?.[k.replaceAll('~1', '/').replaceAll('~0', '~')], doc);
+}

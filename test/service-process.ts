@@ -21,13 +21,31 @@ export interface ServiceProcess {
   start(): Promise<void>;
   /** SIGTERM and wait for the exit. */
   stop(): Promise<void>;
+  /** How the current process ended (out of heap, a crash), or undefined while it runs. */
+  readonly exit: { code: number | null; signal: string | null } | undefined;
 }
 
-export async function serviceProcess(databaseUrl: string, env: Record<string, string> = {}): Promise<ServiceProcess> {
+export interface ServiceProcessOptions {
+  /** Node's own flags, e.g. `npm start`'s `--max-old-space-size=128`. */
+  nodeArgs?: string[];
+}
+
+/**
+ * The service on PostgreSQL (a database URL), or on the embedded database in a folder of its own
+ * (`{ dataDir }`, kept across restarts).
+ */
+export async function serviceProcess(
+  database: string | { dataDir: string },
+  env: Record<string, string> = {},
+  opts: ServiceProcessOptions = {},
+): Promise<ServiceProcess> {
+  const databaseEnv =
+    typeof database === 'string'
+      ? { DATABASE_URL: database, SECRETS_KEY: crypto.randomBytes(32).toString('hex'), ...eventLogEnv(database) }
+      : { DATA_DIR: database.dataDir };
   const fullEnv = {
     ...process.env,
-    DATABASE_URL: databaseUrl,
-    SECRETS_KEY: crypto.randomBytes(32).toString('hex'),
+    ...databaseEnv,
     PORT: '0',
     PUBLIC_URL: 'http://tracking.child.test',
     LOG_LEVEL: 'error',
@@ -35,7 +53,6 @@ export async function serviceProcess(databaseUrl: string, env: Record<string, st
     BOOTSTRAP_PASSWORD: 'child-password',
     RATE_LIMIT_MAX: '1000000',
     RATE_LIMIT_CONCURRENT: '100',
-    ...eventLogEnv(databaseUrl),
     ...env,
   };
   let child: ChildProcess | undefined;
@@ -43,7 +60,7 @@ export async function serviceProcess(databaseUrl: string, env: Record<string, st
   let token = '';
   const start = async () => {
     // Its own process group, so a kill takes the service's delivery processes with it.
-    const c = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+    const c = spawn(process.execPath, [...(opts.nodeArgs ?? []), '--import', 'tsx', 'src/main.ts'], {
       env: fullEnv,
       stdio: ['ignore', 'pipe', 'inherit'],
       detached: true,
@@ -97,6 +114,10 @@ export async function serviceProcess(databaseUrl: string, env: Record<string, st
     },
     get pid() {
       return child?.pid ?? 0;
+    },
+    get exit() {
+      if (!child || (child.exitCode === null && child.signalCode === null)) return undefined;
+      return { code: child.exitCode, signal: child.signalCode };
     },
     async api(method, path, body) {
       const r = await fetch(`${base}/api/v1${path}`, {

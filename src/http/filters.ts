@@ -2,6 +2,7 @@
 // with its schema and its SQL condition; the query schema (validation and OpenAPI) and the
 // conditions both come from that declaration.
 import { type TSchema, Type } from '@sinclair/typebox';
+import { BOUNDS } from '../bounds.js';
 import { PageQuery } from './paging.js';
 import { Uuid } from './schemas.js';
 
@@ -13,7 +14,10 @@ export interface Filter {
 
 export const filters = {
   /** A repeatable UUID (`assetId=a&assetId=b`): the column is any of them. */
-  anyUuid: (column: string): Filter => ({ schema: Type.Array(Uuid), sql: (p) => `${column} = ANY(${p}::uuid[])` }),
+  anyUuid: (column: string): Filter => ({
+    schema: Type.Array(Uuid, { maxItems: BOUNDS.arrayItems.value }),
+    sql: (p) => `${column} = ANY(${p}::uuid[])`,
+  }),
   uuid: (column: string): Filter => ({ schema: Uuid, sql: (p) => `${column} = ${p}::uuid` }),
   /** An exact value of the column (an enum, a name, a number), as its schema says. */
   equals: (column: string, schema: TSchema): Filter => ({ schema, sql: (p) => `${column} = ${p}` }),

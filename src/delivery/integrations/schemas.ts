@@ -173,6 +173,7 @@ export const IntegrationIn = Type.Object({
   objectTypes: Type.Optional(
     Type.Array(ObjectTypeSchema, {
       minItems: 1,
+      maxItems: 32,
       uniqueItems: true,
       description: `Default: the records (${RECORD_TYPES.join(', ')}); event, notification and command are opt-in`,
     }),

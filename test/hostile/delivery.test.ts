@@ -5,8 +5,8 @@
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { after, test } from 'node:test';
-import { bad, deliveryHistory, fleet, ok, postgresOnly, startApp, type TestApp, waitFor } from './helpers.js';
-import { Receiver } from './receiver.js';
+import { bad, deliveryHistory, fleet, ok, postgresOnly, startApp, type TestApp, waitFor } from '../helpers.js';
+import { Receiver } from '../receiver.js';
 
 const ta: TestApp = await startApp(undefined, {
   PUSH_ALLOW_HTTP: 'true',

@@ -1,0 +1,241 @@
+// The catalogue of bounds (API guide 7, "Bounds"): every dimension a caller controls, with its
+// value, the setting that changes it (null: fixed), what it bounds and what the caller gets past it.
+// A route or ingest path takes its bounds from here (fixed ones) or from the setting named here
+// (read from the configuration); the API guide's table is this list, and a test compares the two
+// and checks that each setting's default is the value stated here. A new way in adds its rows.
+//
+// Why a bound at all: the service is shared. Whatever one caller can make grow without limit
+// (bytes, rows, partitions, CPU on the event loop, open streams) is paid by every other tenant.
+
+export type BoundUnit = 'bytes' | 'count' | 'seconds' | 'days' | 'hours' | 'per minute' | 'characters';
+
+export interface Bound {
+  /** The configuration variable that changes it, or null where it is fixed. */
+  readonly setting: string | null;
+  /** The value (the setting's default where there is one). */
+  readonly value: number;
+  readonly unit: BoundUnit;
+  /** What it bounds. */
+  readonly what: string;
+  /** What the caller gets past it. */
+  readonly past: string;
+}
+
+const MiB = 1024 * 1024;
+
+export const BOUNDS = {
+  // ---- HTTP requests ----
+  bodyBytes: {
+    setting: null,
+    value: MiB,
+    unit: 'bytes',
+    what: 'a request body (JSON, form) on every route but the data-record creates',
+    past: '413 PAYLOAD_TOO_LARGE',
+  },
+  recordBodyBytes: {
+    setting: null,
+    value: 16 * MiB,
+    unit: 'bytes',
+    what: 'a body of the data-record creates (bulk)',
+    past: '413 PAYLOAD_TOO_LARGE',
+  },
+  recordsPerRequest: {
+    setting: null,
+    value: 1000,
+    unit: 'count',
+    what: 'records in one create, one MQTT message or one device message',
+    past: '400 VALIDATION_FAILED naming the body',
+  },
+  dataObjectBytes: {
+    setting: null,
+    value: 64 * 1024,
+    unit: 'bytes',
+    what: 'one `data` (reefer, genset, OEM) or `jsonData` (booking) object, as JSON',
+    past: '400 VALIDATION_FAILED naming the field',
+  },
+  textLength: {
+    setting: null,
+    value: 65536,
+    unit: 'characters',
+    what: 'any text field of a request (each has its own maxLength in the OpenAPI document, names 32 to 255; this is the longest, a PEM)',
+    past: '400 VALIDATION_FAILED naming the field',
+  },
+  arrayItems: {
+    setting: null,
+    value: 1000,
+    unit: 'count',
+    what: 'any list in a request (filter values, owner ids; each has its own maxItems in the OpenAPI document)',
+    past: '400 VALIDATION_FAILED naming the field',
+  },
+  pageSize: {
+    setting: null,
+    value: 1000,
+    unit: 'count',
+    what: 'items in one page of a list (`limit`)',
+    past: '400 VALIDATION_FAILED naming /limit',
+  },
+  requestSeconds: {
+    setting: 'REQUEST_TIMEOUT_SECONDS',
+    value: 30,
+    unit: 'seconds',
+    what: "a request's headers and body to arrive",
+    past: '408 REQUEST_TIMEOUT, connection closed',
+  },
+  requestsPerWindow: {
+    setting: 'RATE_LIMIT_MAX',
+    value: 1000,
+    unit: 'count',
+    what: "a credential's requests per rolling window (RATE_LIMIT_WINDOW_SECONDS, 3600 s)",
+    past: '429 RATE_LIMITED with Retry-After',
+  },
+  requestsInFlight: {
+    setting: 'RATE_LIMIT_CONCURRENT',
+    value: 10,
+    unit: 'count',
+    what: "a credential's requests in flight at once",
+    past: '429 TOO_MANY_CONCURRENT with Retry-After',
+  },
+  // ---- Sign-in ----
+  signInFailures: {
+    setting: 'AUTH_THROTTLE_FAILURES',
+    value: 10,
+    unit: 'count',
+    what: 'failed token requests per username (or client id) and client address in AUTH_THROTTLE_WINDOW_SECONDS (300 s)',
+    past: '429 until the window has passed',
+  },
+  // ---- Data records ----
+  futureSeconds: {
+    setting: 'FUTURE_TOLERANCE_SECONDS',
+    value: 600,
+    unit: 'seconds',
+    what: "how far in the future a record's time may be",
+    past: '400 VALIDATION_FAILED naming the field',
+  },
+  alertCodesPerList: {
+    setting: 'ALERT_MAX_CODES_PER_LIST',
+    value: 32,
+    unit: 'count',
+    what: 'alarm or error codes in one list of one record',
+    past: '400 VALIDATION_FAILED naming the list',
+  },
+  alertEventsPerHour: {
+    setting: 'ALERT_MAX_EVENTS_PER_HOUR',
+    value: 100,
+    unit: 'count',
+    what: 'alert events one asset raises per hour of record time',
+    past: 'one summary event with a count; the rest not raised',
+  },
+  // ---- Devices ----
+  deviceMessagesPerMinute: {
+    setting: 'DEVICE_RATE_LIMIT_MAX',
+    value: 600,
+    unit: 'per minute',
+    what: 'messages one device sends (OsmAnd, Traccar, MQTT refusals counted)',
+    past: '429 RATE_LIMITED with Retry-After',
+  },
+  deviceBodyBytes: {
+    setting: null,
+    value: 64 * 1024,
+    unit: 'bytes',
+    what: 'an OsmAnd form or text body',
+    past: '413 PAYLOAD_TOO_LARGE',
+  },
+  ingestMqttReceiveMaximum: {
+    setting: 'INGEST_MQTT_RECEIVE_MAXIMUM',
+    value: 1000,
+    unit: 'count',
+    what: 'MQTT messages handed to one instance and not yet acknowledged',
+    past: 'the broker holds the rest',
+  },
+  // ---- Integrations and delivery ----
+  customerIntegrations: {
+    setting: 'CUSTOMER_MAX_INTEGRATIONS',
+    value: 10,
+    unit: 'count',
+    what: "integrations customers' credentials make per top-level owner's tree",
+    past: '409 CONFLICT',
+  },
+  customerItemsPerMinute: {
+    setting: 'CUSTOMER_MAX_ITEMS_PER_MINUTE',
+    value: 60000,
+    unit: 'per minute',
+    what: "a customer integration's maxItemsPerMinute",
+    past: '400 VALIDATION_FAILED naming the field',
+  },
+  customerConcurrentRequests: {
+    setting: 'CUSTOMER_MAX_CONCURRENT_REQUESTS',
+    value: 8,
+    unit: 'count',
+    what: "a customer integration's maxConcurrentRequests",
+    past: '400 VALIDATION_FAILED naming the field',
+  },
+  streamsPerOwner: {
+    setting: 'STREAM_MAX_OPEN_PER_OWNER',
+    value: 5,
+    unit: 'count',
+    what: 'result streams open at once per owner (per instance)',
+    past: '429 TOO_MANY_CONCURRENT',
+  },
+  streamWindowHours: {
+    setting: 'STREAM_MAX_WINDOW_HOURS',
+    value: 168,
+    unit: 'hours',
+    what: "how far back a result stream's `since` reaches",
+    past: '400 VALIDATION_FAILED naming /since',
+  },
+  streamAnswerBytes: {
+    setting: 'STREAM_MAX_ANSWER_BYTES',
+    value: 64 * MiB,
+    unit: 'bytes',
+    what: 'one NDJSON result-stream answer',
+    past: 'the answer ends with a `next` line naming where to go on',
+  },
+  // ---- Exports and reports ----
+  exportDays: {
+    setting: 'EXPORT_MAX_DAYS',
+    value: 366,
+    unit: 'days',
+    what: "an export's from..to range",
+    past: '400 VALIDATION_FAILED naming /from',
+  },
+  reportDays: {
+    setting: 'REPORT_MAX_DAYS',
+    value: 92,
+    unit: 'days',
+    what: "a report's from..to range",
+    past: '400 VALIDATION_FAILED naming /from',
+  },
+  // ---- Rows that nobody signed in can cause ----
+  ingestErrorRowsPerSecond: {
+    setting: null,
+    value: 100,
+    unit: 'count',
+    what: 'ingest error log rows one instance writes per second',
+    past: 'counted in ingest_refused_total, not written',
+  },
+} as const satisfies Record<string, Bound>;
+
+export type BoundName = keyof typeof BOUNDS;
+
+/** A bound's value as the API guide's table shows it (bytes in KiB or MiB where whole). */
+export function formatBound(b: Bound): string {
+  const n = b.value;
+  if (b.unit === 'bytes') {
+    if (n >= MiB && n % MiB === 0) return `${n / MiB} MiB`;
+    if (n >= 1024 && n % 1024 === 0) return `${n / 1024} KiB`;
+    return `${n} B`;
+  }
+  const grouped = n.toLocaleString('en-US');
+  if (b.unit === 'count') return grouped;
+  if (b.unit === 'seconds') return `${grouped} s`;
+  return `${grouped} ${b.unit}`;
+}
+
+/** The API guide's table, row by row (a test compares it with docs/API.md). */
+export function boundsTable(): string[] {
+  const rows = ['| Bound | Setting | Value | What it bounds | Past it |', '|---|---|---|---|---|'];
+  for (const [name, b] of Object.entries(BOUNDS) as [string, Bound][]) {
+    rows.push(`| \`${name}\` | ${b.setting ? `\`${b.setting}\`` : 'fixed'} | ${formatBound(b)} | ${b.what} | ${b.past} |`);
+  }
+  return rows;
+}

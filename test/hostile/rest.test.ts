@@ -1,0 +1,95 @@
+// The hostile-tenant suite, the REST API's way in: tenant A drives each heavy path at its bounds
+// (the largest bulk, records dated far in the past and the future, zones at their limits with every
+// location inside every zone, a full export and reports) while tenant B's reads and writes are timed.
+// The service runs as its own process with `npm start`'s 128 MB heap (test/hostile/tenants.ts).
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { BOUNDS } from '../../src/bounds.js';
+import { hostileService, partitionCounts, whileBWorks } from './tenants.js';
+
+const h = await hostileService();
+const a = await h.tenant('tenant-a', 10);
+const b = await h.tenant('tenant-b');
+const log = (what: string, x: unknown) => console.log(`${what}: ${JSON.stringify(x)}`);
+
+test("the largest bulk (16 MiB of OEM data in one create) is stored, and B's requests are not held", async () => {
+  // 1000 records, each with a `data` object just under its bound, as close to the body's bound as fits.
+  const perRecord = Math.floor((BOUNDS.recordBodyBytes.value - 64 * 1024) / BOUNDS.recordsPerRequest.value) - 200;
+  const text = 'x'.repeat(Math.min(perRecord, BOUNDS.dataObjectBytes.value - 64));
+  const at = Date.now() - 60_000;
+  const body = Array.from({ length: BOUNDS.recordsPerRequest.value }, (_, i) => ({
+    assetId: a.assetIds[i % a.assetIds.length],
+    whenCreated: new Date(at + i).toISOString(),
+    payloadType: 1,
+    data: { text },
+  }));
+  const raw = JSON.stringify(body);
+  assert.ok(raw.length > BOUNDS.recordBodyBytes.value * 0.9 && raw.length < BOUNDS.recordBodyBytes.value, `${raw.length} bytes`);
+  const seen = await whileBWorks(h, b, async () => {
+    for (let round = 0; round < 2; round++) {
+      const r = await h.call('POST', '/api/v1/oem-data', { key: a.key, raw, headers: { 'content-type': 'application/json' } });
+      assert.equal(r.status, 201, r.text.slice(0, 300));
+    }
+  });
+  log('largest bulk', seen);
+});
+
+test('records dated far in the past or the future are refused from REST and make no partition', async () => {
+  const before = await partitionCounts(h);
+  assert.ok(Object.keys(before).length >= 4, JSON.stringify(before));
+  const week = 7 * 86_400_000;
+  const seen = await whileBWorks(h, b, async () => {
+    // 300 locations a week apart from 1970: the probe that made 300 partitions per table.
+    const old = Array.from({ length: 300 }, (_, i) => ({
+      assetId: a.assetIds[0],
+      latitude: 1,
+      longitude: 1,
+      whenCreated: new Date(i * week).toISOString(),
+    }));
+    const r = await h.call('POST', '/api/v1/locations', { key: a.key, body: old });
+    assert.equal(r.status, 400, r.text.slice(0, 300));
+    assert.match(r.body.field, /^\/\d+\/whenCreated$/);
+    for (const whenCreated of ['0001-01-01T00:00:00Z', '1902-06-01T00:00:00Z', '9999-12-31T00:00:00Z', '2200-01-01T00:00:00Z']) {
+      for (const path of ['/api/v1/locations', '/api/v1/sensor-data']) {
+        const one =
+          path === '/api/v1/locations'
+            ? { assetId: a.assetIds[0], latitude: 1, longitude: 1, whenCreated }
+            : { assetId: a.assetIds[0], type: 'TEMPERATURE', value: 1, whenCreated };
+        const x = await h.call('POST', path, { key: a.key, body: one });
+        assert.equal(x.status, 400, `${path} ${whenCreated}: ${x.text.slice(0, 300)}`);
+        assert.equal(x.body.field, '/whenCreated', x.text.slice(0, 300));
+      }
+    }
+  });
+  log('old and future timestamps', seen);
+  assert.deepEqual(await partitionCounts(h), before, 'no partition was made');
+});
+
+test('a full export and the reports of a large fleet stream without holding the others', async () => {
+  // 20,000 locations of A's 10 assets over the last hours.
+  const start = Date.now() - 6 * 3_600_000;
+  for (let k = 0; k < 20; k++) {
+    const body = Array.from({ length: 1000 }, (_, i) => ({
+      assetId: a.assetIds[i % a.assetIds.length],
+      latitude: ((k * 1000 + i) % 1000) / 20,
+      longitude: ((k * 1000 + i) % 997) / 20,
+      whenCreated: new Date(start + (k * 1000 + i) * 1000).toISOString(),
+    }));
+    const r = await h.call('POST', '/api/v1/locations', { key: a.key, body });
+    assert.equal(r.status, 201, r.text.slice(0, 300));
+  }
+  const from = new Date(start - 60_000).toISOString();
+  const to = new Date().toISOString();
+  const seen = await whileBWorks(h, b, async () => {
+    const jobs = [
+      h.call('GET', `/api/v1/locations?format=csv&from=${from}&to=${to}`, { key: a.key }),
+      h.call('GET', `/api/v1/locations?format=ndjson&from=${from}&to=${to}`, { key: a.key }),
+      h.call('GET', `/api/v1/reports/trips?ownerId=${a.ownerId}&from=${from}&to=${to}`, { key: a.key }),
+      h.call('GET', `/api/v1/reports/summary?ownerId=${a.ownerId}&from=${from}&to=${to}`, { key: a.key }),
+    ];
+    const done = await Promise.all(jobs);
+    for (const r of done) assert.equal(r.status, 200, r.text.slice(0, 300));
+    assert.ok(done[0]!.text.split('\n').length > 20_000, 'the CSV export holds every location');
+  });
+  log('export and reports', seen);
+});

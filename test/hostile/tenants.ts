@@ -1,0 +1,207 @@
+// The hostile-tenant suite's harness (test/hostile/*.test.ts, API guide 7 "Bounds"): the service as
+// its own process with `npm start`'s heap (128 MB), so that a crash or an exhausted heap is seen as
+// what it is, on the lane's database (PostgreSQL, or the embedded one in a folder of its own);
+// tenant A, who drives a heavy path at its bounds; and tenant B, whose reads and writes are timed
+// while A works and, before that, with A idle (the control). A file asserts with `assertUnharmed`:
+// the service stayed up, every request of B finished within 1 s and failed none, nothing of B's is
+// lost, and each partitioned table's partition count stayed within its bound.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { atEnd, createTestDatabase, TEST_DB } from '../helpers.js';
+import { type ServiceProcess, serviceProcess } from '../service-process.js';
+
+/** `npm start`'s flags (package.json). */
+export const START_FLAGS = ['--max-old-space-size=128'];
+/** What B's requests may take while A works: this guards against stalls, not speed. */
+export const STALL_MS = 1000;
+
+export interface Hostile extends ServiceProcess {
+  /** A request with a credential of the caller's (a key or a token), any path of the service. */
+  call(
+    method: string,
+    path: string,
+    opts?: { key?: string; body?: unknown; headers?: Record<string, string>; raw?: string },
+  ): Promise<{ status: number; body: any; text: string; ms: number; headers: Headers }>;
+  /** A tenant: an owner of its own with a read-write key and `assets` assets. */
+  tenant(name: string, assets?: number): Promise<Tenant>;
+  /** A gauge or counter of /metrics, by name and labels (summed over the series that match). */
+  metric(name: string, labels?: Record<string, string>): Promise<number>;
+}
+
+export interface Tenant {
+  ownerId: string;
+  key: string;
+  assetIds: string[];
+}
+
+export async function hostileService(env: Record<string, string> = {}): Promise<Hostile> {
+  let database: string | { dataDir: string };
+  if (TEST_DB === 'postgres') database = await createTestDatabase();
+  else {
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'hostile-'));
+    atEnd(async () => fs.rmSync(dataDir, { recursive: true, force: true }));
+    database = { dataDir };
+  }
+  const svc = await serviceProcess(database, { LOG_LEVEL: 'warn', ...env }, { nodeArgs: START_FLAGS });
+  atEnd(() => svc.stop());
+  const call: Hostile['call'] = async (method, p, opts = {}) => {
+    const headers: Record<string, string> = { ...(opts.headers ?? {}) };
+    if (opts.key) headers.authorization = `Bearer ${opts.key}`;
+    let body: string | undefined = opts.raw;
+    if (opts.body !== undefined) {
+      body = JSON.stringify(opts.body);
+      headers['content-type'] ??= 'application/json';
+    }
+    const t0 = performance.now();
+    const r = await fetch(`${svc.base}${p}`, { method, headers, ...(body === undefined ? {} : { body }) });
+    const text = await r.text();
+    const ms = performance.now() - t0;
+    let parsed: unknown;
+    try {
+      parsed = text ? JSON.parse(text) : undefined;
+    } catch {
+      parsed = undefined;
+    }
+    return { status: r.status, body: parsed, text, ms, headers: r.headers };
+  };
+  const tenant: Hostile['tenant'] = async (name, assets = 1) => {
+    const o = await svc.api('POST', '/owners', { name });
+    assert.equal(o.status, 201, `owner ${name}: ${JSON.stringify(o.body)}`);
+    const k = await svc.api('POST', '/api-keys', { name: `${name}-key`, ownerId: o.body.id, scopes: ['read', 'write'] });
+    assert.equal(k.status, 201, `key ${name}: ${JSON.stringify(k.body)}`);
+    const assetIds: string[] = [];
+    for (let i = 0; i < assets; i++) {
+      const a = await call('POST', '/api/v1/assets', { key: k.body.key, body: { name: `${name}-asset-${i}` } });
+      assert.equal(a.status, 201, `asset: ${a.text}`);
+      assetIds.push(a.body.id);
+    }
+    return { ownerId: o.body.id, key: k.body.key, assetIds };
+  };
+  const metric: Hostile['metric'] = async (name, labels = {}) => {
+    const { text } = await call('GET', '/metrics');
+    let sum = 0;
+    for (const line of text.split('\n')) {
+      const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)$/.exec(line);
+      if (!m || m[1] !== name) continue;
+      const ls = m[2] ?? '';
+      if (Object.entries(labels).every(([k, v]) => ls.includes(`${k}="${v}"`))) sum += Number(m[3]);
+    }
+    return sum;
+  };
+  // The service process's own fields are getters: extend it without copying them.
+  return Object.assign(Object.create(svc) as ServiceProcess, { call, tenant, metric }) as Hostile;
+}
+
+/** What B saw: each request's time and every failure, and the locations it stored. */
+export interface Observed {
+  requests: number;
+  slowest: { what: string; ms: number };
+  p50: number;
+  failures: string[];
+  stored: number;
+}
+
+/**
+ * Tenant B at work: in turn, one location stored, its assets listed, its latest locations read and
+ * /healthz, each timed, until `stop` is called. The loop keeps one request in flight, as a person
+ * or a small integration would.
+ */
+export function tenantAtWork(h: Hostile, b: Tenant): { stop: () => Promise<Observed> } {
+  let running = true;
+  const times: number[] = [];
+  const failures: string[] = [];
+  let slowest = { what: '', ms: 0 };
+  let stored = 0;
+  let n = 0;
+  const step = async (what: string, fn: () => ReturnType<Hostile['call']>, expect: number) => {
+    try {
+      const r = await fn();
+      times.push(r.ms);
+      if (r.ms > slowest.ms) slowest = { what, ms: Math.round(r.ms) };
+      if (r.status !== expect) failures.push(`${what}: ${r.status} ${r.text.slice(0, 200)}`);
+      return r.status === expect;
+    } catch (e) {
+      failures.push(`${what}: ${(e as Error).message}`);
+      return false;
+    }
+  };
+  const loop = (async () => {
+    while (running) {
+      const at = new Date(Date.now() - 1000 + (n++ % 1000)).toISOString();
+      const body = { assetId: b.assetIds[0], latitude: 10, longitude: 20, whenCreated: at };
+      if (await step('POST /locations', () => h.call('POST', '/api/v1/locations', { key: b.key, body }), 201)) stored++;
+      await step('GET /assets', () => h.call('GET', '/api/v1/assets?limit=10', { key: b.key }), 200);
+      await step('GET /locations', () => h.call('GET', `/api/v1/locations?limit=1&assetId=${b.assetIds[0]}`, { key: b.key }), 200);
+      await step('GET /healthz', () => h.call('GET', '/healthz'), 200);
+    }
+  })();
+  return {
+    async stop() {
+      running = false;
+      await loop;
+      const sorted = [...times].sort((x, y) => x - y);
+      return { requests: times.length, slowest, p50: Math.round(sorted[Math.floor(sorted.length / 2)] ?? 0), failures, stored };
+    },
+  };
+}
+
+/**
+ * Runs `attack` (tenant A's work) while B works, after a control period of B alone, and asserts
+ * that B was unharmed. Returns both observations (a file may log them: the suite's figures).
+ */
+export async function whileBWorks(
+  h: Hostile,
+  b: Tenant,
+  attack: () => Promise<unknown>,
+  opts: { controlMs?: number } = {},
+): Promise<{ control: Observed; during: Observed; result: unknown }> {
+  const control = tenantAtWork(h, b);
+  await new Promise((r) => setTimeout(r, opts.controlMs ?? 1500));
+  const idle = await control.stop();
+  const storedBefore = await countLocations(h, b);
+  const busy = tenantAtWork(h, b);
+  let result: unknown;
+  let during: Observed;
+  try {
+    result = await attack();
+  } finally {
+    during = await busy.stop();
+  }
+  await assertUnharmed(h, during, idle);
+  // Nothing of B's is lost: every location it was told was stored is there.
+  assert.equal(await countLocations(h, b), storedBefore + during.stored, "tenant B's locations all stored");
+  return { control: idle, during, result };
+}
+
+/** The service is up, and B's requests while A worked each finished within STALL_MS and none failed. */
+export async function assertUnharmed(h: Hostile, during: Observed, control?: Observed): Promise<void> {
+  assert.equal(h.exit, undefined, `the service process ended: ${JSON.stringify(h.exit)}`);
+  assert.equal((await h.call('GET', '/healthz')).status, 200, 'the service answers');
+  const story = `tenant B while A worked: ${JSON.stringify(during)}; with A idle: ${JSON.stringify(control)}`;
+  assert.ok(during.requests >= 4, `B made requests while A worked: ${story}`);
+  assert.deepEqual(during.failures, [], `B's requests failed: ${story}`);
+  assert.ok(during.slowest.ms < STALL_MS, `B waited ${during.slowest.ms} ms (${during.slowest.what}): ${story}`);
+}
+
+async function countLocations(h: Hostile, b: Tenant): Promise<number> {
+  let n = 0;
+  let url: string | undefined = `/api/v1/locations?limit=1000&assetId=${b.assetIds[0]}`;
+  while (url) {
+    const r = await h.call('GET', url, { key: b.key });
+    assert.equal(r.status, 200, r.text);
+    n += r.body.length;
+    const next = /<([^>]+)>;\s*rel="next"/.exec(r.headers.get('link') ?? '')?.[1];
+    url = next ? new URL(next, 'http://x').pathname + new URL(next, 'http://x').search : undefined;
+  }
+  return n;
+}
+
+/** Partitions of each time-partitioned table (storage_partitions), by table. */
+export async function partitionCounts(h: Hostile): Promise<Record<string, number>> {
+  const { text } = await h.call('GET', '/metrics');
+  const out: Record<string, number> = {};
+  for (const m of text.matchAll(/^storage_partitions\{table="([^"]+)"\} (\d+)$/gm)) out[m[1]!] = Number(m[2]);
+  return out;
+}
