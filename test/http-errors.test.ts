@@ -298,7 +298,10 @@ test('every text and list a request may carry has a bound, within the catalogue 
   const walk = (s: any, at: string): void => {
     if (!s || typeof s !== 'object' || seen.has(s)) return;
     seen.add(s);
-    if (s.$ref) return walk(resolveRef(doc, s.$ref), at);
+    if (s.$ref) {
+      walk(resolveRef(doc, s.$ref), at);
+      return;
+    }
     const types = [s.type].flat();
     if (types.includes('string') && s.enum === undefined && s.const === undefined) {
       const bounded = typeof s.maxLength === 'number' || ['uuid', 'date-time', 'date'].includes(s.format);
