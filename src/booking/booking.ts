@@ -7,13 +7,14 @@ import { Type, type Static } from '@sinclair/typebox';
 import type { Config } from '../config.js';
 import type { Db, Queryable } from '../db/db.js';
 import { badRequest, notFound } from '../http/errors.js';
+import { BOUNDS } from '../bounds.js';
 import { filters } from '../http/filters.js';
 import { readRoutes } from '../tenancy/read-routes.js';
 import { DateTime, IdParam, iso, isUuid, Nullable, Str, Uuid } from '../http/schemas.js';
 import type { Tenancy } from '../tenancy/tenancy.js';
 import { mergePatch } from '../http/merge-patch.js';
 
-const MAX_JSON_BYTES = 64 * 1024;
+const MAX_JSON_BYTES = BOUNDS.dataObjectBytes.value;
 
 export const bookingRoutes: FastifyPluginAsyncTypebox<{ db: Db; cfg: Config }> = async (app, { db, cfg }) => {
   const TypeLiteral = Type.Literal(cfg.BOOKING_DATA_TYPE);

@@ -3,11 +3,14 @@
 // back exactly once, because the cursor is the exact (microsecond, id) position of the last row.
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
+import { BOUNDS } from '../bounds.js';
 import { ApiError } from './errors.js';
 import { isInt8Id, isUuid } from './schemas.js';
 
 export const PageQuery = Type.Object({
-  limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 100, description: 'Page size (1-1000)' })),
+  limit: Type.Optional(
+    Type.Integer({ minimum: 1, maximum: BOUNDS.pageSize.value, default: 100, description: `Page size (1-${BOUNDS.pageSize.value})` }),
+  ),
   cursor: Type.Optional(Type.String({ maxLength: 512, description: 'Opaque cursor from the Link header' })),
   order: Type.Optional(Type.Union([Type.Literal('asc'), Type.Literal('desc')])),
   from: Type.Optional(Type.String({ format: 'date-time', description: 'whenCreated >= from' })),

@@ -3,7 +3,7 @@
 // what it is, on the lane's database (PostgreSQL, or the embedded one in a folder of its own);
 // tenant A, who drives a heavy path at its bounds; and tenant B, whose reads and writes are timed
 // while A works and, before that, with A idle (the control). A file asserts with `assertUnharmed`:
-// the service stayed up, every request of B finished within 1 s and failed none, nothing of B's is
+// the service stayed up, every request of B finished within 1 s (past the slowest with A idle) and failed none, nothing of B's is
 // lost, and each partitioned table's partition count stayed within its bound.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -14,7 +14,10 @@ import { type ServiceProcess, serviceProcess } from '../service-process.js';
 
 /** `npm start`'s flags (package.json). */
 export const START_FLAGS = ['--max-old-space-size=128'];
-/** What B's requests may take while A works: this guards against stalls, not speed. */
+/**
+ * What A's work may add to B's slowest request (over the control's slowest, B alone): this guards
+ * against stalls, not speed.
+ */
 export const STALL_MS = 1000;
 
 export interface Hostile extends ServiceProcess {
@@ -182,7 +185,10 @@ export async function assertUnharmed(h: Hostile, during: Observed, control?: Obs
   const story = `tenant B while A worked: ${JSON.stringify(during)}; with A idle: ${JSON.stringify(control)}`;
   assert.ok(during.requests >= 4, `B made requests while A worked: ${story}`);
   assert.deepEqual(during.failures, [], `B's requests failed: ${story}`);
-  assert.ok(during.slowest.ms < STALL_MS, `B waited ${during.slowest.ms} ms (${during.slowest.what}): ${story}`);
+  // On a busy machine (CI runs four test files at once on two cores) B's requests are slow with A
+  // idle too: what A may add is STALL_MS past the slowest of the control.
+  const limit = STALL_MS + (control?.slowest.ms ?? 0);
+  assert.ok(during.slowest.ms < limit, `B waited ${during.slowest.ms} ms (${during.slowest.what}), past ${limit} ms: ${story}`);
 }
 
 async function countLocations(h: Hostile, b: Tenant): Promise<number> {
