@@ -1,0 +1,88 @@
+// Poison (API guide 4, "Poison"): each consumer sets one item it cannot take aside with its reason,
+// counts it in /metrics (poison_total{consumer, reason}) and goes on with the rest: a rollups batch
+// that cannot be folded, a specification the alert sweep cannot save, a delivery result the database
+// refuses. (The event log's consumer on Kafka: test/event-log-poison.test.ts.)
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { foldRollups } from '../src/rollups/rollups.js';
+import { customer, ok, startApp, type TestApp } from './helpers.js';
+
+const HOUR = 3_600_000;
+const ta: TestApp = await startApp(undefined, {
+  RATE_LIMIT_MAX: '100000',
+  // The hours close when the test folds them, not by the service's own clock.
+  ROLLUP_CLOSE_AFTER_SECONDS: String(60 * 86400),
+});
+const db = ta.app.services.db;
+
+/** poison_total{consumer, reason} as /metrics shows it (0 while absent). */
+export async function poisonCount(t: TestApp, consumer: string, reason: string): Promise<number> {
+  const text = (await t.call('GET', '/metrics')).raw;
+  const m = new RegExp(`^poison_total\\{consumer="${consumer}",reason="${reason}"\\} (\\d+)$`, 'm').exec(text);
+  return m ? Number(m[1]) : 0;
+}
+
+test('a rollups batch that cannot be folded is moved aside with its reason and counted; every other batch is folded', async () => {
+  const c = await customer(ta, 'poison-rollups');
+  const asset = await c.asset('POISON-R');
+  const hour = Math.floor((Date.now() - 2 * 86_400_000) / HOUR) * HOUR;
+  const at = (m: number) => new Date(hour + m * 60_000).toISOString();
+  const before = {
+    undecodable: await poisonCount(ta, 'rollups', 'undecodable'),
+    invalid: await poisonCount(ta, 'rollups', 'invalid-part'),
+  };
+  // Two batches no fold can take, among the stores of a healthy asset: parts that are not JSON, and
+  // parts whose asset is no UUID (the database refuses the rollup row); older than the good ones.
+  const us = (hour + 60_000) * 1000;
+  const insert = async (parts: string) =>
+    (
+      await db.query<{ id: string }>(
+        'INSERT INTO rollup_batches (min_hour, max_hour, parts) VALUES ($1, $1, $2) RETURNING id::text AS id',
+        [new Date(hour), parts],
+      )
+    ).rows[0]!.id;
+  const garbage = await insert('[{"t":"location","o":[');
+  const invalid = await insert(
+    JSON.stringify([{ t: 'location', o: [c.ownerId], k: [], p: [['not-a-uuid', 0, hour, 1, us, us, '1', '1', 1, 2, 1, 2, 0]] }]),
+  );
+  ok(
+    await c.call('POST', '/api/v1/locations', [
+      { assetId: asset, latitude: 1, longitude: 2, whenCreated: at(1) },
+      { assetId: asset, latitude: 1.001, longitude: 2, whenCreated: at(2) },
+    ]),
+    201,
+  );
+
+  // The fold goes on past them (before, it failed on the first every time, and no batch was folded again).
+  await foldRollups(db, ta.cfg.ROLLUP_RETENTION_DAYS, true, true);
+  const { rows } = await db.query<{ count: string }>('SELECT count::text FROM rollups WHERE asset_id = $1 AND type = $2 AND hour = $3', [
+    asset,
+    'location',
+    new Date(hour),
+  ]);
+  assert.deepEqual(
+    rows.map((r) => r.count),
+    ['2'],
+    "the healthy asset's hour is folded",
+  );
+  const aside = await db.query<{ id: string; reason: string; parts: string }>(
+    'SELECT id::text AS id, reason, parts FROM rollup_batches_set_aside WHERE id = ANY($1::int8[]) ORDER BY id',
+    [[garbage, invalid]],
+  );
+  assert.deepEqual(
+    aside.rows.map((r) => [r.id, r.reason.split(':')[0]]),
+    [
+      [garbage, 'undecodable'],
+      [invalid, 'invalid-part'],
+    ],
+  );
+  assert.match(aside.rows[1]!.reason, /bad id/);
+  assert.equal(aside.rows[0]!.parts, '[{"t":"location","o":[', 'kept as it was');
+  const left = await db.query('SELECT 1 FROM rollup_batches WHERE id = ANY($1::int8[])', [[garbage, invalid]]);
+  assert.equal(left.rows.length, 0, 'no fold takes them up again');
+  assert.equal(await poisonCount(ta, 'rollups', 'undecodable'), before.undecodable + 1);
+  assert.equal(await poisonCount(ta, 'rollups', 'invalid-part'), before.invalid + 1);
+  // Reads fold first: they answer (before, every read of rollups failed with a 500).
+  const read = ok(await c.call('GET', `/api/v1/rollups?assetId=${asset}&from=${at(0)}&to=${at(59)}&interval=hour`), 200);
+  assert.equal(read[0]?.records.location, 2);
+});
