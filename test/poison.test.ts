@@ -86,3 +86,58 @@ test('a rollups batch that cannot be folded is moved aside with its reason and c
   const read = ok(await c.call('GET', `/api/v1/rollups?assetId=${asset}&from=${at(0)}&to=${at(59)}&interval=hour`), 200);
   assert.equal(read[0]?.records.location, 2);
 });
+
+/** Whole minutes a few days back: record times the test owns (every due time is behind the server clock). */
+const BASE = Math.floor(Date.now() / 60_000) * 60_000 - 3 * 86_400_000;
+const minute = (m: number) => new Date(BASE + m * 60_000).toISOString();
+
+/** An owner with a reefer whose specification's violation (9 above 5, for a minute) falls due at the next sweep. */
+async function violated(label: string) {
+  const c = await customer(ta, label);
+  const assetId = await c.asset(`${label}-reefer`);
+  const spec = ok(
+    await c.call('POST', '/api/v1/specifications', {
+      assetId,
+      type: 'REEFER',
+      ranges: { cargo: { sensors: { supplyAirTemperature: [0, 5, 1, 0] } } },
+    }),
+    201,
+  );
+  ok(await c.call('POST', '/api/v1/reefer-data', [{ assetId, whenCreated: minute(0), data: { supplyAirTemperature: 9 } }]), 201);
+  const events = async (): Promise<any[]> => ok(await c.call('GET', `/api/v1/events?assetId=${assetId}&limit=100`), 200);
+  return { ...c, assetId, specId: spec.id as string, events };
+}
+
+test("a specification whose alert the database refuses is set aside for an hour and counted; the sweep raises every other asset's", async () => {
+  const poisoned = await violated('poison-sweep');
+  const healthy = await violated('healthy-sweep');
+  const before = await poisonCount(ta, 'alert-sweep', 'refused');
+  // A refusal no input check foresees, made in the database: any event of the poisoned asset.
+  await db.query(`CREATE FUNCTION refuse_event() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN RAISE EXCEPTION 'poisoned event' USING ERRCODE = '22000'; END $$`);
+  await db.query(
+    `CREATE TRIGGER refuse_event BEFORE INSERT ON events FOR EACH ROW WHEN (NEW.asset_id = '${poisoned.assetId}') EXECUTE FUNCTION refuse_event()`,
+  );
+  try {
+    // Before, the sweep's one transaction failed whole, at every round: no asset's alert was raised.
+    const later = new Date(Date.now() + 2 * HOUR);
+    await ta.app.services.alerts.sweep(later);
+    const raised = await healthy.events();
+    assert.equal(raised.length, 1, JSON.stringify(raised));
+    assert.match(raised[0].subject, /supplyAirTemperature 9 above maximum 5/);
+    assert.deepEqual(await poisoned.events(), []);
+    assert.equal(await poisonCount(ta, 'alert-sweep', 'refused'), before + 1);
+    const { rows } = await db.query<{ later: boolean }>(
+      `SELECT next_due > now() + interval '50 minutes' AS later FROM specifications WHERE id = $1`,
+      [poisoned.specId],
+    );
+    assert.deepEqual(rows, [{ later: true }], 'not due again for an hour');
+    // The next rounds do not take it up again (no tight loop): nothing more is counted.
+    await ta.app.services.alerts.sweep(later);
+    await ta.app.services.alerts.sweep(later);
+    assert.equal(await poisonCount(ta, 'alert-sweep', 'refused'), before + 1);
+  } finally {
+    await db.query('DROP TRIGGER refuse_event ON events');
+    await db.query('DROP FUNCTION refuse_event()');
+  }
+});

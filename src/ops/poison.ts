@@ -8,7 +8,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import { isDatabaseUnavailable } from '../http/errors.js';
 
 /** The consumers that set poison aside (the metric's `consumer` label). */
-export type PoisonConsumer = 'eventlog' | 'alert-sweep' | 'alert-store' | 'delivery-results' | 'rollups';
+export type PoisonConsumer = 'eventlog' | 'alert-sweep' | 'delivery-results' | 'rollups';
 
 /** Items set aside in this process, by "consumer:reason". */
 const counts = new Map<string, number>();
