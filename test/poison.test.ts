@@ -3,17 +3,26 @@
 // that cannot be folded, a specification the alert sweep cannot save, a delivery result the database
 // refuses. (The event log's consumer on Kafka: test/event-log-poison.test.ts.)
 import assert from 'node:assert/strict';
-import { test } from 'node:test';
+import { after, test } from 'node:test';
 import { foldRollups } from '../src/rollups/rollups.js';
-import { customer, ok, startApp, type TestApp } from './helpers.js';
+import { customer, deliveryHistory, fleet, ok, startApp, type TestApp, waitFor } from './helpers.js';
+import { Receiver } from './receiver.js';
 
 const HOUR = 3_600_000;
 const ta: TestApp = await startApp(undefined, {
   RATE_LIMIT_MAX: '100000',
   // The hours close when the test folds them, not by the service's own clock.
   ROLLUP_CLOSE_AFTER_SECONDS: String(60 * 86400),
+  PUSH_ALLOW_HTTP: 'true',
+  PUSH_ALLOWED_NETWORKS: '127.0.0.0/8',
+  DELIVERY_POLL_MS: '100',
+  // A parked result's events are sent again when their lease runs out.
+  DELIVERY_LEASE_SECONDS: '3',
 });
 const db = ta.app.services.db;
+const rx = await new Receiver().start();
+after(() => rx.close());
+const { reached } = deliveryHistory(() => ta);
 
 /** poison_total{consumer, reason} as /metrics shows it (0 while absent). */
 export async function poisonCount(t: TestApp, consumer: string, reason: string): Promise<number> {
@@ -140,4 +149,32 @@ test("a specification whose alert the database refuses is set aside for an hour 
     await db.query('DROP TRIGGER refuse_event ON events');
     await db.query('DROP FUNCTION refuse_event()');
   }
+});
+
+test("a delivery result the database refuses is parked and counted, and every other integration's results are written", async () => {
+  rx.on('/results', () => ({ status: 200 }));
+  const hook = (label: string) => fleet(ta, label, { channel: 'webhook', destination: `${rx.url}/results` });
+  const poisoned = await hook('poison-results');
+  const healthy = await hook('healthy-results');
+  const before = await poisonCount(ta, 'delivery-results', 'refused');
+  await db.query(`CREATE FUNCTION refuse_attempt() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN RAISE EXCEPTION 'poisoned result' USING ERRCODE = '22000'; END $$`);
+  await db.query(
+    `CREATE TRIGGER refuse_attempt BEFORE INSERT ON delivery_attempts FOR EACH ROW
+       WHEN (NEW.integration_id = '${poisoned.integrationId}') EXECUTE FUNCTION refuse_attempt()`,
+  );
+  try {
+    await poisoned.store(2);
+    await healthy.store(3);
+    await reached(healthy.integrationId, 3, 'SUCCEEDED');
+    await waitFor(
+      () => 'the refused result counted',
+      async () => (await poisonCount(ta, 'delivery-results', 'refused')) > before,
+    );
+  } finally {
+    await db.query('DROP TRIGGER refuse_attempt ON delivery_attempts');
+    await db.query('DROP FUNCTION refuse_attempt()');
+  }
+  // Nothing accepted is lost: the parked result's events are sent again once their lease ran out.
+  await reached(poisoned.integrationId, 2, 'SUCCEEDED');
 });
