@@ -23,6 +23,7 @@ import { pushWebhooks } from './http/push-objects.js';
 import { ownerRoutes } from './owners/owners.js';
 import { assetRoutes } from './assets/assets.js';
 import { opsRoutes } from './ops/ops.js';
+import { logPoisonTo } from './ops/poison.js';
 import { dashboardRoutes } from './dashboard/dashboard.js';
 import { RECORD_DEFS, recordRoutes } from './records/records.js';
 import { zoneRoutes } from './zones/zones.js';
@@ -128,6 +129,8 @@ export async function buildApp(
     ajv: { customOptions: { strict: false } },
   });
 
+  // Poison set aside by this process's consumers is logged here (src/ops/poison.ts).
+  logPoisonTo(app.log);
   const raw = opts.db ?? (await openDatabase(cfg));
   let limiter: Limiter | undefined;
   let deviceLimiter: Limiter | undefined;

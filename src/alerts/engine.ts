@@ -17,6 +17,7 @@ import type { ObjectType } from '../delivery/objects.js';
 import type { OwnerPaths } from '../delivery/queue/index.js';
 import { getAtPath } from '../http/dotted-path.js';
 import { badRequest } from '../http/errors.js';
+import { countPoison, isRefusal, setAside } from '../ops/poison.js';
 import type { RecordHook, StoredItem } from '../records/hooks.js';
 import { type AlertLimits, type AlertState, Evaluation, rulesOf } from './evaluation.js';
 import type { NotificationValue, RangesValue, SpecType } from './model.js';
@@ -44,6 +45,12 @@ export interface AlertSettings extends AlertLimits {
   sweepSeconds: number;
   silenceSeconds: number;
 }
+
+/** Specifications one transaction of the sweep takes at most. */
+const SWEEP_BATCH = 100;
+/** The sweep's due specifications ($1 now, $2 ALERT_SILENCE_SECONDS, $3 those held back). */
+const DUE = `s.next_due <= $1 AND (s.received_at IS NULL OR s.received_at <= $1::timestamptz - make_interval(secs => $2))
+             AND NOT (s.id = ANY($3::uuid[]))`;
 
 /** A specification's evaluation, or null (and a log line) when its rows cannot make one: one bad row never stops the rest. */
 type Result = { s: SpecRow; e: Evaluation };
@@ -185,42 +192,99 @@ export class AlertEngine {
    * Fires what fell due by `now` on assets silent for ALERT_SILENCE_SECONDS, in batches of 100
    * rows locked with SKIP LOCKED (several instances share the work), then the silence and zone
    * rules' dues. Returns the events raised.
+   *
+   * Poison (API guide 4): a specification whose evaluation throws is parked (not due for an hour);
+   * one whose new state, event or notification the database refuses fails its batch's transaction,
+   * so that batch is swept again one specification at a time and the refused one is set aside (not
+   * due for an hour, held back by this process even if the database refuses that too): the others
+   * are swept all the same, and none is retried in a tight loop.
    */
   async sweep(now = new Date()): Promise<number> {
-    const BATCH = 100;
     let total = 0;
-    for (;;) {
-      const { fired, more } = await this.db.tx(async (q) => {
-        let fired = 0;
-        let more = false;
-        for (const type of ['REEFER', 'GENSET'] as const) {
-          // Assets a store is evaluating right now are skipped (their lock is taken), as are rows
-          // another instance's sweep holds.
-          const specs = await this.read(
-            q,
-            type,
-            `s.next_due <= $1 AND (s.received_at IS NULL OR s.received_at <= $1::timestamptz - make_interval(secs => $2))
-             AND ${assetXactLock('s.asset_id', true)}`,
-            [now.toISOString(), this.opts.silenceSeconds],
-            `ORDER BY s.asset_id LIMIT ${BATCH} FOR UPDATE OF s SKIP LOCKED`,
-          );
-          const { results, broken } = this.each(specs, (e) => e.sweep(now.getTime()));
-          const stmt = new WriteStatement();
-          await this.save(q, stmt, type, results, false);
-          this.park(stmt, broken);
-          if (!stmt.empty) await stmt.run(q);
-          fired += results.reduce((sum, r) => sum + r.e.fired.length, 0);
-          more ||= specs.length === BATCH;
+    for (const type of ['REEFER', 'GENSET'] as const) {
+      for (;;) {
+        let r: { fired: number; more: boolean };
+        try {
+          r = await this.sweepSome(type, now);
+        } catch (err) {
+          if (!isRefusal(err)) throw err;
+          r = await this.sweepEach(type, now);
         }
-        return { fired, more };
-      });
-      total += fired;
-      if (!more) break;
+        total += r.fired;
+        if (!r.more) break;
+      }
     }
     // The rules on assets and zones, on the same clock.
     total += await sweepSilence(this.db, now);
     total += await sweepVisits(this.db, now, this.opts.silenceSeconds);
     return total;
+  }
+
+  /** Specifications this process set aside (id to epoch ms): left out of its sweeps until then. */
+  private readonly setAsideUntil = new Map<string, number>();
+
+  /** One transaction of the sweep: up to SWEEP_BATCH due specifications of `type` (or only `only`). */
+  private async sweepSome(type: SpecType, now: Date, only?: string): Promise<{ fired: number; more: boolean }> {
+    const { fired, more, broken } = await this.db.tx(async (q) => {
+      // Assets a store is evaluating right now are skipped (their lock is taken), as are rows
+      // another instance's sweep holds.
+      const params: unknown[] = [now.toISOString(), this.opts.silenceSeconds, this.heldBack()];
+      if (only) params.push(only);
+      const specs = await this.read(
+        q,
+        type,
+        `${DUE} ${only ? 'AND s.id = $4' : ''} AND ${assetXactLock('s.asset_id', true)}`,
+        params,
+        `ORDER BY s.asset_id LIMIT ${SWEEP_BATCH} FOR UPDATE OF s SKIP LOCKED`,
+      );
+      const { results, broken } = this.each(specs, (e) => e.sweep(now.getTime()));
+      const stmt = new WriteStatement();
+      await this.save(q, stmt, type, results, false);
+      this.park(stmt, broken);
+      if (!stmt.empty) await stmt.run(q);
+      return {
+        fired: results.reduce((sum, r) => sum + r.e.fired.length, 0),
+        more: specs.length === SWEEP_BATCH,
+        broken: broken.length,
+      };
+    });
+    if (broken) countPoison('alert-sweep', 'evaluation-failed', broken);
+    return { fired, more };
+  }
+
+  /**
+   * A batch the database refused: its due specifications each in a transaction of its own, the
+   * refused one set aside. What is left (rows others held) waits for the next sweep.
+   */
+  private async sweepEach(type: SpecType, now: Date): Promise<{ fired: number; more: boolean }> {
+    const due = await this.read(
+      this.db,
+      type,
+      DUE,
+      [now.toISOString(), this.opts.silenceSeconds, this.heldBack()],
+      `ORDER BY s.asset_id LIMIT ${SWEEP_BATCH}`,
+    );
+    let fired = 0;
+    for (const s of due) {
+      try {
+        fired += (await this.sweepSome(type, now, s.id)).fired;
+      } catch (err) {
+        if (!isRefusal(err)) throw err;
+        this.setAsideUntil.set(s.id, Date.now() + 3_600_000);
+        await this.db
+          .query(`UPDATE specifications SET next_due = now() + interval '1 hour' WHERE id = $1`, [s.id])
+          .catch(() => undefined /* refused too: this process holds it back all the same */);
+        setAside('alert-sweep', 'refused', { specificationId: s.id, assetId: s.asset_id }, err, 'not due again for an hour');
+      }
+    }
+    return { fired, more: false };
+  }
+
+  /** The ids of specifications this process holds back (set aside less than an hour ago). */
+  private heldBack(): string[] {
+    const now = Date.now();
+    for (const [id, until] of this.setAsideUntil) if (until <= now) this.setAsideUntil.delete(id);
+    return [...this.setAsideUntil.keys()];
   }
 
   start(): void {

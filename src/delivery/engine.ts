@@ -21,6 +21,7 @@ import { isDatabaseUnavailable } from '../http/errors.js';
 import type { AttemptRecord, Channel, ChannelLimits, OutMessage } from './channels/channel.js';
 import type { IntegrationConfig } from './integrations/model.js';
 import { loadIntegration } from './integrations/store.js';
+import { setAside } from '../ops/poison.js';
 import * as queue from './queue/index.js';
 import type { FirstAttemptSource, TakenEvents } from './source.js';
 import { Waker } from './waker.js';
@@ -604,13 +605,22 @@ export class DeliveryEngine {
         if (isTransient(e)) return putBack(n, e);
         try {
           await queue.writeResults(this.db, [withoutResponse(r, e)]);
-          this.log.warn({ err: e, integrationId: r.integrationId, requestId: r.requestId }, 'delivery result stored without its response');
+          setAside(
+            'delivery-results',
+            'response-refused',
+            { integrationId: r.integrationId, requestId: r.requestId },
+            e,
+            'result stored without its response',
+          );
         } catch (e2) {
           if (isTransient(e2)) return putBack(n, e2);
           this.resultsParked++;
-          this.log.error(
-            { err: e2, integrationId: r.integrationId, requestId: r.requestId, events: r.events.length },
-            'delivery result parked: the database refuses it; its events are sent again when their lease runs out',
+          setAside(
+            'delivery-results',
+            'refused',
+            { integrationId: r.integrationId, requestId: r.requestId, events: r.events.length },
+            e2,
+            'result parked (logged and dropped; its events are sent again when their lease runs out)',
           );
         }
       }

@@ -6,6 +6,7 @@ import pino from 'pino';
 import { loadSecretsKey } from '../auth/crypto.js';
 import { loadConfig } from '../config.js';
 import { createPostgres } from '../db/db.js';
+import { logPoisonTo, poisonCounts } from '../ops/poison.js';
 import { Partitions, withPartitions } from '../storage/partitions.js';
 import { policyOf } from './address.js';
 import { type DeliveryReport, deliveryEngine } from './processes.js';
@@ -13,6 +14,7 @@ import { type DeliveryReport, deliveryEngine } from './processes.js';
 const cfg = loadConfig();
 if (!cfg.DATABASE_URL) throw new Error('a delivery process needs PostgreSQL (DATABASE_URL)');
 const log = pino({ level: cfg.LOG_LEVEL, base: { pid: process.pid, role: 'delivery', slot: process.env.DELIVERY_PROCESS_SLOT } });
+logPoisonTo(log);
 const raw = createPostgres(cfg.DATABASE_URL, cfg.DB_POOL_SIZE);
 // Results are written at the time they happen: a partition the service has not made yet is made here.
 const db = withPartitions(raw, new Partitions(raw, cfg.PARTITION_INTERVAL));
@@ -24,6 +26,7 @@ const report = () => {
     resultsParked: engine.resultsParked,
     statements: raw.counts?.statements ?? 0,
     ...engine.eventLog,
+    poison: poisonCounts(),
   };
   if (process.connected) process.send?.(r);
 };

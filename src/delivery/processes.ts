@@ -30,6 +30,8 @@ export interface DeliveryCounters {
   readonly statements?: number;
   /** The Kafka event log: events published by the relays, read from the topic, parked in the retry queue. */
   readonly eventLog: { published: number; consumed: number; parked: number };
+  /** Poison set aside by delivery processes of their own, by "consumer:reason" (absent when delivery runs in this process: its counts are this process's). */
+  readonly poison?: Record<string, number>;
   stop(): Promise<void>;
 }
 
@@ -65,6 +67,8 @@ export interface DeliveryReport {
   published?: number;
   consumed?: number;
   parked?: number;
+  /** Poison this process set aside, by "consumer:reason" (poison.ts). */
+  poison?: Record<string, number>;
 }
 
 const here = fileURLToPath(import.meta.url);
@@ -75,6 +79,12 @@ interface Child {
   proc: ChildProcess;
   report: DeliveryReport;
   exited: Promise<void>;
+}
+
+/** `a` with `b`'s counts added. */
+function addCounts(a: Record<string, number>, b: Record<string, number>): Record<string, number> {
+  for (const [k, n] of Object.entries(b)) if (typeof n === 'number') a[k] = (a[k] ?? 0) + n;
+  return a;
 }
 
 /** The delivery processes of one service process. */
@@ -117,6 +127,7 @@ export class DeliveryProcesses implements DeliveryCounters {
       this.gone.resultsParked += child.report.resultsParked;
       this.gone.statements += child.report.statements;
       for (const k of ['published', 'consumed', 'parked'] as const) this.gone[k] = (this.gone[k] ?? 0) + (child.report[k] ?? 0);
+      this.gone.poison = addCounts(this.gone.poison ?? {}, child.report.poison ?? {});
       if (this.children.get(slot) === child) this.children.delete(slot);
       if (this.stopping) return;
       // A process that ran a minute was healthy: its restart starts the backoff afresh.
@@ -133,7 +144,7 @@ export class DeliveryProcesses implements DeliveryCounters {
     });
   }
 
-  private sum(key: keyof DeliveryReport): number {
+  private sum(key: Exclude<keyof DeliveryReport, 'poison'>): number {
     let n = this.gone[key] ?? 0;
     for (const c of this.children.values()) n += c.report[key] ?? 0;
     return n;
@@ -141,6 +152,12 @@ export class DeliveryProcesses implements DeliveryCounters {
 
   get eventLog() {
     return { published: this.sum('published'), consumed: this.sum('consumed'), parked: this.sum('parked') };
+  }
+
+  get poison(): Record<string, number> {
+    let sum = { ...this.gone.poison };
+    for (const c of this.children.values()) sum = addCounts(sum, c.report.poison ?? {});
+    return sum;
   }
 
   get requestsSent(): number {

@@ -16,6 +16,7 @@ import type { Db } from '../db/db.js';
 import type { ObjectType } from '../delivery/objects.js';
 import * as queue from '../delivery/queue/index.js';
 import type { FirstAttemptSource, TakenEvents } from '../delivery/source.js';
+import { setAside } from '../ops/poison.js';
 import { covers, parseOwnerPath, type TopicEvent } from './coverage.js';
 import { clientOptions, type EventLogConfig, ensureTopic, kafkaLib } from './kafka.js';
 import { EventLogRelay } from './relay.js';
@@ -184,10 +185,12 @@ export class KafkaFirstAttempts implements FirstAttemptSource {
   }
 
   private schedule(): void {
-    this.processing ??= this.process().finally(() => {
-      this.processing = undefined;
-      if (this.incoming.length && this.running) this.schedule();
-    });
+    this.processing ??= this.process()
+      .catch((e) => this.log.error({ err: e }, 'event log consumer: fanning messages out failed'))
+      .finally(() => {
+        this.processing = undefined;
+        if (this.incoming.length && this.running) this.schedule();
+      });
   }
 
   private pause(): void {
@@ -222,12 +225,24 @@ export class KafkaFirstAttempts implements FirstAttemptSource {
       this.coveredAt = Date.now();
       const batch = this.incoming.splice(0, this.incoming.length);
       // Each message's event and the integrations covering it, decided once.
-      const fanned = batch.map((m) => {
-        const e = toTopicEvent(m);
-        if (!e) return { m, e, covering: [] };
-        let parsed: Record<string, unknown> | undefined;
-        const payload = () => (parsed ??= JSON.parse(e.payload) as Record<string, unknown>);
-        return { m, e, covering: cov.filter((c) => covers(c, e, payload)) };
+      // A message that is no event (poison: headers missing or bad, a payload that is not a JSON
+      // object, its handling throws) is set aside: logged, counted, its offset committed; the
+      // others go on.
+      const fanned = batch.map((m): Fanned => {
+        let e: TopicEvent | null = null;
+        try {
+          const got = toTopicEvent(m);
+          if ('poison' in got) return { m, e: null, covering: [], poison: got.poison };
+          e = got;
+          let parsed: Record<string, unknown> | undefined;
+          const payload = () => (parsed ??= payloadOf(got.payload));
+          const covering = cov.filter((c) => covers(c, got, payload));
+          // What is handed over must be a JSON object: receivers get it as such.
+          if (covering.length) payload();
+          return { m, e, covering };
+        } catch (err) {
+          return { m, e: null, covering: [], poison: err instanceof BadPayload ? 'bad-payload' : 'handling-failed', err };
+        }
       });
       const park: Held[] = [];
       const parkFor: string[] = [];
@@ -241,7 +256,8 @@ export class KafkaFirstAttempts implements FirstAttemptSource {
         await new Promise((r) => setTimeout(r, 1000));
         continue;
       }
-      for (const { m, e, covering } of fanned) {
+      for (const f of fanned) {
+        const { m, e, covering } = f;
         if (!this.assigned.has(m.partition)) continue;
         let part = this.parts.get(m.partition);
         if (!part) {
@@ -254,7 +270,13 @@ export class KafkaFirstAttempts implements FirstAttemptSource {
         const entry: Entry = { offset: m.offset, pending: 0, commit: m.commit };
         part.entries.push(entry);
         if (!e) {
-          this.log.error({ partition: m.partition, offset: String(m.offset) }, 'event log message without its headers; skipped');
+          setAside(
+            'eventlog',
+            f.poison ?? 'handling-failed',
+            { topic: m.topic, partition: m.partition, offset: String(m.offset), key: m.key, logId: m.headers.get('id') },
+            f.err,
+            'skipped (its offset is committed)',
+          );
           continue;
         }
         const event: queue.LogEvent = {
@@ -289,7 +311,7 @@ export class KafkaFirstAttempts implements FirstAttemptSource {
    * The (integration, event) pairs that were handed over already, of the messages that may repeat:
    * those of recovering partitions, and a relay's first batch after it took the lease.
    */
-  private async alreadyHanded(fanned: { m: Msg; e: TopicEvent | null; covering: queue.Coverage[] }[], now: number): Promise<Set<string>> {
+  private async alreadyHanded(fanned: Fanned[], now: number): Promise<Set<string>> {
     for (const [p, r] of this.recovering) if (r.until < now) this.recovering.delete(p);
     const pairs: { integrationId: string; logId: string }[] = [];
     for (const { m, e, covering } of fanned) {
@@ -442,8 +464,39 @@ export class KafkaFirstAttempts implements FirstAttemptSource {
   }
 }
 
-/** The event a message carries (its headers, set by the relay), or null when they are missing. */
-function toTopicEvent(m: Msg): TopicEvent | null {
+/** A message with its event and the integrations covering it, or why it is poison. */
+interface Fanned {
+  m: Msg;
+  e: TopicEvent | null;
+  covering: queue.Coverage[];
+  poison?: string;
+  err?: unknown;
+}
+
+class BadPayload extends Error {}
+
+/** A message's payload: a JSON object, or BadPayload. */
+function payloadOf(text: string): Record<string, unknown> {
+  let v: unknown;
+  try {
+    v = JSON.parse(text);
+  } catch (e) {
+    throw new BadPayload(`the payload is not JSON (${(e as Error).message})`);
+  }
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) throw new BadPayload('the payload is not a JSON object');
+  return v as Record<string, unknown>;
+}
+
+const INT8 = /^\d{1,19}$/;
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const MAX_INT8 = 9_223_372_036_854_775_807n;
+const int8 = (v: string) => INT8.test(v) && BigInt(v) <= MAX_INT8;
+
+/**
+ * The event a message carries (its headers, set by the relay), or why it is none: `missing-headers`,
+ * `bad-headers` (a value the relay never sends: the database would refuse it, or no date).
+ */
+function toTopicEvent(m: Msg): TopicEvent | { poison: string } {
   const h = m.headers;
   const id = h.get('id');
   const tx = h.get('tx');
@@ -452,7 +505,13 @@ function toTopicEvent(m: Msg): TopicEvent | null {
   const objectId = h.get('object-id');
   const path = h.get('owner-path');
   const at = h.get('at');
-  if (!id || !tx || !eventId || !type || objectId === undefined || !path || !at || typeof m.value !== 'string') return null;
+  if (!id || !tx || !eventId || !type || objectId === undefined || !path || !at || typeof m.value !== 'string') {
+    return { poison: 'missing-headers' };
+  }
+  const whenCreated = new Date(at);
+  if (!int8(id) || !int8(tx) || !UUID.test(eventId) || !/^\{.*\}$/s.test(path) || Number.isNaN(whenCreated.getTime())) {
+    return { poison: 'bad-headers' };
+  }
   return {
     id,
     tx: BigInt(tx),
@@ -460,7 +519,7 @@ function toTopicEvent(m: Msg): TopicEvent | null {
     objectType: type,
     objectId,
     ownerPath: parseOwnerPath(path),
-    whenCreated: new Date(at),
+    whenCreated,
     payload: m.value,
   };
 }

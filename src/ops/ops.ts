@@ -9,6 +9,7 @@ import client from 'prom-client';
 import type { Db } from '../db/db.js';
 import { oldestTransactionAge, pendingTotal } from '../delivery/queue/index.js';
 import { consumerLag } from '../eventlog/kafka.js';
+import { poisonCounts } from './poison.js';
 
 const require = createRequire(import.meta.url);
 const swaggerUiDir = path.dirname(require.resolve('swagger-ui-dist/package.json'));
@@ -220,6 +221,23 @@ export const opsRoutes = fp(async function opsRoutes(app: FastifyInstance, { db 
     registers: app.services.cfg.INGEST_MQTT_URL ? [registry] : [],
     collect() {
       this.set(app.services.ingest.mqtt?.connected ? 1 : 0);
+    },
+  });
+  // Poison (poison.ts): items a consumer set aside so the others go on, by consumer and reason;
+  // this process's and its delivery processes'.
+  new client.Gauge({
+    name: 'poison_total',
+    help: 'Items a consumer could not take and set aside (logged with their id; kept where a table holds them) so the rest went on, by consumer and reason, since this process started',
+    labelNames: ['consumer', 'reason'] as const,
+    registers: [registry],
+    collect() {
+      const sum = new Map<string, number>();
+      for (const c of [poisonCounts(), app.services.delivery?.poison ?? {}])
+        for (const [k, n] of Object.entries(c)) sum.set(k, (sum.get(k) ?? 0) + n);
+      for (const [k, n] of sum) {
+        const at = k.indexOf(':');
+        this.set({ consumer: k.slice(0, at), reason: k.slice(at + 1) }, n);
+      }
     },
   });
   // No answer of this service is ever to be read as another type than it says (scripts, styles, JSON).

@@ -14,6 +14,7 @@
 // summed from the hour's raw rows when its row is written. One fold or summing at a time.
 import type { Db, Queryable } from '../db/db.js';
 import type { WriteStatement } from '../db/statement.js';
+import { setAside } from '../ops/poison.js';
 import type { RecordHook } from '../records/hooks.js';
 import { combine, decodeParts, decParse, encodeParts, encodeStore, type Part, partKey, statsJson } from './parts.js';
 import { orderMembers, ROLLUP_TABLES, type RollupType, upsert } from './sql.js';
@@ -61,6 +62,66 @@ export const rollupHooks = () => TYPES.map(rollupHook);
 
 /** The advisory lock of the rollups' writers (one fold or summing at a time: they rewrite the same rows). */
 const LOCK = '(1919904876, 1)';
+
+/** A rollup_batches row as the fold takes it. */
+interface Batch {
+  id: string;
+  min_hour: Date;
+  max_hour: Date;
+  parts: string;
+  compacted: boolean;
+}
+const BATCH_COLUMNS = 'id::text AS id, min_hour, max_hour, parts, compacted';
+
+/** What one fold transaction did: the batches taken, whether more wait, those set aside (poison). */
+interface Consumed {
+  taken: number;
+  more: boolean;
+  bad: { id: string; reason: string; detail: string }[];
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+/** Epoch ms of 0001-01-01 and 9999-12-31: every time a rollup row may hold lies between. */
+const MIN_MS = -62_135_596_800_000;
+const MAX_MS = 253_402_300_800_000;
+const int = (v: unknown, lo = Number.MIN_SAFE_INTEGER) => Number.isSafeInteger(v) && (v as number) >= lo;
+const real = (v: unknown) => v === null || Number.isFinite(v);
+const micros = (v: unknown) => int(v) && (v as number) >= MIN_MS * 1000 && (v as number) < MAX_MS * 1000;
+
+/** Why a decoded part cannot be a rollup row (a value the database would refuse, or none), or null. */
+function partProblem(p: Part): string | null {
+  if (!TYPES.includes(p.type)) return 'unknown type';
+  if (typeof p.asset !== 'string' || !UUID.test(p.asset) || typeof p.owner !== 'string' || !UUID.test(p.owner)) return 'bad id';
+  if (!int(p.hour) || p.hour % HOUR !== 0 || p.hour < MIN_MS || p.hour >= MAX_MS) return 'bad hour';
+  if (!int(p.n, 1) || !micros(p.first) || !micros(p.last) || p.first > p.last) return 'bad count or times';
+  if (![p.firstLat, p.firstLon, p.lastLat, p.lastLon].every(real)) return 'bad position';
+  if ((p.mm !== null && !int(p.mm, 0)) || (p.step !== null && !int(p.step, 0))) return 'bad distance or step';
+  for (const [k, st] of p.stats ?? []) {
+    // jsonb refuses a NUL and a lone surrogate in a key.
+    if (typeof k !== 'string' || k.includes('\u0000') || !k.isWellFormed()) return 'bad stats key';
+    if (!int(st.n, 1) || !Number.isFinite(st.min) || !Number.isFinite(st.max)) return 'bad stats';
+    if (st.sum !== null && (!(typeof st.sum.m === 'bigint' || int(st.sum.m)) || !int(st.sum.s, 0))) return 'bad stats sum';
+  }
+  return null;
+}
+
+/**
+ * A batch's parts, or why it cannot be folded: `reason` the metric's (undecodable, invalid-part),
+ * `detail` what the set-aside row keeps.
+ */
+function partsOf(b: Batch): Part[] | { reason: string; detail: string } {
+  let parts: Part[];
+  try {
+    parts = decodeParts(b.parts);
+  } catch (e) {
+    return { reason: 'undecodable', detail: `undecodable: ${String((e as Error)?.message ?? e).slice(0, 200)}` };
+  }
+  for (const [i, p] of parts.entries()) {
+    const problem = partProblem(p);
+    if (problem) return { reason: 'invalid-part', detail: `invalid-part: part ${i}: ${problem}` };
+  }
+  return parts;
+}
 
 /** The stored rows of `keys`, as parts (sums exact: read as text). */
 async function storedParts(q: Queryable, keys: Part[]): Promise<Map<string, Part>> {
@@ -112,7 +173,7 @@ async function storedParts(q: Queryable, keys: Part[]): Promise<Map<string, Part
  * of hours past `keepDays` are let go. Returns the batches taken, or null when another fold runs
  * and `wait` is false.
  */
-async function consume(db: Db, keepDays: number, wait: boolean, compact: boolean): Promise<{ taken: number; more: boolean } | null> {
+async function consume(db: Db, keepDays: number, wait: boolean, compact: boolean): Promise<Consumed | null> {
   return db.session(async (s) => {
     const got = await s.query<{ ok: boolean }>(
       wait ? `SELECT true AS ok FROM pg_advisory_lock${LOCK}` : `SELECT pg_try_advisory_lock${LOCK} AS ok`,
@@ -123,6 +184,9 @@ async function consume(db: Db, keepDays: number, wait: boolean, compact: boolean
       try {
         const n = await consumeIn(s, keepDays, compact);
         await s.exec('COMMIT');
+        for (const b of n.bad) {
+          setAside('rollups', b.reason, { rollupBatchId: b.id, detail: b.detail }, undefined, 'moved to rollup_batches_set_aside');
+        }
         return n;
       } catch (e) {
         await s.exec('ROLLBACK');
@@ -135,7 +199,8 @@ async function consume(db: Db, keepDays: number, wait: boolean, compact: boolean
 }
 
 /** Folds one transaction's share; `more`: it took what the limits allow, so more may wait. */
-async function consumeIn(q: Queryable, keepDays: number, compact: boolean): Promise<{ taken: number; more: boolean }> {
+async function consumeIn(q: Queryable, keepDays: number, compact: boolean): Promise<Consumed> {
+  const bad: Consumed['bad'] = [];
   const end = (await q.query<{ m: Date }>('SELECT materialized AS m FROM rollup_state')).rows[0]!.m.getTime();
   // Every batch when compacting; else those with parts of summed hours (and every one the raw
   // summing needs taken with them).
@@ -160,10 +225,10 @@ async function consumeIn(q: Queryable, keepDays: number, compact: boolean): Prom
       more = ids.length < rows.length;
     }
     return (
-      await q.query<{ parts: string }>(
+      await q.query<Batch>(
         ids
-          ? 'DELETE FROM rollup_batches WHERE id = ANY($1::int8[]) RETURNING parts'
-          : `DELETE FROM rollup_batches WHERE id IN (SELECT id FROM rollup_batches ${cond}) RETURNING parts`,
+          ? `DELETE FROM rollup_batches WHERE id = ANY($1::int8[]) RETURNING ${BATCH_COLUMNS}`
+          : `DELETE FROM rollup_batches WHERE id IN (SELECT id FROM rollup_batches ${cond}) RETURNING ${BATCH_COLUMNS}`,
         ids ? [ids] : params,
       )
     ).rows;
@@ -174,9 +239,20 @@ async function consumeIn(q: Queryable, keepDays: number, compact: boolean): Prom
   // loose has its distance and longest step summed from the raw rows below, so nothing is lost.
   const summed = new Map<string, Part>();
   const open = new Map<string, Part>();
-  const add = (rows: { parts: string }[]) => {
+  // A batch that cannot be folded (poison) is moved aside whole, with its reason; the rest go on.
+  const add = async (rows: Batch[]) => {
     for (const r of rows) {
-      for (const p of decodeParts(r.parts)) {
+      const parts = partsOf(r);
+      if (!Array.isArray(parts)) {
+        await q.query(
+          `INSERT INTO rollup_batches_set_aside (id, min_hour, max_hour, parts, compacted, reason)
+           VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING`,
+          [r.id, r.min_hour, r.max_hour, r.parts, r.compacted, parts.detail],
+        );
+        bad.push({ id: r.id, ...parts });
+        continue;
+      }
+      for (const p of parts) {
         if (p.hour + HOUR <= keep) continue;
         const into = p.hour < end ? summed : open;
         const k = partKey(p);
@@ -186,9 +262,9 @@ async function consumeIn(q: Queryable, keepDays: number, compact: boolean): Prom
     }
   };
   const rows = await take(true);
-  if (!rows.length) return { taken: 0, more: false };
+  if (!rows.length) return { taken: 0, more: false, bad };
   let taken = rows.length;
-  add(rows);
+  await add(rows);
   rows.length = 0;
   const stored = await storedParts(q, [...summed.values()]);
   let write: Part[] = [];
@@ -207,7 +283,7 @@ async function consumeIn(q: Queryable, keepDays: number, compact: boolean): Prom
     while (more) {
       const rest = await take(true, true);
       taken += rest.length;
-      add(rest);
+      await add(rest);
     }
     for (const [k, p] of await storedParts(
       q,
@@ -265,7 +341,7 @@ async function consumeIn(q: Queryable, keepDays: number, compact: boolean): Prom
       [mine.map((p) => p.asset), mine.map((p) => new Date(p.hour)), mine.map((p) => p.owner), type],
     );
   }
-  return { taken, more };
+  return { taken, more, bad };
 }
 
 /**
