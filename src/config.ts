@@ -252,6 +252,11 @@ const spec = {
     },
     'MAERSK_V1',
   ],
+  // Record times (README "Storage", API guide 1): how far in the past a record's time may lie (a
+  // REST whenCreated, an OsmAnd timestamp, a Traccar fixTime or eventTime, an MQTT whenCreated); with
+  // FUTURE_TOLERANCE_SECONDS ahead it is the one window every way in applies, which bounds the
+  // partitions any input can make. A year and a day: a device's or a ship's offline backlog.
+  RECORD_MAX_AGE_DAYS: [int(1, 36500), '366'],
 } as const;
 
 type Spec = typeof spec;

@@ -228,7 +228,7 @@ test('every audited write operation of the OpenAPI document writes exactly one e
         ta.call('POST', '/ingest/traccar', {
           headers: { authorization: `Bearer ${TRACCAR_TOKEN}` },
           body: {
-            position: { fixTime: '2025-06-15T13:45:12.862+00:00', valid: true, latitude: 53.5, longitude: 9.9, attributes: {} },
+            position: { fixTime: new Date().toISOString(), valid: true, latitude: 53.5, longitude: 9.9, attributes: {} },
             device: { uniqueId: 'audit-imei-0000001' },
           },
         }),

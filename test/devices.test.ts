@@ -9,7 +9,8 @@ import { test } from 'node:test';
 import { bad, customer, ok, startApp } from './helpers.js';
 
 const TOKEN = 'traccar-forward-token-0123456789';
-const ta = await startApp(undefined, { INGEST_TRACCAR_TOKEN: TOKEN });
+// The samples are Traccar's own (2016..2025): a window wide enough for them (record-time.test.ts tests the default).
+const ta = await startApp(undefined, { INGEST_TRACCAR_TOKEN: TOKEN, RECORD_MAX_AGE_DAYS: '36500' });
 const admin = (method: string, path: string, body?: unknown) =>
   ta.call(method, `/api/v1${path}`, { token: ta.adminToken, ...(body === undefined ? {} : { body }) });
 const raw = (method: string, path: string, body?: string, headers: Record<string, string> = {}) =>

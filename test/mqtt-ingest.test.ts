@@ -81,7 +81,8 @@ test('MQTT ingest: each record type stored for the device’s asset; bad message
   const off = ok(await c.call('POST', '/api/v1/devices', { assetId, protocol: 'mqtt' }), 201);
   ok(await c.call('PATCH', `/api/v1/devices/${off.id}`, { disabled: true }), 200);
   const pub = await publisher(`pub-${TEST_DB}-1`);
-  const t0 = Date.parse('2026-11-20T10:00:00Z');
+  // An hour ago, to the second: inside the record time window (RECORD_MAX_AGE_DAYS) whenever this runs.
+  const t0 = Math.floor(Date.now() / 1000) * 1000 - 3600_000;
   const at = (s: number) => new Date(t0 + s * 1000).toISOString().replace('.000Z', 'Z');
   const topic = (type: string, id = device.uniqueId) => `devices/${id}/${type}`;
   try {
@@ -178,6 +179,67 @@ test('MQTT ingest: each record type stored for the device’s asset; bad message
   const seen = ok(await c.call('GET', `/api/v1/devices/${device.id}`), 200);
   assert.ok(seen.lastSeenAt, 'last seen');
   assert.match(seen.lastError, /bad message/, 'its last error');
+});
+
+test('MQTT ingest: a record time past the window (RECORD_MAX_AGE_DAYS, FUTURE_TOLERANCE_SECONDS) is refused into the error log with its reason; no partition made', async (t) => {
+  const ta = await ingestApp(t);
+  await subscribed(ta);
+  const c = await customer(ta, 'mqtt-time');
+  const assetId = await c.asset('mqtt-ship');
+  const device = ok(await c.call('POST', '/api/v1/devices', { assetId, protocol: 'mqtt' }), 201);
+  const partitionCount = async () =>
+    (
+      await ta.app.services.db.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+          WHERE i.inhparent = ANY(ARRAY['locations', 'rollups', 'events', 'notifications']::regclass[])`,
+      )
+    ).rows[0]!.n;
+  const before = await partitionCount();
+  const pub = await publisher(`pub-${TEST_DB}-time`);
+  const now = Date.now();
+  try {
+    await pub.publish(`devices/${device.uniqueId}/location`, { latitude: 1, longitude: 2, whenCreated: '1902-01-01T00:00:00Z' });
+    await pub.publish(`devices/${device.uniqueId}/location`, [
+      { latitude: 1, longitude: 2, whenCreated: new Date(now).toISOString() },
+      { latitude: 1, longitude: 2, whenCreated: '9999-01-01T00:00:00Z' },
+    ]);
+    await pub.publish(`devices/${device.uniqueId}/location`, {
+      latitude: 3,
+      longitude: 4,
+      whenCreated: new Date(now - 1000).toISOString(),
+    });
+  } finally {
+    await pub.end();
+  }
+  const errors = await waitFor(
+    () => 'two refusals in the ingest error log',
+    async () => {
+      const e = ok(await ta.call('GET', `/api/v1/ingest/errors?uniqueId=${device.uniqueId}&limit=100`, { token: ta.adminToken }), 200);
+      return e.length >= 2 && e;
+    },
+  );
+  const reasons = errors.map((e: any) => e.reason).sort();
+  assert.ok(
+    reasons.some((r: string) => /^bad message: .*whenCreated .*RECORD_MAX_AGE_DAYS/.test(r)),
+    reasons.join('\n'),
+  );
+  assert.ok(
+    reasons.some((r: string) => /^bad message: \/1: .*whenCreated .*FUTURE_TOLERANCE_SECONDS/.test(r)),
+    reasons.join('\n'),
+  );
+  // The good message after them is stored; the refused ones (the array whole) are not.
+  const stored = await waitFor(
+    () => 'the good location',
+    async () => {
+      const l = ok(await c.call('GET', `/api/v1/locations?assetId=${assetId}&from=1970-01-01T00:00:00Z`), 200);
+      return l.length >= 1 && l;
+    },
+  );
+  assert.deepEqual(
+    stored.map((l: any) => l.latitude),
+    [3],
+  );
+  assert.equal(await partitionCount(), before, 'no partition made');
 });
 
 test('MQTT ingest over TLS with a password: the CA as a file path; a wrong password keeps it disconnected, and says so', async (t) => {

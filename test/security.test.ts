@@ -80,7 +80,8 @@ test('lists survive odd values already in the database (non-finite floats stored
 const LOCAL_PUSH = { PUSH_ALLOW_HTTP: 'true', PUSH_ALLOWED_NETWORKS: '127.0.0.0/8' };
 
 test('date-times outside 1970..9999 in bodies and query strings are a 400 at once', async (t) => {
-  const ta = await startApp(t, LOCAL_PUSH);
+  // A record window reaching 1970 (RECORD_MAX_AGE_DAYS), to test the format's own edges (record-time.test.ts tests the window).
+  const ta = await startApp(t, { ...LOCAL_PUSH, RECORD_MAX_AGE_DAYS: '36500' });
   const f = await fleet(ta);
   const year0 = '0000-01-01T00:00:00Z';
   for (const path of ['/api/v1/locations', '/api/v1/sensor-data', '/api/v1/events', '/api/v1/commands', '/api/v1/assets']) {

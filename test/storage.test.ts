@@ -9,7 +9,13 @@ import { atEnd, customer, ok, startApp, type TestApp } from './helpers.js';
 
 const DAY = 86_400_000;
 // Small pools: a file of five services runs beside others on the shared server (max_connections 100).
-const ta = await startApp(undefined, { RATE_LIMIT_MAX: '100000', RATE_LIMIT_CONCURRENT: '1000', DB_POOL_SIZE: '4' });
+// A window reaching back to 1971 (RECORD_MAX_AGE_DAYS; record-time.test.ts tests the default).
+const ta = await startApp(undefined, {
+  RATE_LIMIT_MAX: '100000',
+  RATE_LIMIT_CONCURRENT: '1000',
+  DB_POOL_SIZE: '4',
+  RECORD_MAX_AGE_DAYS: '36500',
+});
 const rx = await new Receiver().start();
 atEnd(() => rx.close());
 

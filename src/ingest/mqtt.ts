@@ -23,6 +23,7 @@ import type { IClientOptions, IPublishPacket, MqttClient } from 'mqtt';
 import { type Config, pemOrFile } from '../config.js';
 import { ApiError, badRequest } from '../http/errors.js';
 import { MAX_BULK, RECORD_DEFS, type RecordDef } from '../records/records.js';
+import { checkRecordTime } from '../records/time-window.js';
 import type { DeviceRow } from './devices.js';
 import { type Ingest, IngestRefused } from './ingest.js';
 import { checkItem, objectOf } from './values.js';
@@ -240,7 +241,11 @@ export async function startMqttIngest(ingest: Ingest, cfg: Config, log: FastifyB
         throw badRequest(`${at}/assetId must be this device's asset (${device.asset_id}) or absent.`, `${at}/assetId`);
       }
       try {
-        return checkItem(p.def!, { ...item, assetId: device.asset_id });
+        const record = checkItem(p.def!, { ...item, assetId: device.asset_id });
+        // The record time window (time-window.ts), here so that the refusal names the record.
+        const when = (record as { whenCreated?: unknown }).whenCreated;
+        if (typeof when === 'string') checkRecordTime(ingest.deps.cfg, when, '/whenCreated');
+        return record;
       } catch (e) {
         if (e instanceof ApiError && at) throw badRequest(`${at}: ${e.message}`, `${at}${e.extra.field ?? ''}`);
         throw e;

@@ -16,6 +16,7 @@
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { badRequest } from '../http/errors.js';
 import { locations, oemData } from '../records/records.js';
+import { checkRecordTime } from '../records/time-window.js';
 import type { DeviceRow } from './devices.js';
 import { type Ingest, IngestRefused } from './ingest.js';
 import { checkItem, finite, numberParam, objectOf, timeOf } from './values.js';
@@ -31,6 +32,8 @@ export interface OsmAndMessage {
   uniqueId: string;
   location: { latitude: number; longitude: number; altitude?: number; heading?: number; speed?: number } | null;
   whenCreated: string | undefined;
+  /** Where the time came from, named by a refusal: the timestamp parameter, or the JSON's member. */
+  timeField: string;
   extras: Record<string, unknown>;
 }
 
@@ -80,6 +83,7 @@ export function fromParams(params: Map<string, string>): OsmAndMessage {
             ...(speed !== undefined ? { speed: speed * KNOT_KMH } : {}),
           },
     whenCreated: params.has('timestamp') ? timeOf(params.get('timestamp')!, '/timestamp') : undefined,
+    timeField: '/timestamp',
     extras,
   };
 }
@@ -126,12 +130,14 @@ export function fromJson(body: unknown): OsmAndMessage {
   if (typeof activity?.type === 'string') extras.activity = activity.type;
   const more = objectOf(loc.extras);
   if (more) for (const [k, v] of Object.entries(more)) if (!(k in extras)) extras[k] = v;
-  return { uniqueId: String(uniqueId), location, whenCreated, extras };
+  return { uniqueId: String(uniqueId), location, whenCreated, timeField: '/location/timestamp', extras };
 }
 
 /** Stores a message for its device: its location, then its extras as OEM data. */
 export async function storeOsmAnd(ingest: Ingest, m: OsmAndMessage): Promise<DeviceRow> {
   const device = await ingest.device('osmand', m.uniqueId);
+  // The record time window, named as the device sent it, before either record is stored.
+  if (m.whenCreated !== undefined) checkRecordTime(ingest.deps.cfg, m.whenCreated, m.timeField);
   // One time for both records: the message's, or now.
   const whenCreated = m.whenCreated ?? new Date().toISOString();
   const location = m.location ? checkItem(locations, { assetId: device.asset_id, whenCreated, ...m.location }) : null;

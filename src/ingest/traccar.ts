@@ -11,7 +11,8 @@
 import crypto from 'node:crypto';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError, badRequest } from '../http/errors.js';
-import { locations, oemData, type SENSOR_TYPES, sensorData } from '../records/records.js';
+import { locations, MAX_BULK, oemData, type SENSOR_TYPES, sensorData } from '../records/records.js';
+import { checkRecordTime } from '../records/time-window.js';
 import { type Ingest, IngestRefused } from './ingest.js';
 import { checkItem, finite, isoTime, objectOf } from './values.js';
 
@@ -60,6 +61,7 @@ export async function storeTraccar(ingest: Ingest, body: unknown): Promise<void>
   const event = objectOf(root!.event);
   if (event) {
     const whenCreated = isoTime(event.eventTime, '/event/eventTime');
+    checkRecordTime(ingest.deps.cfg, whenCreated, '/event/eventTime');
     const data = {
       type: event.type,
       eventTime: event.eventTime,
@@ -78,7 +80,26 @@ export async function storeTraccar(ingest: Ingest, body: unknown): Promise<void>
   const position = objectOf(root!.position);
   if (!position) throw badRequest('position (or event) is required.', '/position');
   const whenCreated = isoTime(position.fixTime ?? position.deviceTime, '/position/fixTime');
+  checkRecordTime(ingest.deps.cfg, whenCreated, '/position/fixTime');
   const attributes = objectOf(position.attributes) ?? {};
+  // The attributes first: a position that cannot be stored whole stores nothing.
+  const sensors = [];
+  const rest: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(attributes)) {
+    const type = sensorTypeOf(k);
+    if (type && typeof v === 'number' && Number.isFinite(v))
+      sensors.push(checkItem(sensorData, { assetId, whenCreated, sensorId: k, type, value: v }));
+    else rest[k] = v;
+  }
+  // One store's bulk at most (records.ts MAX_BULK), as a REST create or an MQTT payload.
+  if (sensors.length > MAX_BULK) {
+    throw badRequest(
+      `position.attributes has ${sensors.length} sensor values (temp1.., battery, power, fuel, humidity); a position carries at most ${MAX_BULK}.`,
+      '/position/attributes',
+    );
+  }
+  if (typeof position.accuracy === 'number' && position.accuracy > 0) rest.accuracy = position.accuracy;
+  const others = Object.keys(rest).length ? checkItem(oemData, { assetId, whenCreated, payloadType: TRACCAR_PAYLOAD, data: rest }) : null;
   // An invalid fix is the last known position again: its attributes are news, its place is not.
   if (position.valid !== false) {
     const speed = position.speed === undefined || position.speed === null ? undefined : finite(position.speed, '/position/speed');
@@ -93,24 +114,8 @@ export async function storeTraccar(ingest: Ingest, body: unknown): Promise<void>
     });
     await ingest.store(device, locations, [location], 'traccar');
   }
-  const sensors = [];
-  const rest: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(attributes)) {
-    const type = sensorTypeOf(k);
-    if (type && typeof v === 'number' && Number.isFinite(v))
-      sensors.push(checkItem(sensorData, { assetId, whenCreated, sensorId: k, type, value: v }));
-    else rest[k] = v;
-  }
-  if (typeof position.accuracy === 'number' && position.accuracy > 0) rest.accuracy = position.accuracy;
   if (sensors.length) await ingest.store(device, sensorData, sensors, 'traccar');
-  if (Object.keys(rest).length) {
-    await ingest.store(
-      device,
-      oemData,
-      [checkItem(oemData, { assetId, whenCreated, payloadType: TRACCAR_PAYLOAD, data: rest })],
-      'traccar',
-    );
-  }
+  if (others) await ingest.store(device, oemData, [others], 'traccar');
 }
 
 export const traccarRoutes: FastifyPluginAsync<{ ingest: Ingest; token: string | undefined }> = async (app, { ingest, token }) => {

@@ -45,7 +45,8 @@ export function timeOf(v: string, field: string): string {
   } else if (/^\d{4}-\d\d-\d\d[ +]\d\d:\d\d:\d\d(\.\d+)?$/.test(v)) ms = Date.parse(`${v.replace(/[ +]/, 'T')}Z`);
   else if (ISO_ZONED.test(v)) ms = Date.parse(v);
   else ms = Number.NaN;
-  if (!Number.isFinite(ms)) {
+  // new Date(ms) holds +-8.64e15 ms at most (99999999999999999999 is past it: toISOString would throw).
+  if (!Number.isFinite(ms) || Number.isNaN(new Date(ms).getTime())) {
     throw badRequest(
       `${field.slice(1)} must be Unix seconds or an ISO 8601 time with a zone (got ${JSON.stringify(v.slice(0, 40))}).`,
       field,

@@ -17,6 +17,7 @@ import type { ObjectType } from '../delivery/objects.js';
 import { sqlIso } from '../db/sql.js';
 import type { Tenancy } from '../tenancy/tenancy.js';
 import type { PreparedItem, RecordHooks, RecordInsert, StoredItem } from './hooks.js';
+import { checkRecordTime } from './time-window.js';
 
 export const MAX_BULK = 1000;
 export const MAX_DATA_BYTES = 64 * 1024;
@@ -391,7 +392,6 @@ async function prepare<I extends Common>(q: Queryable, t: Tenancy, cfg: Config, 
   const owners = new Map(rows.map((r) => [r.id, r.owner_id]));
   const now = Date.now();
   const nowIso = new Date(now).toISOString();
-  const latest = now + cfg.FUTURE_TOLERANCE_SECONDS * 1000;
   const prepared = items.map((item, index) => {
     const at = bulk ? `/${index}` : '';
     const ownerId = owners.get(item.assetId);
@@ -399,9 +399,8 @@ async function prepare<I extends Common>(q: Queryable, t: Tenancy, cfg: Config, 
     if (item.ownerId !== undefined && item.ownerId !== ownerId) {
       throw badRequest(`${at}/ownerId must be the asset's owner (${ownerId}) or absent.`, `${at}/ownerId`);
     }
-    if (item.whenCreated !== undefined && Date.parse(item.whenCreated) > latest) {
-      throw badRequest(`${at}/whenCreated is more than ${cfg.FUTURE_TOLERANCE_SECONDS} s in the future.`, `${at}/whenCreated`);
-    }
+    // The one time window (time-window.ts): a time outside it would make partitions (README "Storage").
+    if (item.whenCreated !== undefined) checkRecordTime(cfg, item.whenCreated, `${at}/whenCreated`, now);
     def.check?.(item, at);
     return { item, at, ownerId, whenCreated: item.whenCreated ?? nowIso };
   });

@@ -1,7 +1,9 @@
 // Making and removing partitions. A partition is made ahead of time by the maintenance task and,
-// for a record whose time has none (a late record from 1971, a clock ahead), on demand: before a
+// for a record whose time has none (a device's backlog, a clock ahead), on demand: before a
 // store (the records hook) and, for any other write, when PostgreSQL answers "no partition of
 // relation ... found for row" (withPartitions retries the statement once the partition exists).
+// What input can ask for is bounded by the one record time window (records/time-window.ts): the
+// only times callers choose are records' (rollups, events and notifications follow them).
 //
 // There is no DEFAULT partition: rows would land in it and every later partition made for their
 // range would have to move them out under a lock, and a DEFAULT partition forbids
