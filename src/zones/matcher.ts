@@ -11,7 +11,8 @@ import type { Slices } from './slices.js';
 /** A zone as the matcher reads it: its shape and its stored box (null columns: computed). */
 export interface MatchZone {
   id: string;
-  geometry: Geometry | null;
+  /** The geometry, or its JSON text (parsed when a point first falls in the zone's box). */
+  geometry: Geometry | string | null;
   circle: Circle | null;
   min_lat: number | null;
   max_lat: number | null;
@@ -42,7 +43,10 @@ export class PolygonIndex {
     const polys = polygons(g);
     let edges = 0;
     let rings = 0;
-    for (const poly of polys) for (const ring of poly) (edges += ring.length), rings++;
+    for (const poly of polys) {
+      for (const ring of poly) edges += ring.length;
+      rings += poly.length;
+    }
     this.xy = new Float64Array(edges * 4);
     this.ringOf = new Int32Array(edges);
     this.polygonOf = new Int32Array(rings);
@@ -167,7 +171,7 @@ interface Prepared {
   id: string;
   box: BBox;
   circle: Circle | null;
-  geometry: Geometry | null;
+  geometry: Geometry | string | null;
   index?: PolygonIndex;
 }
 
@@ -180,7 +184,9 @@ export class ZoneMatcher {
       .filter((z) => z.geometry || z.circle)
       .map((z) => {
         const stored = z.min_lat !== null && z.max_lat !== null && z.min_lon !== null && z.max_lon !== null;
-        const box = stored ? { minLat: z.min_lat!, maxLat: z.max_lat!, minLon: z.min_lon!, maxLon: z.max_lon! } : bbox(z);
+        const box = stored
+          ? { minLat: z.min_lat!, maxLat: z.max_lat!, minLon: z.min_lon!, maxLon: z.max_lon! }
+          : bbox({ geometry: typeof z.geometry === 'string' ? (JSON.parse(z.geometry) as Geometry) : z.geometry, circle: z.circle });
         return { id: z.id, box, circle: z.circle, geometry: z.geometry };
       });
   }
@@ -197,8 +203,12 @@ export class ZoneMatcher {
         let hit: boolean;
         if (z.geometry) {
           if (!z.index) {
+            if (typeof z.geometry === 'string') {
+              z.geometry = JSON.parse(z.geometry) as Geometry;
+              await slices.tick();
+            }
             z.index = new PolygonIndex(z.geometry);
-            await slices.tick(); // indexing a 10,000-vertex zone is a slice's worth of work
+            await slices.tick(); // parsing and indexing a 10,000-vertex zone are a few ms each
           }
           hit = z.index.contains(lat, x);
         } else hit = circleContains(z.circle!, lat, x);

@@ -15,12 +15,13 @@ import { applyFilters, filters, listQuery } from '../http/filters.js';
 import { listPage } from '../http/paging.js';
 import type { PreparedItem, RecordHook, StoredItem } from '../records/hooks.js';
 import { locations, round } from '../records/records.js';
-import type { Circle, Geometry } from './geo.js';
+import type { Circle } from './geo.js';
 import { ZoneMatcher } from './matcher.js';
 import { Slices } from './slices.js';
 
 interface ZoneRow extends ZoneRuleRow {
-  geometry: Geometry | null;
+  /** As text: parsed by the matcher, in its slices, and only for zones whose box a location is in. */
+  geometry: string | null;
   circle: Circle | null;
   min_lat: number | null;
   max_lat: number | null;
@@ -64,7 +65,7 @@ interface ZoneContext {
 async function before(q: Queryable, batch: PreparedItem<LocationLike>[]): Promise<ZoneContext> {
   const ownerIds = [...new Set(batch.map((p) => p.ownerId))];
   const zones = await q.query<ZoneRow>(
-    `SELECT ${ZONE_RULE_COLUMNS}, z.geometry, z.circle, z.min_lat, z.max_lat, z.min_lon, z.max_lon FROM zones z WHERE z.owner_id = ANY($1::uuid[])`,
+    `SELECT ${ZONE_RULE_COLUMNS}, z.geometry::text AS geometry, z.circle, z.min_lat, z.max_lat, z.min_lon, z.max_lon FROM zones z WHERE z.owner_id = ANY($1::uuid[])`,
     [ownerIds],
   );
   const zonesByOwner = new Map<string, ZoneRow[]>();
