@@ -379,7 +379,7 @@ export async function buildApp(
       await api.register(credentialRoutes, { db });
       await api.register(recordRoutes, { db, cfg, hooks });
       await api.register(positionRoutes, { db });
-      await api.register(zoneRoutes, { db });
+      await api.register(zoneRoutes, { db, limits: cfg });
       await api.register(eventRoutes, { db });
       await api.register(auditRoutes, { db });
       await api.register(rollupRoutes, { db });

@@ -257,6 +257,10 @@ const spec = {
   // FUTURE_TOLERANCE_SECONDS ahead it is the one window every way in applies, which bounds the
   // partitions any input can make. A year and a day: a device's or a ship's offline backlog.
   RECORD_MAX_AGE_DAYS: [int(1, 36500), '366'],
+  // Zones (API guide 8, "Zones"): how many zones, and how many positions over their shapes (a
+  // circle counts one), one top-level owner's tree may have; storing a location costs with both.
+  ZONES_MAX_PER_OWNER: [int(1, 1_000_000), '1000'],
+  ZONES_MAX_VERTICES_PER_OWNER: [int(1, 100_000_000), '100000'],
 } as const;
 
 type Spec = typeof spec;

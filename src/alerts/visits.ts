@@ -51,7 +51,8 @@ interface Fired {
   at: number;
 }
 
-const byId = (a: string, b: string) => (BigInt(a) < BigInt(b) ? -1 : BigInt(a) > BigInt(b) ? 1 : 0);
+// Numeric order of positive decimal ids (no sign, no leading zeros): shorter first, then as text.
+const byId = (a: string, b: string) => a.length - b.length || (a < b ? -1 : a > b ? 1 : 0);
 const isoMs = (ms: number) => iso(new Date(ms))!;
 const minutes = (ms: number) => Math.round(ms / 60_000);
 

@@ -9,7 +9,8 @@ export type Geometry = { type: 'Polygon'; coordinates: number[][][] } | { type: 
 
 export type Circle = { latitude: number; longitude: number; radiusMeters: number };
 
-export type Zone = { geometry?: Geometry | null; circle?: Circle | null };
+/** A zone; `box`, when given, is its stored bounding box (bbox() of it), used instead of recomputing one. */
+export type Zone = { geometry?: Geometry | null; circle?: Circle | null; box?: BBox | null };
 
 export type BBox = { minLat: number; maxLat: number; minLon: number; maxLon: number };
 
@@ -23,7 +24,7 @@ export const MAX_RADIUS_M = 20_037_509;
 export const MAX_POSITIONS = 10_000;
 
 /** Tolerance, in degrees, for a point lying on a polygon edge (about 0.01 mm). */
-const EDGE_EPS_DEG = 1e-10;
+export const EDGE_EPS_DEG = 1e-10;
 /** Tolerance, in metres, for a point lying on a circle's boundary. */
 const CIRCLE_EPS_M = 1e-6;
 /** Margin, in degrees, added around every bounding box so boundary points are never cut off. */
@@ -140,7 +141,7 @@ export function haversineMeters(lat1: number, lon1: number, lat2: number, lon2: 
   return 2 * EARTH_RADIUS_M * Math.asin(Math.sqrt(Math.min(1, Math.max(0, s))));
 }
 
-function polygons(g: Geometry): number[][][][] {
+export function polygons(g: Geometry): number[][][][] {
   return g.type === 'Polygon' ? [g.coordinates] : g.coordinates;
 }
 
@@ -202,7 +203,7 @@ export function bbox(zone: Zone): BBox {
   throw new Error('zone has neither geometry nor circle');
 }
 
-function inBBox(b: BBox, lat: number, lon: number): boolean {
+export function inBBox(b: BBox, lat: number, lon: number): boolean {
   return lat >= b.minLat && lat <= b.maxLat && lon >= b.minLon && lon <= b.maxLon;
 }
 
@@ -210,7 +211,7 @@ function inBBox(b: BBox, lat: number, lon: number): boolean {
 // Point in polygon (planar lon/lat)
 
 /** True if (x, y) lies on segment a-b within EDGE_EPS_DEG. */
-function onSegment(x: number, y: number, ax: number, ay: number, bx: number, by: number): boolean {
+export function onSegment(x: number, y: number, ax: number, ay: number, bx: number, by: number): boolean {
   const dx = bx - ax;
   const dy = by - ay;
   const px = x - ax;
@@ -248,6 +249,11 @@ function insideRing(ring: number[][], x: number, y: number): boolean {
   return inside;
 }
 
+/** True if the point is in the circle, its boundary included. */
+export function circleContains(c: Circle, lat: number, lon: number): boolean {
+  return haversineMeters(c.latitude, c.longitude, lat, lon) <= c.radiusMeters + CIRCLE_EPS_M;
+}
+
 function polygonContains(rings: number[][][], x: number, y: number): boolean {
   // Boundary first: any edge of any ring, holes included, is inside.
   for (const ring of rings) if (onRing(ring, x, y)) return true;
@@ -265,6 +271,16 @@ function geometryContains(g: Geometry, lat: number, lon: number): boolean {
 // ---------------------------------------------------------------------------------------------
 // The authoritative test
 
+/** The number of positions of a zone's shape, as the per-owner limit counts them: a circle is one. */
+export function vertexCount(zone: Zone): number {
+  if (zone.geometry) {
+    let n = 0;
+    for (const poly of polygons(zone.geometry)) for (const ring of poly) n += ring.length;
+    return n;
+  }
+  return zone.circle ? 1 : 0;
+}
+
 /**
  * True if the point is in the zone, boundaries included. Longitude 180 and -180 are the same
  * meridian, so a point on it is tested at both. A zone with neither geometry nor circle contains
@@ -273,15 +289,14 @@ function geometryContains(g: Geometry, lat: number, lon: number): boolean {
 export function contains(zone: Zone, latitude: number, longitude: number): boolean {
   if (!Number.isFinite(latitude) || !Number.isFinite(longitude)) return false;
   if (!zone.geometry && !zone.circle) return false;
-  const box = bbox(zone);
+  const box = zone.box ?? bbox(zone);
   const lons = Math.abs(longitude) === 180 ? [180, -180] : [longitude];
   for (const lon of lons) {
     if (!inBBox(box, latitude, lon)) continue;
     if (zone.geometry) {
       if (geometryContains(zone.geometry, latitude, lon)) return true;
     } else if (zone.circle) {
-      const c = zone.circle;
-      if (haversineMeters(c.latitude, c.longitude, latitude, lon) <= c.radiusMeters + CIRCLE_EPS_M) return true;
+      if (circleContains(zone.circle, latitude, lon)) return true;
     }
   }
   return false;

@@ -15,10 +15,13 @@ import { applyFilters, filters, listQuery } from '../http/filters.js';
 import { listPage } from '../http/paging.js';
 import type { PreparedItem, RecordHook, StoredItem } from '../records/hooks.js';
 import { locations, round } from '../records/records.js';
-import { contains, type Circle, type Geometry } from './geo.js';
+import type { Circle } from './geo.js';
+import { ZoneMatcher } from './matcher.js';
+import { Slices } from './slices.js';
 
 interface ZoneRow extends ZoneRuleRow {
-  geometry: Geometry | null;
+  /** As text: parsed by the matcher, in its slices, and only for zones whose box a location is in. */
+  geometry: string | null;
   circle: Circle | null;
   min_lat: number | null;
   max_lat: number | null;
@@ -35,7 +38,7 @@ interface LocationLike {
 /** Ascending zone ids joined by commas, as many as fit in `max` characters. */
 export function zoneIdText(ids: string[], max = 100): string | null {
   let out = '';
-  for (const id of [...ids].sort((a, b) => (BigInt(a) < BigInt(b) ? -1 : 1))) {
+  for (const id of [...ids].sort(byDecimal)) {
     const next = out ? `${out},${id}` : id;
     if (next.length > max) break;
     out = next;
@@ -43,11 +46,11 @@ export function zoneIdText(ids: string[], max = 100): string | null {
   return out || null;
 }
 
-function zonesContaining(zones: ZoneRow[], lat: number, lon: number): string[] {
-  return zones.filter((z) => contains(z, lat, lon)).map((z) => z.id);
-}
-
-const byBigint = (a: string, b: string) => (BigInt(a) < BigInt(b) ? -1 : BigInt(a) > BigInt(b) ? 1 : 0);
+/**
+ * Numeric order of positive decimal id strings (int8 ids have no sign and no leading zeros): the
+ * shorter is smaller, equal lengths compare as text. As BigInt order, without making BigInts.
+ */
+export const byDecimal = (a: string, b: string) => a.length - b.length || (a < b ? -1 : a > b ? 1 : 0);
 
 interface ZoneContext {
   zones: ZoneRow[];
@@ -55,18 +58,30 @@ interface ZoneContext {
   inside: string[][];
 }
 
-/** Before the insert: which zones contain each location; fills zoneId where the client gave none. */
+/**
+ * Before the insert: which zones contain each location; fills zoneId where the client gave none.
+ * Matched in slices (slices.ts): a bulk inside big zones never holds the event loop for long.
+ */
 async function before(q: Queryable, batch: PreparedItem<LocationLike>[]): Promise<ZoneContext> {
   const ownerIds = [...new Set(batch.map((p) => p.ownerId))];
   const zones = await q.query<ZoneRow>(
-    `SELECT ${ZONE_RULE_COLUMNS}, z.geometry, z.circle, z.min_lat, z.max_lat, z.min_lon, z.max_lon FROM zones z WHERE z.owner_id = ANY($1::uuid[])`,
+    `SELECT ${ZONE_RULE_COLUMNS}, z.geometry::text AS geometry, z.circle, z.min_lat, z.max_lat, z.min_lon, z.max_lon FROM zones z WHERE z.owner_id = ANY($1::uuid[])`,
     [ownerIds],
   );
   const zonesByOwner = new Map<string, ZoneRow[]>();
-  for (const z of zones.rows) zonesByOwner.set(z.owner_id, [...(zonesByOwner.get(z.owner_id) ?? []), z]);
-  const inside = batch.map((p) =>
-    zonesContaining(zonesByOwner.get(p.ownerId) ?? [], round(p.item.latitude, 6)!, round(p.item.longitude, 6)!),
-  );
+  for (const z of zones.rows) {
+    const list = zonesByOwner.get(z.owner_id);
+    if (list) list.push(z);
+    else zonesByOwner.set(z.owner_id, [z]);
+  }
+  const matchers = new Map([...zonesByOwner].map(([owner, list]) => [owner, new ZoneMatcher(list)]));
+  const slices = new Slices();
+  const inside: string[][] = [];
+  for (const p of batch) {
+    const m = matchers.get(p.ownerId);
+    inside.push(m ? await m.inside(round(p.item.latitude, 6)!, round(p.item.longitude, 6)!, slices) : []);
+    await slices.tick();
+  }
   for (const [n, p] of batch.entries()) {
     if (p.item.zoneId === undefined || p.item.zoneId === null) p.item = { ...p.item, zoneId: zoneIdText(inside[n]!) };
   }
@@ -105,7 +120,7 @@ async function write(
     const newest = new Map<string, StoredItem>();
     for (const r of rows) {
       const cur = newest.get(r.item.assetId);
-      if (!cur || r.time > cur.time || (+r.time === +cur.time && byBigint(r.id, cur.id) > 0)) newest.set(r.item.assetId, r);
+      if (!cur || r.time > cur.time || (+r.time === +cur.time && byDecimal(r.id, cur.id) > 0)) newest.set(r.item.assetId, r);
     }
     const latest = [...newest.values()].map((r) => ({ locationId: r.id, zones: [] }));
     upsert(latest, 'WHERE EXCLUDED.when_created > p.when_created');
@@ -126,9 +141,12 @@ async function write(
   const state = new Map(
     positions.rows.map((r) => [r.asset_id, { at: r.when_created.getTime(), zones: [] as string[], locationId: '', changed: false }]),
   );
-  const order = rows.map((r, n) => ({ r, zones: inside[n]! })).sort((a, b) => +a.r.time - +b.r.time || byBigint(a.r.id, b.r.id));
+  const order = rows.map((r, n) => ({ r, zones: inside[n]! })).sort((a, b) => +a.r.time - +b.r.time || byDecimal(a.r.id, b.r.id));
   const evaluated = new Map<string, AssetVisits>();
+  // Many locations inside many zones are a lot of visits to walk: in slices too.
+  const slices = new Slices();
   for (const { r, zones: now } of order) {
+    await slices.tick();
     const s = state.get(r.item.assetId);
     const at = r.time.getTime();
     if (s && at <= s.at) continue; // late: older than (or as old as) the latest location

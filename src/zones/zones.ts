@@ -11,7 +11,8 @@ import { DateTime, IdParam, iso, isInt8Id, Nullable, Str, Uuid } from '../http/s
 import type { Tenancy } from '../tenancy/tenancy.js';
 import { mergePatch } from '../http/merge-patch.js';
 import { rescheduleVisits } from '../alerts/visits.js';
-import { bbox, validateCircle, validateGeometry, type Circle, type Geometry } from './geo.js';
+import { bbox, validateCircle, validateGeometry, vertexCount, type Circle, type Geometry } from './geo.js';
+import { withinZoneLimits, type ZoneLimits } from './limits.js';
 
 const GeometrySchema = Type.Object(
   {
@@ -121,7 +122,7 @@ function shape(geometry: Geometry | null, circle: Circle | null) {
 
 type ZoneInput = Static<typeof ZonePatch>;
 
-export const zoneRoutes: FastifyPluginAsyncTypebox<{ db: Db }> = async (app, { db }) => {
+export const zoneRoutes: FastifyPluginAsyncTypebox<{ db: Db; limits: ZoneLimits }> = async (app, { db, limits }) => {
   const tags = ['zones'];
   readRoutes(app, db, {
     path: '/zones',
@@ -143,8 +144,11 @@ export const zoneRoutes: FastifyPluginAsyncTypebox<{ db: Db }> = async (app, { d
     handler: async (req, reply) => {
       const b = req.body;
       const ownerId = await req.tenancy.ownerFor(b.ownerId);
-      const geo = shape((b.geometry ?? null) as Geometry | null, b.circle ?? null);
+      const geometry = (b.geometry ?? null) as Geometry | null;
+      const circle = b.circle ?? null;
+      const geo = shape(geometry, circle);
       const created = await db.tx(async (q) => {
+        await withinZoneLimits(q, limits, ownerId, vertexCount({ geometry, circle }), null);
         const { rows } = await q.query<Row>(
           `INSERT INTO zones (owner_id, name, type, note, geometry, circle, min_lat, max_lat, min_lon, max_lon,
                             enter_after_seconds, leave_after_seconds, dwell_alert_minutes)
@@ -180,6 +184,12 @@ export const zoneRoutes: FastifyPluginAsyncTypebox<{ db: Db }> = async (app, { d
       const merged = <T>(v: unknown, old: T) => (mode === 'patch' && v ? mergePatch(old, v) : v) as T | null | undefined;
       const geometry = pick(merged(b.geometry, cur.geometry), cur.geometry, null);
       const circle = pick(merged(b.circle, cur.circle), cur.circle, null);
+      const geo = shape(geometry, circle); // validates before the positions are counted
+      await withinZoneLimits(q, limits, ownerId, vertexCount({ geometry, circle }), {
+        id,
+        ownerId: cur.owner_id,
+        vertices: vertexCount(cur),
+      });
       const rules = [
         pick(b.enterAfterSeconds, cur.enter_after_seconds, 0),
         pick(b.leaveAfterSeconds, cur.leave_after_seconds, 0),
@@ -189,7 +199,7 @@ export const zoneRoutes: FastifyPluginAsyncTypebox<{ db: Db }> = async (app, { d
         `UPDATE zones SET name = $2, type = $3, note = $4, owner_id = $5, geometry = $6, circle = $7, min_lat = $8, max_lat = $9,
                   min_lon = $10, max_lon = $11, enter_after_seconds = $12, leave_after_seconds = $13, dwell_alert_minutes = $14,
                   when_updated = now() WHERE id = $1 RETURNING ${SELECT}`,
-        [id, b.name ?? cur.name, pick(b.type, cur.type, null), pick(b.note, cur.note, null), ownerId, ...shape(geometry, circle), ...rules],
+        [id, b.name ?? cur.name, pick(b.type, cur.type, null), pick(b.note, cur.note, null), ownerId, ...geo, ...rules],
       );
       const was = [cur.enter_after_seconds, cur.leave_after_seconds, cur.dwell_alert_minutes];
       // New timings apply to the visits in progress: the sweep looks at them again.
