@@ -261,6 +261,15 @@ const spec = {
   // circle counts one), one top-level owner's tree may have; storing a location costs with both.
   ZONES_MAX_PER_OWNER: [int(1, 1_000_000), '1000'],
   ZONES_MAX_VERTICES_PER_OWNER: [int(1, 100_000_000), '100000'],
+  // Unauthenticated callers (API guide 14 and 15): what nobody signed in can make the service write.
+  // Failed sign-ins naming no existing user or client: one audit entry per client address, kind and
+  // window of this many seconds (per instance), counting the attempts.
+  AUDIT_UNKNOWN_SIGN_IN_WINDOW_SECONDS: [int(1, 86400), '3600'],
+  // Ingest error log rows for messages naming no known device: at most this many per client address
+  // a minute, and INGEST_UNKNOWN_ERRORS_PER_MINUTE from all addresses together, per instance; past
+  // either, only counted (ingest_errors_unlogged_total). Known devices' errors have their own budget.
+  INGEST_UNKNOWN_ERRORS_PER_ADDRESS: [int(0, 100_000), '10'],
+  INGEST_UNKNOWN_ERRORS_PER_MINUTE: [int(0, 1_000_000), '300'],
 } as const;
 
 type Spec = typeof spec;

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import { after, test } from 'node:test';
-import { MASK, pruneAudit } from '../src/audit/audit.js';
+import { MASK, pruneAudit, redactedUrl } from '../src/audit/audit.js';
 import { customer, OPERATOR, ok, type Res, startApp, storeLocations } from './helpers.js';
 import { Receiver } from './receiver.js';
 
@@ -539,3 +539,34 @@ function bad400(r: Res) {
   assert.equal(r.status, 400, r.raw);
   assert.equal(typeof r.body.error, 'string');
 }
+
+test('a URL in an entry keeps no secret: query values and userinfo are masked (an ?api_key= in a webhook destination)', async () => {
+  const c = await customer(ta, 'url-audited', { base: '/api/v1' });
+  const since = await lastId();
+  const key1 = secret('q');
+  const key2 = secret('q');
+  const made = ok(
+    await c.call('POST', '/integrations', {
+      name: 'url-secret',
+      channel: 'webhook',
+      ownerIds: [c.ownerId],
+      destination: `${rx.url}/hook?api_key=${key1}&region=eu`,
+      objectTypes: ['location'],
+    }),
+    201,
+  );
+  ok(await c.call('PATCH', `/integrations/${made.id}`, { destination: `${rx.url}/hook?api_key=${key2}&region=eu` }), 200);
+  const entries = (await entriesSince(since)).filter((e) => e.resource.id === made.id);
+  assert.deepEqual(
+    entries.map((e) => e.action),
+    ['create', 'update'],
+  );
+  const masked = `${rx.url}/hook?api_key=${MASK}&region=${MASK}`;
+  assert.equal(entries[0]!.changes!.destination!.to, masked);
+  assert.deepEqual(entries[1]!.changes!.destination, { from: masked, to: masked }, 'the change is listed, its secret is not');
+  const text = JSON.stringify(entries);
+  assert.ok(!text.includes(key1) && !text.includes(key2), text);
+  assert.equal(redactedUrl('https://alice:s3cret@h.example/x?token=abc'), `https://${MASK}:${MASK}@h.example/x?token=${MASK}`);
+  assert.equal(redactedUrl('https://h.example/x'), 'https://h.example/x', 'nothing to mask: as it was');
+  assert.equal(redactedUrl('not a url ?a=b'), 'not a url ?a=b');
+});

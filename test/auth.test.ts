@@ -392,3 +392,79 @@ test('a credential lacking the needed scope answers 403; admin routes need admin
   assert.equal((await ta.call('DELETE', `/api/v1/api-keys/${ok.body.id}`, { token: writer.key })).status, 204);
   assert.equal((await ta.call('GET', '/api/v1/assets', { token: ok.body.key })).status, 401);
 });
+
+test('failed sign-ins naming nobody: one audit entry per address and window with a count, the name masked; a real user’s failure in the flood is kept as typed', async (t) => {
+  const ta = await startApp(t, { AUTH_THROTTLE_FAILURES: '1000' });
+  const db = ta.app.services.db;
+  const owner = await ownerWithKey(ta, 'audit-flood-co');
+  const made = await ta.call('POST', '/api/v1/users', {
+    token: ta.adminToken,
+    body: { username: 'real-user', password: 'real-user-password', ownerId: owner.ownerId, scopes: ['read'] },
+  });
+  assert.equal(made.status, 201, made.raw);
+  const rowsFrom = async (address: string) =>
+    (
+      await db.query<{ actor_id: string | null; resource_type: string; changes: any }>(
+        "SELECT actor_id, resource_type, changes FROM audit_log WHERE action = 'signInFailed' AND address = $1 ORDER BY id",
+        [address],
+      )
+    ).rows;
+  // A password typed into the username box is what a made-up name may be.
+  const typedPassword = 'Tr0ub4dor&3-horse-battery';
+  const pw = { grant_type: 'password', scope: 'openid' };
+  // 500 failed sign-ins from one client: 200 made-up usernames (each costs a scrypt hash, as a real
+  // one does), 300 made-up client ids.
+  const burst = 200;
+  let next = 0;
+  const one = async () => {
+    for (let i = next++; i < burst; i = next++) {
+      const username = i === 0 ? typedPassword : `guess-${i}-${Math.random().toString(36).slice(2)}`;
+      assert.equal((await tokenFrom(ta, '127.0.0.4', { ...pw, username, password: 'x' })).status, 400);
+      // A real user's failure in the middle of the flood is its own entry, the name as typed.
+      if (i === 100) assert.equal((await tokenFrom(ta, '127.0.0.4', { ...pw, username: 'real-user', password: 'wrong' })).status, 400);
+    }
+  };
+  await Promise.all(Array.from({ length: 8 }, one));
+  // Made-up client ids from the same address: an entry of their own kind.
+  for (let i = 0; i < 300; i++) {
+    assert.equal(
+      (await tokenFrom(ta, '127.0.0.4', { grant_type: 'client_credentials' }, { clientId: `ghost-${i}`, clientSecret: 'x' })).status,
+      401,
+    );
+  }
+  const rows = await rowsFrom('127.0.0.4');
+  const unknownUsers = rows.filter((r) => r.actor_id === null && r.resource_type === 'user');
+  const unknownClients = rows.filter((r) => r.actor_id === null && r.resource_type === 'client');
+  const real = rows.filter((r) => r.actor_id !== null);
+  assert.equal(unknownUsers.length, 1, `200 made-up usernames are one entry (the old code wrote one each): ${rows.length} rows`);
+  assert.equal(unknownUsers[0]!.changes.attempts.to, burst);
+  assert.equal(unknownUsers[0]!.changes.reason.to, 'unknown username');
+  assert.match(unknownUsers[0]!.changes.username.to, /^.…\(\d+\)$/, 'masked: first character and length');
+  assert.ok(!Number.isNaN(Date.parse(unknownUsers[0]!.changes.lastAt.to)));
+  assert.equal(unknownClients.length, 1);
+  assert.equal(unknownClients[0]!.changes.attempts.to, 300);
+  assert.equal(real.length, 1, 'the real user’s failure is recorded');
+  assert.equal(real[0]!.changes.username.to, 'real-user', 'a name that names a user is kept as typed');
+  const all = JSON.stringify((await db.query('SELECT changes FROM audit_log')).rows);
+  assert.ok(!all.includes(typedPassword) && !all.includes('guess-'), 'no made-up name is kept as typed');
+  assert.ok(rows.length <= 3, `at most one entry per kind for the window, plus the real user's: ${rows.length}`);
+
+  // The sign-in page's made-up names are aggregated alike (another address here: an entry of its own).
+  const page = await fetch(`${ta.url}/auth/realms/tracking/protocol/openid-connect/auth`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded', origin: ta.url },
+    body: new URLSearchParams({
+      response_type: 'code',
+      client_id: 'dashboard',
+      redirect_uri: `${ta.url}/dashboard/`,
+      code_challenge: 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM',
+      code_challenge_method: 'S256',
+      username: 'page-guess',
+      password: 'x',
+    }).toString(),
+  });
+  assert.equal(page.status, 401);
+  const after = (await rowsFrom('127.0.0.1')).filter((r) => r.actor_id === null);
+  assert.equal(after.length, 1);
+  assert.equal(after[0]!.changes.username.to, 'p…(10)');
+});

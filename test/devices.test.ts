@@ -306,3 +306,36 @@ test('a device has a limit of its own: past DEVICE_RATE_LIMIT_MAX a minute, 429 
   assert.equal(stored.length, 4, 'the refused message stored nothing');
   assert.match((await t.call('GET', '/metrics')).raw, /ingest_refused_total\{protocol="osmand",reason="rate limited"\} 1/);
 });
+
+test('guessed device ids write a bounded number of error log rows (INGEST_UNKNOWN_ERRORS_PER_ADDRESS a minute); a real device’s error in the flood is logged', async (t) => {
+  const app = await startApp(t);
+  const c = await customer(app, 'dev-flood');
+  const assetId = await c.asset('dev-flood-truck');
+  const device = ok(await c.call('POST', '/api/v1/devices', { assetId, protocol: 'osmand' }), 201);
+  const db = app.app.services.db;
+  const rows = async (like: string) =>
+    Number((await db.query<{ n: number }>('SELECT count(*)::int AS n FROM ingest_errors WHERE unique_id LIKE $1', [like])).rows[0]!.n);
+  const guesses = 2000;
+  const minute = () => Math.floor(Date.now() / 60_000);
+  const first = minute();
+  let next = 0;
+  const one = async () => {
+    for (let i = next++; i < guesses; i = next++) {
+      bad(await app.call('GET', `/ingest/osmand?id=guess-${i}&lat=1&lon=5`), 404, undefined);
+      // Halfway, the real device sends a bad position: its error is logged whatever the flood.
+      if (i === guesses / 2) bad(await app.call('GET', `/ingest/osmand?id=${device.uniqueId}&lat=95&lon=5`), 400, '/latitude');
+    }
+  };
+  await Promise.all(Array.from({ length: 8 }, one));
+  const minutes = minute() - first + 1;
+  const logged = await rows('guess-%');
+  assert.ok(
+    logged >= 1 && logged <= 10 * minutes,
+    `${logged} rows for ${guesses} guesses over ${minutes} minute(s) (the old code: up to 100 a second)`,
+  );
+  assert.equal(await rows(device.uniqueId), 1, 'the real device’s error is in the log');
+  assert.match(ok(await app.call('GET', `/api/v1/devices/${device.id}`, { token: app.adminToken }), 200).lastError, /^bad message/);
+  const metrics = (await app.call('GET', '/metrics')).raw;
+  assert.match(metrics, new RegExp(`ingest_errors_unlogged_total\\{protocol="osmand",device="unknown"\\} ${guesses - logged}\\b`));
+  assert.match(metrics, new RegExp(`ingest_refused_total\\{protocol="osmand",reason="unknown device"\\} ${guesses}\\b`));
+});

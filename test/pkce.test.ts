@@ -256,3 +256,39 @@ test('the sign-in session: an HttpOnly SameSite=Strict cookie signs in again wit
     200,
   );
 });
+
+test('the sign-in page uses nothing its own Content-Security-Policy refuses (its icon, its stylesheet, its form)', async () => {
+  const page = await fetch(`${ta.url}${base}/auth?${authorizeQuery(pkce().challenge)}`);
+  assert.equal(page.status, 200);
+  const csp = new Map(
+    (page.headers.get('content-security-policy') ?? '')
+      .split(';')
+      .map((d) => d.trim().split(/\s+/))
+      .filter((d) => d[0])
+      .map(([name, ...sources]) => [name!, sources]),
+  );
+  const html = await page.text();
+  /** Whether `directive` (or default-src, its fallback) lets the page load `url` (CSP 3: 'self' and scheme sources). */
+  const allows = (directive: string, url: string) => {
+    const sources = csp.get(directive) ?? csp.get('default-src') ?? [];
+    const u = new URL(url, page.url);
+    return sources.some((s) => (s === "'self'" ? u.origin === new URL(page.url).origin : s.endsWith(':') && u.protocol === s));
+  };
+  const used: [string, string][] = [];
+  for (const tag of html.match(/<(link|script|img|form)\b[^>]*>/g) ?? []) {
+    const attr = (name: string) => new RegExp(`\\b${name}="([^"]*)"`).exec(tag)?.[1];
+    if (tag.startsWith('<link')) {
+      const rel = attr('rel') ?? '';
+      used.push([rel === 'stylesheet' ? 'style-src' : /icon/.test(rel) ? 'img-src' : 'default-src', attr('href')!]);
+    } else if (tag.startsWith('<script')) used.push(['script-src', attr('src') ?? '(inline)']);
+    else if (tag.startsWith('<img')) used.push(['img-src', attr('src')!]);
+    else used.push(['form-action', (attr('action') ?? page.url).replace(/&amp;/g, '&')]);
+  }
+  assert.ok(
+    used.some(([d, u]) => d === 'img-src' && u.startsWith('data:')),
+    'the page names its icon (data:, so the browser asks for no /favicon.ico)',
+  );
+  for (const [directive, url] of used)
+    assert.ok(allows(directive, url), `${directive} refuses ${url}: ${page.headers.get('content-security-policy')}`);
+  assert.doesNotMatch(html, /<style\b|\sstyle="|<script>/, 'nothing inline');
+});

@@ -5,7 +5,7 @@
 // `changes` names each field (a dotted path into the resource's API shape) whose value differs,
 // with `from` (absent on a create) and `to` (absent on a delete). Secrets never reach it: a secret
 // set by a request is listed with both sides masked, and any value under a secret's name is masked
-// whatever produced it.
+// whatever produced it, and so is a URL's query values and userinfo (an `?api_key=` in a webhook URL).
 import type { Queryable } from '../db/db.js';
 import type { Tenancy } from '../tenancy/tenancy.js';
 
@@ -33,9 +33,30 @@ export type Changes = Record<string, Change>;
 const isPlain = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 const lastName = (path: string) => path.slice(path.lastIndexOf('.') + 1);
 
-/** A value with every secret-named member masked (at any depth). */
+/**
+ * A URL with what may hold a secret masked: each query value (`?api_key=********`) and the
+ * userinfo (`https://********:********@host`); the scheme, host, path and parameter names stay.
+ * Any other text as it is.
+ */
+export function redactedUrl(s: string): string {
+  if (!/^[a-z][a-z0-9+.-]*:\/\/\S*$/i.test(s)) return s;
+  let u: URL;
+  try {
+    u = new URL(s);
+  } catch {
+    return s;
+  }
+  if (!u.search && !u.username && !u.password) return s;
+  if (u.username) u.username = MASK;
+  if (u.password) u.password = MASK;
+  if (u.search) u.search = [...u.searchParams.keys()].map((k) => `${encodeURIComponent(k)}=${MASK}`).join('&');
+  return u.toString();
+}
+
+/** A value with every secret-named member masked (at any depth), and the secrets a URL may carry. */
 function masked(v: unknown, name = '', parent = ''): unknown {
   if (isSecret(name, parent) && v !== null && v !== undefined && typeof v !== 'boolean') return MASK;
+  if (typeof v === 'string') return redactedUrl(v);
   if (Array.isArray(v)) return v.map((x) => masked(x, '', name));
   if (isPlain(v)) return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, masked(x, k, name)]));
   return v;

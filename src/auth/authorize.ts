@@ -21,6 +21,7 @@ import { digest, hashPassword, verifyPassword } from './crypto.js';
 import type { FailureThrottle } from './throttle.js';
 import type { Sessions } from './sessions.js';
 import { record as audit } from '../audit/audit.js';
+import type { UnknownSignIns } from '../audit/unknown-sign-ins.js';
 
 /** A code is exchanged within this many seconds, once. */
 export const CODE_LIFE_SECONDS = 60;
@@ -44,7 +45,8 @@ const LoginBody = Type.Object({
 
 const RealmParam = Type.Object({ realm: Type.String({ maxLength: 64 }) });
 
-const LOGIN_CSP = "default-src 'none'; style-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+// img-src data: only: the page's icon is `data:,` (an empty icon: the browser asks for no /favicon.ico).
+const LOGIN_CSP = "default-src 'none'; style-src 'self'; img-src data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
 const esc = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
@@ -75,6 +77,8 @@ export async function authorizeRoutes(
     realm: () => string;
     publicOrigin: () => string;
     throttle: FailureThrottle;
+    /** Failed sign-ins naming no user: one audit entry per address and window (API guide 14). */
+    unknownSignIns: UnknownSignIns;
     prefixes: string[];
     sessions: Sessions;
     signInHours: number;
@@ -252,14 +256,18 @@ export async function authorizeRoutes(
       // scrypt runs for an unknown user too: every refusal costs the same (no enumeration by timing).
       unknownHash ??= hashPassword(crypto.randomBytes(32).toString('hex'));
       const ok = await verifyPassword(p.password ?? '', user?.password_hash ?? (await unknownHash));
-      if (!user || !ok || user.disabled) {
+      if (!user) {
+        await deps.unknownSignIns.failed('user', req.ip, username, 'unknown username');
+        return page(reply, 401, loginForm(p, action, 'Invalid username or password.', username));
+      }
+      if (!ok || user.disabled) {
         await audit(db, {
-          actor: { type: 'user', id: user?.id ?? null },
+          actor: { type: 'user', id: user.id },
           address: req.ip,
-          ownerId: user?.owner_id ?? null,
+          ownerId: user.owner_id,
           action: 'signInFailed',
-          resource: { type: 'user', id: user?.id ?? null },
-          changes: { username: { to: username }, reason: { to: user?.disabled && ok ? 'user disabled' : 'invalid username or password' } },
+          resource: { type: 'user', id: user.id },
+          changes: { username: { to: username }, reason: { to: user.disabled && ok ? 'user disabled' : 'invalid username or password' } },
         });
         return page(reply, 401, loginForm(p, action, 'Invalid username or password.', username));
       }

@@ -9,6 +9,7 @@ import { Type, type Static } from '@sinclair/typebox';
 import type { Config } from '../config.js';
 import type { Db, Queryable } from '../db/db.js';
 import { type Actor, record as audit } from '../audit/audit.js';
+import { UnknownSignIns } from '../audit/unknown-sign-ins.js';
 import { digest, hashPassword, safeEqual, verifyPassword } from './crypto.js';
 import { FailureThrottle } from './throttle.js';
 import { authorizeRoutes, verifierMatches } from './authorize.js';
@@ -121,6 +122,8 @@ export async function authRoutes(app: FastifyInstance, opts: { db: Db; cfg: Conf
   };
 
   const throttle = new FailureThrottle(db, cfg.AUTH_THROTTLE_FAILURES, cfg.AUTH_THROTTLE_WINDOW_SECONDS, () => tokens.now());
+  // API guide 14: failed sign-ins naming nobody are one entry per address and window, the name masked.
+  const unknownSignIns = new UnknownSignIns(db, cfg.AUDIT_UNKNOWN_SIGN_IN_WINDOW_SECONDS);
   const refused = (retryAfterSeconds: number, what: string) =>
     new OAuthError(
       429,
@@ -162,15 +165,16 @@ export async function authRoutes(app: FastifyInstance, opts: { db: Db; cfg: Conf
         cred.secret === null
           ? client?.public === true
           : !client?.public && safeEqual(client?.secret_digest ?? UNKNOWN_CLIENT_DIGEST, digest(cred.secret));
-      const clientFailed = (why: string) =>
-        signInFailed({ type: 'client', id: client?.id ?? null }, client?.owner_id ?? null, { clientId: cred.id, reason: why });
+      const clientFailed = (c: ClientRow, why: string) =>
+        signInFailed({ type: 'client', id: c.id }, c.owner_id, { clientId: cred.id, reason: why });
       if (!client || !secretOk) {
-        await clientFailed('unknown client or wrong secret');
+        if (client) await clientFailed(client, 'wrong secret');
+        else await unknownSignIns.failed('client', address, cred.id, 'unknown client');
         throw new OAuthError(401, 'invalid_client', 'Unknown client or wrong client secret.');
       }
       await throttle.succeeded('client', cred.id, address);
       if (client.disabled) {
-        await clientFailed('client disabled');
+        await clientFailed(client, 'client disabled');
         throw new OAuthError(401, 'invalid_client', 'This client is disabled.');
       }
       const grant = req.body.grant_type;
@@ -203,10 +207,15 @@ export async function authRoutes(app: FastifyInstance, opts: { db: Db; cfg: Conf
         // scrypt runs for an unknown user too (against a hash of nothing anyone knows) and for a
         // disabled one: every refusal takes the time of a wrong password (no enumeration by timing).
         const passwordOk = await verifyPassword(password, user?.password_hash ?? (await unknownUserHash()));
-        if (!user || !passwordOk || user.disabled) {
-          await signInFailed({ type: 'user', id: user?.id ?? null }, user?.owner_id ?? null, {
+        if (!user) {
+          await unknownSignIns.failed('user', address, username, 'unknown username');
+          throw new OAuthError(400, 'invalid_grant', 'Invalid user credentials.');
+        }
+        if (!passwordOk || user.disabled) {
+          // A user's own name, as it is: it names someone.
+          await signInFailed({ type: 'user', id: user.id }, user.owner_id, {
             username,
-            reason: user?.disabled && passwordOk ? 'user disabled' : 'invalid username or password',
+            reason: user.disabled && passwordOk ? 'user disabled' : 'invalid username or password',
           });
           throw new OAuthError(400, 'invalid_grant', 'Invalid user credentials.');
         }
@@ -329,6 +338,7 @@ export async function authRoutes(app: FastifyInstance, opts: { db: Db; cfg: Conf
     realm: () => cfg.AUTH_REALM,
     publicOrigin: () => new URL(cfg.publicUrl).origin,
     throttle,
+    unknownSignIns,
     prefixes: ['/auth/realms/:realm', '/realms/:realm'],
     sessions: tokens.sessions,
     signInHours: cfg.SIGN_IN_SESSION_HOURS,

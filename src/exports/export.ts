@@ -43,6 +43,8 @@ export interface CopyColumns {
   table: string;
   csv: Record<string, string>;
   json: Record<string, string>;
+  /** The columns of text (csv: neutralised by formats.ts csvTextSql), quoted by COPY. */
+  text: string[];
 }
 
 export interface ExportSpec {
@@ -98,7 +100,8 @@ function fileReply(reply: FastifyReply, spec: ExportSpec, format: Exclude<ListFo
 /**
  * PostgreSQL: the list's rows as PostgreSQL writes them with `COPY ... TO STDOUT`, streamed to the
  * client as they come (the socket's backpressure holds the server back). CSV is COPY's own (RFC
- * 4180 quoting, a header of the JSON field names); NDJSON is each row's JSON object, written
+ * 4180 quoting, a header of the JSON field names; text columns quoted, formulas neutralised by
+ * formats.ts csvTextSql, as csvField does elsewhere); NDJSON is each row's JSON object, written
  * through COPY's CSV with a quote and a delimiter that JSON text never holds raw, so it comes out
  * untouched. The filters and tenancy are the list's, their values inlined (COPY takes no parameters).
  */
@@ -121,7 +124,7 @@ async function copied(
   const rows = `SELECT ${select} FROM ${copy.table} WHERE ${where.join(' AND ')} ORDER BY when_created ${dir}, id ${dir}`;
   const sql =
     format === 'csv'
-      ? `COPY (${rows}) TO STDOUT WITH (FORMAT csv, HEADER true)`
+      ? `COPY (${rows}) TO STDOUT WITH (FORMAT csv, HEADER true${copy.text.length ? `, FORCE_QUOTE (${copy.text.map((c) => `"${c}"`).join(', ')})` : ''})`
       : `COPY (SELECT row_to_json(x)::text FROM (${rows}) x) TO STDOUT WITH (FORMAT csv, QUOTE E'\\x01', DELIMITER E'\\x02')`;
   const stream = await db.copyOut!(inlineParams(sql, params));
   // COPY hands over a row at a time, each a slice of the socket's read (which it keeps alive):

@@ -32,11 +32,41 @@ export function listFormat(req: FastifyRequest, geo: boolean): ListFormat {
   return 'json';
 }
 
-/** One CSV field (RFC 4180): nested values as JSON text, quoted when it holds a quote, comma or line break. */
+/**
+ * Formula injection (OWASP "CSV injection"): a text cell that begins with one of these is read by a
+ * spreadsheet as a formula (`=HYPERLINK(...)`, `+cmd|...`, `@SUM(...)`), so it is written with a
+ * single quote before it, and quoted. A number is no formula: one written as text (`-33.9`, a
+ * sensor's text value "-5") matches NUMBER and stays as it is. The one rule for every CSV this
+ * service writes: csvField below, and csvTextSql for PostgreSQL's COPY (the same characters and
+ * the same NUMBER, as SQL).
+ */
+const FORMULA_START = ['=', '+', '-', '@', '\t', '\r'];
+/** A number as text: never neutralised (the same pattern in PostgreSQL's and JavaScript's regular expressions). */
+const NUMBER = '^-?[0-9]+(\\.[0-9]+)?([eE][-+]?[0-9]+)?$';
+const NUMBER_RE = new RegExp(NUMBER);
+
+/** Whether a text cell would be read as a formula. */
+export const isFormula = (s: string) => FORMULA_START.includes(s.charAt(0)) && !NUMBER_RE.test(s);
+
+/**
+ * One CSV field (RFC 4180): nested values as JSON text, quoted when it holds a quote, comma or line
+ * break; a text that would be read as a formula with `'` before it, quoted.
+ */
 export function csvField(v: unknown): string {
   if (v === null || v === undefined) return '';
+  if (typeof v === 'string' && isFormula(v)) return `"'${v.replace(/"/g, '""')}"`;
   const s = typeof v === 'object' ? JSON.stringify(v) : String(v);
   return /[",\r\n]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
 }
 
 export const csvLine = (values: unknown[]) => `${values.map(csvField).join(',')}\n`;
+
+/** A character as an SQL literal (tab and carriage return as E'\t', E'\r'). */
+const sqlChar = (c: string) => (c === '\t' ? "E'\\t'" : c === '\r' ? "E'\\r'" : `'${c}'`);
+
+/**
+ * A text SQL expression as csvField writes it, for PostgreSQL's COPY (exports/export.ts): `'`
+ * before a formula (COPY quotes the text columns: FORCE_QUOTE).
+ */
+export const csvTextSql = (expr: string): string =>
+  `(CASE WHEN left(${expr}, 1) IN (${FORMULA_START.map(sqlChar).join(', ')}) AND ${expr} !~ '${NUMBER}' THEN '''' || ${expr} ELSE ${expr} END)`;

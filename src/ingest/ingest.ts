@@ -22,8 +22,14 @@ export const ERROR_DAYS = 7;
 const SAMPLE_BYTES = 1024;
 /** How long a device read is used again (a change made on another instance takes this long to be seen). */
 export const DEVICE_CACHE_MS = 2000;
-/** Error log rows one instance writes a second at most (a flood of bad messages is counted, not logged). */
+/**
+ * Error log rows one instance writes a second at most for known devices (a flood of bad messages is
+ * counted, not logged). Unknown ids have budgets of their own (INGEST_UNKNOWN_ERRORS_PER_ADDRESS,
+ * INGEST_UNKNOWN_ERRORS_PER_MINUTE), so guessing never uses this one up.
+ */
 const ERROR_LOG_PER_SECOND = 100;
+/** Client addresses whose unknown-id rows are counted in one minute at most (past it, a new address is over budget). */
+const MAX_UNKNOWN_ADDRESSES = 10_000;
 /** A device's last-seen time is written at most this often per instance (it is not a clock). */
 const SEEN_EVERY_MS = 10_000;
 
@@ -38,6 +44,8 @@ export interface IngestDeps {
 export class IngestCounters {
   readonly stored = new Map<string, number>();
   readonly refused = new Map<string, number>();
+  /** Refusals the error log did not keep (over a budget), by protocol and whose: `known` or `unknown` device. */
+  readonly unlogged = new Map<string, number>();
   count(map: Map<string, number>, key: string, n = 1) {
     map.set(key, (map.get(key) ?? 0) + n);
   }
@@ -80,8 +88,10 @@ export class Ingest {
   private readonly batches = new Map<RecordDef<any>, Batch>();
   /** Stores act for every owner: each record's asset is its device's, read from the devices table. */
   private readonly tenancy: Tenancy;
-  /** Error log rows written in the current second (ERROR_LOG_PER_SECOND at most; the rest are counted). */
+  /** Error log rows written in the current second for known devices (ERROR_LOG_PER_SECOND at most; the rest are counted). */
   private logged = { second: 0, rows: 0 };
+  /** Error log rows written in the current minute for unknown devices: in all, and by client address. */
+  private unknownLogged = { minute: 0, rows: 0, byAddress: new Map<string, number>() };
 
   constructor(readonly deps: IngestDeps) {
     this.tenancy = new Tenancy(deps.db, { credential: 'ingest', ownerId: '', scopes: ['admin'], actor: 'ingest' });
@@ -242,18 +252,24 @@ export class Ingest {
 
   /**
    * Notes what could not be stored: the error log (and the device's last error, when the device is
-   * known), and the count. Never throws: a failing log must not stop an adapter.
+   * known), and the count. Never throws: a failing log must not stop an adapter. `address`: the
+   * client's (null for MQTT, whose publishers the broker knows). A message naming no known device
+   * comes from nobody the service knows: its rows have budgets of their own, per address and in
+   * all, checked before anything is written; a known device's error is logged within
+   * ERROR_LOG_PER_SECOND, which no flood of unknown ids touches.
    */
-  async refused(protocol: Protocol, e: unknown, uniqueId: string | null, sample: string): Promise<void> {
+  async refused(protocol: Protocol, e: unknown, uniqueId: string | null, sample: string, address: string | null = null): Promise<void> {
     const reason = e instanceof IngestRefused ? e.reason : 'bad message';
     const message = e instanceof Error ? e.message : String(e);
     this.counters.count(this.counters.refused, `${protocol}:${reason}`);
     if (reason === 'rate limited') return; // counted; a flood must not become a flood of log rows
-    const second = Math.floor(Date.now() / 1000);
-    if (this.logged.second !== second) this.logged = { second, rows: 0 };
-    if (++this.logged.rows > ERROR_LOG_PER_SECOND) return; // nor a flood of bad messages
-    const text = `${reason}: ${message}`.slice(0, 500);
     try {
+      const known = await this.known(reason, uniqueId);
+      if (!(known ? this.knownBudget() : this.unknownBudget(address ?? `(${protocol})`))) {
+        this.counters.count(this.counters.unlogged, `${protocol}:${known ? 'known' : 'unknown'}`);
+        return;
+      }
+      const text = `${reason}: ${message}`.slice(0, 500);
       await this.deps.db.query(
         `WITH d AS (UPDATE devices SET last_error = $4, last_error_at = now() WHERE unique_id = $2 RETURNING id)
          INSERT INTO ingest_errors (protocol, unique_id, device_id, reason, sample) VALUES ($1, $2, (SELECT id FROM d), $4, $3)`,
@@ -262,6 +278,34 @@ export class Ingest {
     } catch {
       /* the database is away: the count stays */
     }
+  }
+
+  /** Whether a refused message names a device that exists (disabled, of another protocol, or its message bad). */
+  private async known(reason: Refusal, uniqueId: string | null): Promise<boolean> {
+    if (reason === 'disabled device' || reason === 'wrong protocol') return true;
+    if (reason === 'unknown device' || uniqueId === null) return false;
+    return (await this.lookup([uniqueId])).has(uniqueId);
+  }
+
+  /** One more row for known devices this second, if the budget has room. */
+  private knownBudget(): boolean {
+    const second = Math.floor(Date.now() / 1000);
+    if (this.logged.second !== second) this.logged = { second, rows: 0 };
+    return ++this.logged.rows <= ERROR_LOG_PER_SECOND;
+  }
+
+  /** One more row for an unknown device from `address` this minute, if both its budgets have room. */
+  private unknownBudget(address: string): boolean {
+    const { INGEST_UNKNOWN_ERRORS_PER_ADDRESS: perAddress, INGEST_UNKNOWN_ERRORS_PER_MINUTE: perMinute } = this.deps.cfg;
+    const minute = Math.floor(Date.now() / 60_000);
+    if (this.unknownLogged.minute !== minute) this.unknownLogged = { minute, rows: 0, byAddress: new Map() };
+    const w = this.unknownLogged;
+    const mine = w.byAddress.get(address) ?? 0;
+    if (w.rows >= perMinute || mine >= perAddress) return false;
+    if (mine === 0 && w.byAddress.size >= MAX_UNKNOWN_ADDRESSES) return false;
+    w.byAddress.set(address, mine + 1);
+    w.rows++;
+    return true;
   }
 }
 

@@ -172,7 +172,7 @@ export const osmandRoutes: FastifyPluginAsync<{ ingest: Ingest }> = async (app, 
       // The id as sent, even when the rest could not be read: the device's last error names it.
       const named = json ? (objectOf(req.body)?.device_id ?? null) : (params!.get('id') ?? params!.get('deviceid') ?? null);
       const sample = json ? JSON.stringify(req.body ?? null) : req.url + (typeof req.body === 'string' ? ` ${req.body}` : '');
-      await ingest.refused('osmand', e, named === null ? null : String(named), sample);
+      await ingest.refused('osmand', e, named === null ? null : String(named), sample, req.ip);
       throw e;
     }
     return reply.code(200).send('');

@@ -128,7 +128,7 @@ export const traccarRoutes: FastifyPluginAsync<{ ingest: Ingest; token: string |
     try {
       await storeTraccar(ingest, req.body);
     } catch (e) {
-      await ingest.refused('traccar', e, typeof uniqueId === 'string' ? uniqueId : null, JSON.stringify(req.body ?? null));
+      await ingest.refused('traccar', e, typeof uniqueId === 'string' ? uniqueId : null, JSON.stringify(req.body ?? null), req.ip);
       throw e;
     }
     return reply.code(204).send();

@@ -167,6 +167,12 @@ export const opsRoutes = fp(async function opsRoutes(app: FastifyInstance, { db 
     ['protocol', 'reason'],
     () => app.services.ingest.counters.refused,
   );
+  ingestCount(
+    'ingest_errors_unlogged_total',
+    'Refused device messages the ingest error log did not keep (over a budget: unknown ids per address and minute, or all), by protocol and whose (known or unknown device)',
+    ['protocol', 'device'],
+    () => app.services.ingest.counters.unlogged,
+  );
   const { replica } = app.services;
   new client.Gauge({
     name: 'db_statements_total',

@@ -10,6 +10,7 @@ import { ApiError, badRequest } from '../http/errors.js';
 import { type Filter, filters } from '../http/filters.js';
 import { readRoutes } from '../tenancy/read-routes.js';
 import type { CopyColumns } from '../exports/export.js';
+import { csvTextSql } from '../exports/formats.js';
 import { DateTime, iso, Nullable, Str, Uuid, Literals } from '../http/schemas.js';
 import { appendToLog, wakeReaders } from '../delivery/queue/index.js';
 import { sortIds } from '../db/statement.js';
@@ -347,18 +348,23 @@ export const RECORD_DEFS = [locations, sensorData, reeferData, gensetData, oemDa
 export function copyColumns(def: RecordDef): CopyColumns {
   const csv: Record<string, string> = {};
   const json: Record<string, string> = {};
+  const texts = new Set(def.columns.filter((c) => c.pg === 'text').map((c) => c.col));
+  const text: string[] = [];
   for (const name of Object.keys(def.output.properties)) {
     const column = name.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
     const expr = name === 'id' ? 'id::text' : name === 'whenCreated' || name === 'whenReceived' ? sqlIso(column) : column;
-    csv[name] = expr;
+    // Text a device or a caller wrote is neutralised as every CSV cell is (formats.ts csvField).
+    csv[name] = texts.has(column) ? csvTextSql(expr) : expr;
+    if (texts.has(column)) text.push(name);
     json[name] = expr;
   }
   if (def.type === 'sensordata') {
     // A number, or text for sensors that report text.
-    csv.value = 'COALESCE(value_number::text, value_text)';
+    csv.value = `COALESCE(value_number::text, ${csvTextSql('value_text')})`;
+    text.push('value');
     json.value = 'COALESCE(to_jsonb(value_number), to_jsonb(value_text))';
   }
-  return { table: def.table, csv, json };
+  return { table: def.table, csv, json, text };
 }
 
 // ---- storing -----------------------------------------------------------------------------------
