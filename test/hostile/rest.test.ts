@@ -54,7 +54,7 @@ test('records dated far in the past or the future are refused from REST and make
         const one =
           path === '/api/v1/locations'
             ? { assetId: a.assetIds[0], latitude: 1, longitude: 1, whenCreated }
-            : { assetId: a.assetIds[0], type: 'TEMPERATURE', value: 1, whenCreated };
+            : { assetId: a.assetIds[0], sensorId: 's1', type: 'TEMPERATURE', value: 1, whenCreated };
         const x = await h.call('POST', path, { key: a.key, body: one });
         assert.equal(x.status, 400, `${path} ${whenCreated}: ${x.text.slice(0, 300)}`);
         assert.equal(x.body.field, '/whenCreated', x.text.slice(0, 300));
@@ -92,4 +92,75 @@ test('a full export and the reports of a large fleet stream without holding the 
     assert.ok(done[0]!.text.split('\n').length > 20_000, 'the CSV export holds every location');
   });
   log('export and reports', seen);
+});
+
+/** A closed ring of n positions on a circle of r degrees around (lon, lat). */
+const ring = (n: number, lon: number, lat: number, r: number) => {
+  const pts = Array.from({ length: n - 1 }, (_, i) => {
+    const t = (2 * Math.PI * i) / (n - 1);
+    return [Math.round((lon + r * Math.cos(t)) * 1e6) / 1e6, Math.round((lat + r * Math.sin(t)) * 1e6) / 1e6];
+  });
+  return [...pts, pts[0]!];
+};
+
+test("zones at their limits, every location inside every zone: A's bulk is matched and B's requests are not held", async () => {
+  const z = await h.tenant('tenant-zones', 100);
+  // The positions' bound: 10 zones of 9,999 positions around the same place...
+  const perZone = 9_999;
+  const zones = Math.floor(Number(process.env.ZONES_MAX_VERTICES_PER_OWNER ?? 100_000) / perZone);
+  for (let i = 0; i < zones; i++) {
+    const r = await h.call('POST', '/api/v1/zones', {
+      key: z.key,
+      body: { name: `big-${i}`, geometry: { type: 'Polygon', coordinates: [ring(perZone, 10, 50, 2 + i / 100)] } },
+    });
+    assert.equal(r.status, 201, r.text.slice(0, 300));
+  }
+  const over = await h.call('POST', '/api/v1/zones', {
+    key: z.key,
+    body: { name: 'one-too-many', geometry: { type: 'Polygon', coordinates: [ring(perZone, 10, 50, 3)] } },
+  });
+  assert.equal(over.status, 409, over.text.slice(0, 300));
+  // ...and 100 assets, so that one bulk enters each zone 100 times.
+  const at = Date.now() - 60_000;
+  const body = Array.from({ length: BOUNDS.recordsPerRequest.value }, (_, i) => ({
+    assetId: z.assetIds[i % z.assetIds.length],
+    latitude: 50 + (i % 7) / 100,
+    longitude: 10 + (i % 11) / 100,
+    whenCreated: new Date(at + i).toISOString(),
+  }));
+  const seen = await whileBWorks(h, b, async () => {
+    const r = await h.call('POST', '/api/v1/locations', { key: z.key, body });
+    assert.equal(r.status, 201, r.text.slice(0, 300));
+    assert.ok(
+      r.body.every((l: { zoneId: string | null }) => l.zoneId?.split(',').length),
+      'every location is in the zones',
+    );
+    return r.ms;
+  });
+  log('zones at their limits', { ...seen, bulkMs: Math.round(seen.result as number) });
+});
+
+test("zones at their count limit, all overlapping: one bulk's zone events do not hold B's requests", async () => {
+  const z = await h.tenant('tenant-many-zones', 100);
+  const zones = Number(process.env.ZONES_MAX_PER_OWNER ?? 1000);
+  for (let i = 0; i < zones; i++) {
+    const r = await h.call('POST', '/api/v1/zones', {
+      key: z.key,
+      body: { name: `disc-${i}`, circle: { latitude: 20, longitude: 30, radiusMeters: 50_000 + i } },
+    });
+    assert.equal(r.status, 201, r.text.slice(0, 300));
+  }
+  const at = Date.now() - 60_000;
+  const body = Array.from({ length: BOUNDS.recordsPerRequest.value }, (_, i) => ({
+    assetId: z.assetIds[i % z.assetIds.length],
+    latitude: 20 + (i % 7) / 1000,
+    longitude: 30 + (i % 11) / 1000,
+    whenCreated: new Date(at + i).toISOString(),
+  }));
+  const seen = await whileBWorks(h, b, async () => {
+    const r = await h.call('POST', '/api/v1/locations', { key: z.key, body });
+    assert.equal(r.status, 201, r.text.slice(0, 300));
+    return r.ms;
+  });
+  log('zones at their count limit', { ...seen, bulkMs: Math.round(seen.result as number) });
 });
