@@ -23,7 +23,12 @@ export interface ServiceProcess {
   stop(): Promise<void>;
 }
 
-export async function serviceProcess(databaseUrl: string, env: Record<string, string> = {}): Promise<ServiceProcess> {
+/** `nodeArgs`: node flags before the service's, e.g. `npm start`'s ['--max-old-space-size=128']. */
+export async function serviceProcess(
+  databaseUrl: string,
+  env: Record<string, string> = {},
+  opts: { nodeArgs?: string[] } = {},
+): Promise<ServiceProcess> {
   const fullEnv = {
     ...process.env,
     DATABASE_URL: databaseUrl,
@@ -43,7 +48,7 @@ export async function serviceProcess(databaseUrl: string, env: Record<string, st
   let token = '';
   const start = async () => {
     // Its own process group, so a kill takes the service's delivery processes with it.
-    const c = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+    const c = spawn(process.execPath, [...(opts.nodeArgs ?? []), '--import', 'tsx', 'src/main.ts'], {
       env: fullEnv,
       stdio: ['ignore', 'pipe', 'inherit'],
       detached: true,
