@@ -270,6 +270,14 @@ const spec = {
   // either, only counted (ingest_errors_unlogged_total). Known devices' errors have their own budget.
   INGEST_UNKNOWN_ERRORS_PER_ADDRESS: [int(0, 100_000), '10'],
   INGEST_UNKNOWN_ERRORS_PER_MINUTE: [int(0, 1_000_000), '300'],
+  // MQTT ingest's bounds (API guide 15, "Poison and memory"): the largest message payload the
+  // service reads (announced to the broker as the CONNECT's Maximum Packet Size, plus room for the
+  // topic, so it drops larger ones; one that still arrives is refused unread into the error log),
+  // and the payload bytes received and not yet stored or refused past which the service stops
+  // reading from the broker (the broker holds the rest). Both are sized to `npm start`'s 128 MB heap:
+  // a message's parsed records take several times its bytes.
+  INGEST_MQTT_MAX_MESSAGE_BYTES: [int(1024, 64 * 1024 * 1024), String(1024 * 1024)],
+  INGEST_MQTT_MAX_BYTES_IN_FLIGHT: [int(1024, 1024 * 1024 * 1024), String(8 * 1024 * 1024)],
 } as const;
 
 type Spec = typeof spec;
@@ -329,6 +337,11 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     problems.push('EVENT_LOG_KAFKA_CA: set only with EVENT_LOG_KAFKA_TLS=true');
   if (Boolean(env.EVENT_LOG_KAFKA_SASL_MECHANISM) !== Boolean(env.EVENT_LOG_KAFKA_SASL_USERNAME)) {
     problems.push('EVENT_LOG_KAFKA_SASL_MECHANISM and EVENT_LOG_KAFKA_SASL_USERNAME: set both or neither');
+  }
+  const mqttMessage = out.INGEST_MQTT_MAX_MESSAGE_BYTES as number | undefined;
+  const mqttFlight = out.INGEST_MQTT_MAX_BYTES_IN_FLIGHT as number | undefined;
+  if (mqttMessage !== undefined && mqttFlight !== undefined && mqttMessage > mqttFlight) {
+    problems.push('INGEST_MQTT_MAX_MESSAGE_BYTES: must not be more than INGEST_MQTT_MAX_BYTES_IN_FLIGHT');
   }
   if (problems.length) throw new ConfigError(problems);
   const cfg = out as Config;

@@ -51,7 +51,7 @@ export class IngestCounters {
   }
 }
 
-export type Refusal = 'unknown device' | 'disabled device' | 'wrong protocol' | 'bad message' | 'rate limited';
+export type Refusal = 'unknown device' | 'disabled device' | 'wrong protocol' | 'bad message' | 'too large' | 'rate limited';
 
 /** Why a message was not stored: the answer's error, and what the error log keeps. */
 export class IngestRefused extends ApiError {
@@ -75,8 +75,14 @@ interface Batch {
   running: boolean;
 }
 
-/** A store error the records caused (bad data, a constraint): theirs alone, not the database's. */
-const messageFault = (e: unknown) => e instanceof ApiError || /^(22|23)/.test(String((e as { code?: unknown }).code ?? ''));
+/**
+ * A store error the records caused, theirs alone and not the database's: bad data or a constraint
+ * (SQLSTATE classes 22, 23), a limit of the database's they exceed (54: too deeply nested, too
+ * large), or a RangeError of this process (a call stack or string too long for them). Anything else
+ * is taken for the database being away, and the records are tried again.
+ */
+export const messageFault = (e: unknown) =>
+  e instanceof ApiError || e instanceof RangeError || /^(22|23|54)/.test(String((e as { code?: unknown }).code ?? ''));
 
 export class Ingest {
   readonly counters = new IngestCounters();

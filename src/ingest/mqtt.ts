@@ -17,6 +17,14 @@
 // calls back; to acknowledge after a batch commits, the acknowledgements it sends are held here
 // (its `_sendPacket`, wrapped) and sent when their batch is stored. test/mqtt-ingest.test.ts kills
 // the service during a stream to prove it.
+//
+// Poison and memory (test/mqtt-poison.test.ts): one message is at most INGEST_MQTT_MAX_MESSAGE_BYTES
+// of payload. The CONNECT announces it (plus room for the topic) as the Maximum Packet Size, so an
+// MQTT 5 broker drops larger messages for this client; a payload over it that still arrives is
+// refused into the error log without being read. Reading from the broker stops while the payloads
+// received and not yet settled pass INGEST_MQTT_MAX_BYTES_IN_FLIGHT, so a burst of large messages
+// is parsed a budget at a time. A message whose records fail alone (ingest.ts messageFault) is
+// refused and acknowledged; only a database that is away holds messages unacknowledged.
 import os from 'node:os';
 import type { FastifyBaseLogger } from 'fastify';
 import type { IClientOptions, IPublishPacket, MqttClient } from 'mqtt';
@@ -32,6 +40,18 @@ const DEFS = new Map<string, RecordDef<any>>(RECORD_DEFS.map((d) => [d.type, d])
 /** A store that failed for a reason other than the message waits this long, doubling, before it is tried again. */
 const RETRY_MIN_MS = 500;
 const RETRY_MAX_MS = 30_000;
+/**
+ * Room for the rest of a PUBLISH packet besides its payload (fixed header, a topic of up to 64 KiB,
+ * packet id, properties) in the Maximum Packet Size announced to the broker.
+ */
+const PACKET_OVERHEAD = 64 * 1024 + 1024;
+/** MQTT's largest packet: a remaining length of at most 268,435,455 bytes, and its fixed header. */
+const MQTT_MAX_PACKET = 268_435_455 + 5;
+
+/** Why a payload is refused unread, or null: it is within the limit. */
+export function oversize(bytes: number, max: number): string | null {
+  return bytes > max ? `The payload is ${bytes} bytes; INGEST_MQTT_MAX_MESSAGE_BYTES allows ${max}.` : null;
+}
 
 /** A message as received, until it is stored or refused and then acknowledged. */
 interface Received {
@@ -45,6 +65,8 @@ interface Received {
   settled: boolean;
   /** Sends its acknowledgement, once mqtt.js has made it. */
   ack: (() => void) | null;
+  /** Its payload's bytes no longer count against INGEST_MQTT_MAX_BYTES_IN_FLIGHT. */
+  freed: boolean;
 }
 
 /** A message read for its device: the records to store, or why it is refused. */
@@ -87,6 +109,10 @@ export async function startMqttIngest(ingest: Ingest, cfg: Config, log: FastifyB
   const queue: Received[] = [];
   /** At most this many messages wait to be stored before reading stops (see gate()). */
   const window = cfg.INGEST_MQTT_RECEIVE_MAXIMUM;
+  /** ... and at most this many payload bytes are received and not yet settled. */
+  const budget = cfg.INGEST_MQTT_MAX_BYTES_IN_FLIGHT;
+  const maxMessage = cfg.INGEST_MQTT_MAX_MESSAGE_BYTES;
+  let inFlight = 0;
   const paused: (() => void)[] = [];
   /** Messages awaiting their acknowledgement on the current connection, by packet id. */
   const held = new Map<number, Received>();
@@ -102,6 +128,7 @@ export async function startMqttIngest(ingest: Ingest, cfg: Config, log: FastifyB
     properties: {
       sessionExpiryInterval: cfg.INGEST_MQTT_SESSION_EXPIRY_SECONDS,
       receiveMaximum: cfg.INGEST_MQTT_RECEIVE_MAXIMUM,
+      maximumPacketSize: Math.min(maxMessage + PACKET_OVERHEAD, MQTT_MAX_PACKET),
     },
     username: cfg.INGEST_MQTT_USERNAME,
     password: cfg.INGEST_MQTT_PASSWORD,
@@ -122,6 +149,7 @@ export async function startMqttIngest(ingest: Ingest, cfg: Config, log: FastifyB
         connection,
         settled: false,
         ack: null,
+        freed: false,
       };
       if (packet.messageId !== undefined) held.set(packet.messageId, msg);
       enqueue(msg);
@@ -155,7 +183,7 @@ export async function startMqttIngest(ingest: Ingest, cfg: Config, log: FastifyB
 
   client.on('message', (topic, payload, packet) => {
     // QoS 1 and 2 were queued in customHandleAcks (mqtt.js emits a QoS 2 message again at PUBREL).
-    if (packet.qos === 0) enqueue({ topic, payload, qos: 0, messageId: undefined, connection, settled: false, ack: null });
+    if (packet.qos === 0) enqueue({ topic, payload, qos: 0, messageId: undefined, connection, settled: false, ack: null, freed: false });
   });
   client.on('connect', (connack) => {
     // A session the broker kept holds the subscription; a new one (first start, a broker that lost
@@ -182,7 +210,7 @@ export async function startMqttIngest(ingest: Ingest, cfg: Config, log: FastifyB
     subscribed = false;
     held.clear();
     for (const next of paused.splice(0)) next();
-    for (let i = queue.length - 1; i >= 0; i--) if (queue[i]!.qos > 0) queue.splice(i, 1);
+    for (let i = queue.length - 1; i >= 0; i--) if (queue[i]!.qos > 0) free(queue.splice(i, 1));
   });
   client.on('error', (e) => log.warn({ err: e }, 'MQTT ingest: broker connection error; reconnecting'));
 
@@ -191,13 +219,32 @@ export async function startMqttIngest(ingest: Ingest, cfg: Config, log: FastifyB
    * messages waits to be stored, reading stops, the socket fills and the broker holds the rest.
    * (The Receive Maximum announced should do this, but Mosquitto 2.0.11 sent 19,000 unacknowledged
    * QoS 1 messages to a client that announced 1,000, measured while acknowledgements came late.)
+   * Reading also stops while the payloads received and not yet settled pass the byte budget: a
+   * count of messages bounds no memory when each may be a megabyte.
    */
+  const open = () => queue.length < window && inFlight < budget;
   function gate(next: () => void) {
-    if (queue.length < window) next();
+    if (open()) next();
     else paused.push(next);
   }
 
+  /** Reads on, as far as the window and the byte budget allow. */
+  function resume() {
+    while (paused.length && open()) paused.shift()!();
+  }
+
+  /** Settled or dropped: their bytes leave the budget. */
+  function free(msgs: Received[]) {
+    for (const m of msgs) {
+      if (m.freed) continue;
+      m.freed = true;
+      inFlight -= m.payload.length;
+    }
+    resume();
+  }
+
   function enqueue(msg: Received) {
+    inFlight += msg.payload.length;
     queue.push(msg);
     if (wake) {
       const w = wake;
@@ -221,6 +268,16 @@ export async function startMqttIngest(ingest: Ingest, cfg: Config, log: FastifyB
     p.uniqueId = parts.uniqueId;
     p.def = DEFS.get(parts.type) ?? null;
     return p;
+  };
+
+  /** Reads a message's records for its device, or throws why it is refused: never throws anything else. */
+  const readRecords = (p: Parsed, device: DeviceRow): { assetId: string }[] => {
+    try {
+      return recordsOf(p, device);
+    } catch (e) {
+      if (e instanceof ApiError) throw e;
+      throw badRequest(`The payload could not be read: ${e instanceof Error ? e.message : String(e)}`.slice(0, 300));
+    }
   };
 
   /** Reads a message's records for its device, or throws why it is refused. */
@@ -277,10 +334,12 @@ export async function startMqttIngest(ingest: Ingest, cfg: Config, log: FastifyB
     const devices = ids.length ? await ingest.lookup(ids) : new Map<string, DeviceRow>();
     for (const p of fresh) {
       try {
+        const tooLarge = oversize(p.msg.payload.length, maxMessage);
+        if (tooLarge) throw new IngestRefused('too large', 'PAYLOAD_TOO_LARGE', tooLarge);
         if (!p.uniqueId) throw badRequest(`The topic ${p.msg.topic.slice(0, 200)} is not ${prefix}/<uniqueId>/<type>.`);
         const device = await ingest.admit('mqtt', devices.get(p.uniqueId));
         if (!p.def) throw badRequest(`The topic's type must be one of ${[...DEFS.keys()].join(', ')}.`);
-        p.items = recordsOf(p, device);
+        p.items = readRecords(p, device);
         p.device = device;
       } catch (e) {
         if (!(e instanceof ApiError)) throw e;
@@ -351,12 +410,13 @@ export async function startMqttIngest(ingest: Ingest, cfg: Config, log: FastifyB
         continue;
       }
       const batch = queue.splice(0, queue.length);
-      for (const next of paused.splice(0)) next();
+      resume();
       const parsed = batch.map(parse);
       if (!(await retrying(parsed, prepare, 'reading a batch'))) break;
       const previous = storing;
       storing = previous.then(async () => {
         if (await retrying(parsed, store, 'storing a batch')) acknowledge(batch);
+        free(batch);
       });
       await previous; // prepare at most one batch ahead of the store
     }

@@ -85,6 +85,20 @@ test('MQTT ingest settings: an mqtt or mqtts URL, a topic prefix without wildcar
   assert.equal(loadConfig({}).INGEST_MQTT_URL, undefined, 'off by default');
 });
 
+test("MQTT ingest's bounds: 1 MiB a message and 8 MiB in flight by default; a message may not be larger than the bytes in flight", () => {
+  const c = loadConfig({});
+  assert.equal(c.INGEST_MQTT_MAX_MESSAGE_BYTES, 1024 * 1024);
+  assert.equal(c.INGEST_MQTT_MAX_BYTES_IN_FLIGHT, 8 * 1024 * 1024);
+  bad({ INGEST_MQTT_MAX_MESSAGE_BYTES: '100' }, 'INGEST_MQTT_MAX_MESSAGE_BYTES');
+  bad({ INGEST_MQTT_MAX_MESSAGE_BYTES: String(128 * 1024 * 1024) }, 'INGEST_MQTT_MAX_MESSAGE_BYTES');
+  bad({ INGEST_MQTT_MAX_MESSAGE_BYTES: String(16 * 1024 * 1024) }, 'INGEST_MQTT_MAX_MESSAGE_BYTES');
+  const big = loadConfig({
+    INGEST_MQTT_MAX_MESSAGE_BYTES: String(16 * 1024 * 1024),
+    INGEST_MQTT_MAX_BYTES_IN_FLIGHT: String(64 * 1024 * 1024),
+  });
+  assert.equal(big.INGEST_MQTT_MAX_MESSAGE_BYTES, 16 * 1024 * 1024);
+});
+
 test('event log settings: postgres by default; kafka needs PostgreSQL and host:port brokers; a CA only with TLS; SASL mechanism and user together', () => {
   const pgEnv = { DATABASE_URL: 'postgres://db/x', SECRETS_KEY: 'a'.repeat(64) };
   const d = loadConfig({});
