@@ -164,8 +164,9 @@ function replay(url: string, token: string): Promise<number> {
 // demo's shape) while /healthz and another tenant's GET are timed. Before the fix a page (1 MiB,
 // about 2,600 lines) was stringified and written in one turn of the event loop, every write
 // resolving at once: on a busy 2-core machine /healthz waited 0.3 to 1.1 s at worst and the other
-// tenant's GET 0.7 to 2.3 s; since, 0.1 to 0.2 s and 0.35 to 0.6 s. The old code also sent the whole
-// window for last=2000.
+// tenant's GET 0.7 to 2.3 s (medians 40-90 and 80-570 ms); since, medians of 4-30 ms and 16-110 ms,
+// the worst mostly 0.1-0.6 s (a machine loaded 4x over its cores once gave 0.9 and 1.9 s). The old
+// code also sent the whole window for last=2000.
 postgresOnly('three full replays of a big window leave /healthz and another tenant fast', async () => {
   const databaseUrl = await createTestDatabase();
   const svc = await serviceProcess(databaseUrl, { DELIVERY_ENABLED: 'false', STREAM_MAX_OPEN_PER_OWNER: '10', ...NOWHERE });

@@ -30,8 +30,8 @@ export interface StreamLimits {
 const PAGE_ATTEMPTS = 500;
 const PAGE_BYTES = 1024 * 1024;
 /** A slice of lines serialized and written in one turn of the event loop, then the loop gets its turn. */
-const SLICE_LINES = 200;
-const SLICE_BYTES = 64 * 1024;
+const SLICE_LINES = 64;
+const SLICE_BYTES = 32 * 1024;
 /** `last` reaches at most this many lines back (the dashboard keeps 2,000). */
 export const MAX_LAST = 10_000;
 const FOLLOW_POLL_MS = 1000;
