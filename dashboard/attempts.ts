@@ -1,6 +1,7 @@
 // The result stream (API guide 9): every delivery attempt of the integrations the credential sees,
 // followed over fetch (the credential in a header, which EventSource cannot send) and rendered a
-// few times a second, the newest MAX_ATTEMPTS kept, so hundreds a second stay smooth.
+// few times a second, the newest MAX_ATTEMPTS kept, so hundreds a second stay smooth. The replay asks
+// for those only (`last`): an hour of a busy service is tens of megabytes the page would throw away.
 import { useEffect, useState } from 'preact/hooks';
 import { authorization } from './api.js';
 
@@ -50,7 +51,7 @@ export function useAttemptStream(enabled: boolean, since: string) {
     const run = async () => {
       for (;;) {
         try {
-          const r = await fetch(`/api/v1/deliveries/stream?since=${encodeURIComponent(since)}`, {
+          const r = await fetch(`/api/v1/deliveries/stream?since=${encodeURIComponent(since)}&last=${MAX_ATTEMPTS}`, {
             headers: { ...authorization(), accept: 'text/event-stream', ...(last ? { 'last-event-id': last } : {}) },
             signal: abort.signal,
           });

@@ -5,6 +5,9 @@
 // response body goes out once (on its first event's line), an NDJSON answer stops at a byte cap
 // with a line naming where to continue, and each owner (not each credential: keys are free to
 // mint) has a bounded number of streams open. Any error ends the answer and frees its slot.
+// A replay costs what the client keeps (`last`: the newest N lines, found by one indexed read) and
+// never holds the event loop: lines go out in slices bounded in lines and bytes, one write each,
+// with a turn of the event loop (setImmediate) after each, so other requests are served meanwhile.
 import type { ServerResponse } from 'node:http';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
@@ -26,6 +29,11 @@ export interface StreamLimits {
 
 const PAGE_ATTEMPTS = 500;
 const PAGE_BYTES = 1024 * 1024;
+/** A slice of lines serialized and written in one turn of the event loop, then the loop gets its turn. */
+const SLICE_LINES = 64;
+const SLICE_BYTES = 32 * 1024;
+/** `last` reaches at most this many lines back (the dashboard keeps 2,000). */
+export const MAX_LAST = 10_000;
 const FOLLOW_POLL_MS = 1000;
 /** A position in the attempt log, as SSE ids and `after` carry it: transaction, then id, both int8. */
 const POSITION = /^(\d{1,19})\.(\d{1,19})$/;
@@ -86,6 +94,10 @@ function parsePosition(raw: string | undefined, field: string): queue.Position |
   return { tx: m[1]!, id: m[2]! };
 }
 
+/** Whether position a comes after b in the attempt log. */
+const later = (a: queue.Position, b: queue.Position) =>
+  BigInt(a.tx) > BigInt(b.tx) || (BigInt(a.tx) === BigInt(b.tx) && BigInt(a.id) > BigInt(b.id));
+
 /** Resolves once the response can take more, or has closed. */
 function drained(res: ServerResponse): Promise<void> {
   if (!res.writableNeedDrain || res.destroyed) return Promise.resolve();
@@ -99,6 +111,9 @@ function drained(res: ServerResponse): Promise<void> {
     res.on('close', done);
   });
 }
+
+/** One turn of the event loop: what waits (other requests, timers, I/O) runs before the next slice. */
+const yieldTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 /** Waits `ms`, or less if the response closes meanwhile. */
 function pause(res: ServerResponse, ms: number): Promise<void> {
@@ -118,6 +133,14 @@ const StreamQuery = Type.Object({
   since: Type.Optional(DateTime),
   after: Type.Optional(
     Type.String({ maxLength: 40, description: 'Continue after this position (from an answer\'s "next" line, or an SSE id)' }),
+  ),
+  last: Type.Optional(
+    Type.Integer({
+      minimum: 1,
+      maximum: MAX_LAST,
+      description:
+        'Replay only the newest this many lines of the window (whole attempts: a batch request at the start may add up to its events less one), then go on as usual',
+    }),
   ),
 });
 
@@ -156,23 +179,22 @@ export const streamRoutes: FastifyPluginAsyncTypebox<{ db: Db; streams: ResultSt
         parsePosition(q.after, '/after') ??
         (sse ? parsePosition(typeof lastEventId === 'string' ? lastEventId : undefined, '/headers/last-event-id') : null);
       const visible = await req.tenancy.visibleOwners();
+      const scope = { since, channel: q.channel ?? null, owners: visible === 'all' ? null : visible, follow: sse };
       const read = (after: queue.Position) =>
-        queue.streamAfter(db, {
-          after,
-          since,
-          channel: q.channel ?? null,
-          owners: visible === 'all' ? null : visible,
-          limit: PAGE_ATTEMPTS,
-          bytes: PAGE_BYTES,
-          // A follower reads below the horizon only; a window answers with what is committed now.
-          follow: sse,
-        });
+        // A follower reads below the horizon only; a window answers with what is committed now.
+        queue.streamAfter(db, { ...scope, after, limit: PAGE_ATTEMPTS, bytes: PAGE_BYTES });
 
       const release = streams.admit(req.tenancy.principal.ownerId);
       let page: Awaited<ReturnType<typeof read>>;
+      let start = resume ?? { tx: '0', id: '0' };
       try {
+        // `last`: the replay starts at the newest N lines, or later where the client resumes.
+        if (q.last !== undefined) {
+          const newest = await queue.streamStart(db, { ...scope, last: q.last });
+          if (newest && later(newest, start)) start = newest;
+        }
         // The first page before any byte is sent: a failure here is still an ordinary error answer.
-        page = await read(resume ?? { tx: '0', id: '0' });
+        page = await read(start);
       } catch (e) {
         release();
         throw e;
@@ -195,19 +217,35 @@ export const streamRoutes: FastifyPluginAsyncTypebox<{ db: Db; streams: ResultSt
       // API guide 7: a following stream leaves the credential's in-flight count once its headers are out.
       if (sse) req.leaveInFlight();
 
+      // Lines are gathered into a slice (SLICE_LINES lines or SLICE_BYTES), written at once; then the
+      // event loop gets a turn, and a client that does not read is waited for ("drain").
       let written = 0;
-      const write = async (chunk: string) => {
-        written += Buffer.byteLength(chunk);
-        if (!res.write(chunk)) await drained(res);
+      let slice = '';
+      let sliceLines = 0;
+      const flush = async () => {
+        if (slice) {
+          const ok = res.write(slice);
+          slice = '';
+          sliceLines = 0;
+          if (!ok) await drained(res);
+        }
+        await yieldTurn();
+      };
+      const write = async (line: string) => {
+        written += Buffer.byteLength(line);
+        slice += line;
+        if (++sliceLines >= SLICE_LINES || slice.length >= SLICE_BYTES) await flush();
       };
       const nextUrl = (after: queue.Position) => {
         const u = new URL(req.url, req.server.publicUrl);
+        // The continuation goes on from `after`: the newest N were chosen when the answer began.
+        u.searchParams.delete('last');
         u.searchParams.set('since', since);
         u.searchParams.set('after', `${after.tx}.${after.id}`);
         return `${req.server.publicUrl}${u.pathname}${u.search}`;
       };
       try {
-        let after = resume ?? { tx: '0', id: '0' };
+        let after = start;
         for (;;) {
           for (const a of page.rows) {
             if (!open) return;
@@ -215,6 +253,7 @@ export const streamRoutes: FastifyPluginAsyncTypebox<{ db: Db; streams: ResultSt
               // A new attempt: an NDJSON answer past its cap ends here, naming where to go on.
               if (!sse && written >= limits.maxAnswerBytes) {
                 await write(`${JSON.stringify({ next: nextUrl(after) })}\n`);
+                await flush();
                 return;
               }
               after = { tx: a.tx_id, id: a.id };
@@ -228,12 +267,15 @@ export const streamRoutes: FastifyPluginAsyncTypebox<{ db: Db; streams: ResultSt
             });
             await write(sse ? `id: ${a.tx_id}.${a.id}\ndata: ${text}\n\n` : `${text}\n`);
           }
+          // The page's last slice goes out (and the event loop gets a turn) before the next is read.
+          await flush();
           after = page.next;
           if (!page.more || page.rows.length === 0) {
             if (!sse) return;
             await pause(res, FOLLOW_POLL_MS);
             if (!open) return;
             await write(': keep-alive\n\n');
+            await flush();
           }
           if (!open) return;
           page = await read(after);

@@ -160,6 +160,34 @@ export async function streamAfter(
   return { rows, next, more: scanned >= o.limit || attempts < scanned };
 }
 
+/**
+ * Where a replay of the newest `last` lines of the window starts (API guide 9, `last`): the position
+ * just before the newest attempt from which the window holds at least `last` lines (one per attempt
+ * and event). One read of the attempt log's (tx_id, id) index backwards, at most `last` attempts,
+ * never the window counted. null: the window holds fewer lines, so the replay starts at its beginning.
+ * It counts what is committed now, horizon or not (a follower's horizon may lag behind a long
+ * transaction, and counting below it would replay the whole window): an attempt committed later
+ * with a position before the start is older than the newest N, and is not replayed.
+ */
+export async function streamStart(
+  q: Queryable,
+  o: { since: string; channel: string | null; owners: string[] | null; last: number },
+): Promise<Position | null> {
+  const { rows } = await q.query<{ tx: string; id: string }>(
+    `SELECT w.tx_id::text AS tx, (w.id - 1)::text AS id
+       FROM (SELECT n.tx_id, n.id, sum(n.lines) OVER (ORDER BY n.tx_id DESC, n.id DESC) AS lines
+               FROM (SELECT a.tx_id, a.id, cardinality(a.log_ids) AS lines
+                       FROM delivery_attempts a JOIN integrations i ON i.id = a.integration_id
+                      WHERE a.when_attempted >= $1
+                        AND ($2::text IS NULL OR i.channel = $2) AND ($3::uuid[] IS NULL OR i.owner_ids <@ $3::uuid[])
+                      ORDER BY a.tx_id DESC, a.id DESC LIMIT $4) n) w
+      WHERE w.lines >= $4
+      ORDER BY w.lines LIMIT 1`,
+    [o.since, o.channel, o.owners, o.last],
+  );
+  return rows[0] ?? null;
+}
+
 /** API guide 9: what GET /integrations/{id} reports of its delivery. */
 export interface IntegrationStats {
   pending: number;
