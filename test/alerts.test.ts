@@ -472,7 +472,7 @@ test('a bulk of 1000 records for 100 assets is stored and evaluated in a few sta
     },
   });
   // The store as the route runs it, with the alert hook alone and the database's calls counted.
-  const countedDb: Db = { ...db, ...counted(db), serialized: (keys, fn) => db.serialized(keys, (q) => fn(counted(q))) };
+  const countedDb: Db = { ...db, ...counted(db), serialized: (keys, fn) => db.serialized(keys, (q, atomic) => fn(counted(q), atomic)) };
   const batch = assets.flatMap((assetId) =>
     Array.from({ length: 10 }, (_, g) => ({
       item: { assetId, data: { supplyAirTemperature: g < 7 ? 0 : -20 } },

@@ -114,3 +114,51 @@ postgresOnly(
     assert.deepEqual(events.map((e: any) => e.currentData.value).sort(numeric), [...zones].sort(numeric), 'entered each zone once');
   },
 );
+
+test('a bulk whose zone rules pass one chunk (ZONE_WRITE_CHUNK_ROWS) is written in chunks: every event and visit, in one store', async () => {
+  const { db } = ta.app.services;
+  const c = await customer(ta, 'zone-chunks');
+  const zones: string[] = [];
+  for (let n = 0; n < 12; n++) zones.push(ok(await c.call('POST', '/api/v1/zones', { name: `c-${n}`, circle: circle(5000) }), 201).id);
+  const assetId = await c.asset('chunked');
+  const other = await c.asset('chunked-2');
+  // 1000 locations, in and out of all 12 zones in turn: 6,000 visits and 12,000 events, far past one chunk.
+  const t0 = Date.now() - 3600_000;
+  const body = Array.from({ length: 1000 }, (_, i) => ({
+    assetId: i === 999 ? other : assetId,
+    latitude: i % 2 === 0 || i === 999 ? 0 : 10,
+    longitude: 0,
+    whenCreated: new Date(t0 + i * 1000).toISOString(),
+  }));
+  ok(await c.call('POST', '/api/v1/locations', body), 201);
+  const counts = async (id: string) => {
+    const { rows } = await db.query<{ subject: string; n: number }>(
+      `SELECT split_part(subject, ' ', 1) AS subject, count(*)::int AS n FROM events WHERE asset_id = $1 GROUP BY 1 ORDER BY 1`,
+      [id],
+    );
+    const visits = await db.query<{ open: number; closed: number }>(
+      'SELECT count(*) FILTER (WHERE left_at IS NULL)::int AS open, count(*) FILTER (WHERE left_at IS NOT NULL)::int AS closed FROM zone_visits WHERE asset_id = $1',
+      [id],
+    );
+    return { events: Object.fromEntries(rows.map((r) => [r.subject, r.n])), ...visits.rows[0] };
+  };
+  // 999 locations of the first asset: 500 inside (12 Entered each), 499 outside (12 Left each).
+  assert.deepEqual(await counts(assetId), { events: { Entered: 6000, Left: 5988 }, open: 12, closed: 5988 });
+  assert.deepEqual(await counts(other), { events: { Entered: 12 }, open: 12, closed: 0 });
+  // Each event is pushed to the event log once.
+  const log = await db.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM event_log WHERE object_type = 'event' AND payload->>'assetId' = $1`,
+    [assetId],
+  );
+  assert.equal(log.rows[0]!.n, 11_988);
+  // The next store goes on from the visits the chunks left open (updated by id): 12 Left events.
+  ok(
+    await c.call('POST', '/api/v1/locations', { assetId, latitude: 10, longitude: 0, whenCreated: new Date(t0 + 2000_000).toISOString() }),
+    201,
+  );
+  assert.deepEqual(await counts(assetId), { events: { Entered: 6000, Left: 6000 }, open: 0, closed: 6000 });
+  const zoneIds = await db.query<{ zone_id: string }>('SELECT DISTINCT zone_id::text FROM zone_visits WHERE asset_id = $1 ORDER BY 1', [
+    other,
+  ]);
+  assert.deepEqual(zoneIds.rows.map((r) => r.zone_id).sort(numeric), [...zones].sort(numeric));
+});

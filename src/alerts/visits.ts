@@ -13,7 +13,7 @@
 // The zones hook (zones/positions.ts) runs this under the asset's lock with the owner's zones and
 // writes the result in the store's statement; the alert engine's sweep runs it on the server clock.
 import { assetXactLock, type Db, type Queryable } from '../db/db.js';
-import { WriteStatement } from '../db/statement.js';
+import { allocateIds, WriteStatement } from '../db/statement.js';
 import type { OwnerPaths } from '../delivery/queue/index.js';
 import type { NewEvent } from '../events/events.js';
 import { iso } from '../http/schemas.js';
@@ -195,6 +195,19 @@ export class AssetVisits {
     this.fired.push(...entered, ...others);
   }
 
+  /** Visits and events held, to write: what a chunked store (zones/positions.ts) bounds. */
+  get size(): number {
+    return this.visits.length + this.fired.length;
+  }
+
+  /** After saveVisits wrote them: forgets the events and the ended visits; the open ones stay, unchanged. */
+  saved(): void {
+    this.fired.length = 0;
+    const open = this.visits.filter((v) => !v.dropped && v.leftAt === null);
+    for (const v of open) v.changed = false;
+    this.visits.splice(0, this.visits.length, ...open);
+  }
+
   /** The events and notifications fired so far, to raise. */
   raised(): Raised[] {
     return this.fired.map((f) => {
@@ -267,25 +280,40 @@ export async function rescheduleVisits(q: Queryable, zoneId: string): Promise<vo
 }
 
 /** The open visits of these assets, by asset (read under their locks). */
-export async function openVisits(q: Queryable, assetIds: string[]): Promise<Map<string, Visit[]>> {
+export async function openVisits(q: Queryable, assetIds: string[], limit?: number): Promise<Map<string, Visit[]>> {
   const { rows } = await q.query<VisitRow>(
-    `SELECT ${VISIT_COLUMNS} FROM zone_visits v WHERE v.asset_id = ANY($1::uuid[]) AND v.left_at IS NULL`,
-    [assetIds],
+    `SELECT ${VISIT_COLUMNS} FROM zone_visits v WHERE v.asset_id = ANY($1::uuid[]) AND v.left_at IS NULL LIMIT $2`,
+    [assetIds, limit ?? null],
   );
   const out = new Map<string, Visit[]>();
   for (const r of rows) out.set(r.asset_id, [...(out.get(r.asset_id) ?? []), toVisit(r)]);
   return out;
 }
 
-/** Adds the visits' changes, and the events and notifications they fired, to `stmt`. */
-export async function saveVisits(q: Queryable, stmt: WriteStatement, assets: AssetVisits[], paths?: OwnerPaths): Promise<void> {
+/**
+ * Adds the visits' changes, and the events and notifications they fired, to `stmt`. `allocate`:
+ * new visits get their ids first (a chunked store updates them by id in a later statement).
+ */
+export async function saveVisits(
+  q: Queryable,
+  stmt: WriteStatement,
+  assets: AssetVisits[],
+  paths?: OwnerPaths,
+  allocate = false,
+): Promise<void> {
   const at = (t: number | null) => (t === null ? null : new Date(t).toISOString());
-  const changed = assets.flatMap((a) => a.visits.filter((v) => v.changed).map((v) => ({ a, v })));
+  const changed = assets.flatMap((a) => a.visits.filter((v) => v.changed).map((v) => ({ a, v, fresh: v.id === null })));
   const gone = changed.filter((x) => x.v.dropped && x.v.id !== null).map((x) => x.v.id!);
   if (gone.length) stmt.with(`DELETE FROM zone_visits WHERE id = ANY(${stmt.param(gone, 'int8[]')})`);
   const kept = changed.filter((x) => !x.v.dropped);
+  if (allocate) {
+    const fresh = kept.filter((x) => x.fresh);
+    const ids = await allocateIds(q, 'zone_visits', fresh.length);
+    for (const [n, x] of fresh.entries()) x.v.id = ids[n]!;
+  }
   if (kept.length) {
     const cols = stmt.arrays(kept, [
+      [(x) => x.fresh, 'bool'],
       [(x) => x.v.id, 'int8'],
       [(x) => x.a.assetId, 'uuid'],
       [(x) => x.v.zoneId, 'int8'],
@@ -299,17 +327,18 @@ export async function saveVisits(q: Queryable, stmt: WriteStatement, assets: Ass
       [(x) => at(x.a.nextDue(x.v)), 'timestamptz'],
     ]);
     const u =
-      'u(id, asset_id, zone_id, owner_id, entered_at, confirmed_at, leaving_at, left_at, last_inside_at, dwell_alerted_at, next_due)';
+      'u(fresh, id, asset_id, zone_id, owner_id, entered_at, confirmed_at, leaving_at, left_at, last_inside_at, dwell_alerted_at, next_due)';
     stmt.with(
       `UPDATE zone_visits v SET confirmed_at = u.confirmed_at, leaving_at = u.leaving_at, left_at = u.left_at,
               last_inside_at = u.last_inside_at, dwell_alerted_at = u.dwell_alerted_at, next_due = u.next_due, when_updated = now()
-         FROM unnest(${cols}) AS ${u} WHERE v.id = u.id`,
+         FROM unnest(${cols}) AS ${u} WHERE v.id = u.id AND NOT u.fresh`,
     );
     stmt.with(
-      `INSERT INTO zone_visits (asset_id, zone_id, owner_id, entered_at, confirmed_at, leaving_at, left_at, last_inside_at,
-                                dwell_alerted_at, next_due)
-       SELECT asset_id, zone_id, owner_id, entered_at, confirmed_at, leaving_at, left_at, last_inside_at, dwell_alerted_at, next_due
-         FROM unnest(${cols}) AS ${u} WHERE u.id IS NULL`,
+      `INSERT INTO zone_visits (id, asset_id, zone_id, owner_id, entered_at, confirmed_at, leaving_at, left_at, last_inside_at,
+                                dwell_alerted_at, next_due) OVERRIDING SYSTEM VALUE
+       SELECT COALESCE(id, nextval(pg_get_serial_sequence('zone_visits', 'id'))), asset_id, zone_id, owner_id, entered_at,
+              confirmed_at, leaving_at, left_at, last_inside_at, dwell_alerted_at, next_due
+         FROM unnest(${cols}) AS ${u} WHERE u.fresh`,
     );
   }
   await raise(

@@ -27,6 +27,16 @@ export interface Session extends Queryable {
   exec(sql: string): Promise<void>;
 }
 
+/**
+ * Within Db.serialized: runs `first` (one statement), then `more` (further statements, each of a
+ * bounded size), still under the keys' locks. PostgreSQL: all in one transaction on the locked
+ * connection (all or nothing), opened only for such a write. PGlite, whose one connection a
+ * transaction holds exclusively (every other request would wait for all of it): `first` commits
+ * with fn's transaction, and `more` runs after it, each statement committing on its own, so other
+ * requests run between them (a crash in between can leave part of `more` unwritten).
+ */
+export type Atomic = <U>(first: (q: Queryable) => Promise<U>, more: (q: Queryable) => Promise<void>) => Promise<U>;
+
 export interface Db extends Queryable {
   readonly kind: 'postgres' | 'pglite';
   /**
@@ -44,9 +54,10 @@ export interface Db extends Queryable {
    * Runs fn on one connection holding the locks of `keys` (asset ids: ASSET_LOCK_SPACE), so two
    * calls with a key in common run one after the other, here and on every instance. The locks are
    * session-level advisory locks, taken in one order: they need no transaction, so neither the wait
-   * nor fn's own reads hold the event log's horizon back; fn writes with one statement.
+   * nor fn's own reads hold the event log's horizon back; fn writes with one statement, or, when
+   * that would be too large (a store's zone visits and events: zones/positions.ts), with `atomic`.
    */
-  serialized<T>(keys: string[], fn: (q: Queryable) => Promise<T>): Promise<T>;
+  serialized<T>(keys: string[], fn: (q: Queryable, atomic: Atomic) => Promise<T>): Promise<T>;
   /**
    * PostgreSQL only: `COPY (query) TO STDOUT ...` as a stream of the server's bytes, on a
    * connection of its own until the stream ends (one cut short takes its connection with it).
@@ -181,7 +192,23 @@ export function createPostgres(url: string, poolSize: number): Db {
           `SELECT pg_advisory_lock(${ASSET_LOCK_SPACE}, h) FROM (SELECT DISTINCT hashtext(k) AS h FROM unnest($1::text[]) k ORDER BY 1) s`,
           [keys],
         );
-        return await fn(wrap(client));
+        const q = wrap(client);
+        const atomic: Atomic = async (first, more) => {
+          counts.statements += 2; // BEGIN and COMMIT
+          await client.query('BEGIN');
+          try {
+            const out = await first(q);
+            await more(q);
+            await client.query('COMMIT');
+            return out;
+          } catch (e) {
+            await client.query('ROLLBACK').catch(() => {
+              broken = true;
+            });
+            throw e;
+          }
+        };
+        return await fn(q, atomic);
       } finally {
         // A connection whose locks cannot be released is not given back to the pool.
         await client.query('SELECT pg_advisory_unlock_all()').catch(() => {
@@ -293,6 +320,7 @@ export async function createPglite(dataDir: string | undefined, template?: Blob)
     },
   });
   let closed = false;
+  const keyLocks = new KeyLocks();
   const notifier = new Notifier(); // one process: this process's wake-ups are all there are
   return {
     kind: 'pglite',
@@ -304,7 +332,26 @@ export async function createPglite(dataDir: string | undefined, template?: Blob)
     session: (fn) => fn({ ...wrap(db), exec: async (sql) => void (await db.exec(sql)) }),
     // One connection in one process: a transaction holds it exclusively, which serialises
     // (session advisory locks would not: every caller shares the one session).
-    serialized: (_keys, fn) => db.transaction((t) => fn(wrap(t))),
+    // The keys are also locked in this process (keyLocks) for the statements an Atomic runs after
+    // the transaction.
+    async serialized(keys, fn) {
+      const release = await keyLocks.acquire(keys);
+      try {
+        const later: ((q: Queryable) => Promise<void>)[] = [];
+        const out = await db.transaction((t) => {
+          const atomic: Atomic = async (first, more) => {
+            const value = await first(wrap(t));
+            later.push(more);
+            return value;
+          };
+          return fn(wrap(t), atomic);
+        });
+        for (const more of later) await more(wrap(db));
+        return out;
+      } finally {
+        release();
+      }
+    },
     async close() {
       if (closed) return;
       closed = true;
@@ -316,4 +363,27 @@ export async function createPglite(dataDir: string | undefined, template?: Blob)
       }
     },
   };
+}
+
+/** Locks on keys within this process (PGlite: one process), taken in one order so two callers never wait crosswise. */
+class KeyLocks {
+  private readonly held = new Map<string, Promise<void>>();
+
+  async acquire(keys: string[]): Promise<() => void> {
+    const mine = [...new Set(keys)].sort();
+    let free!: () => void;
+    const done = new Promise<void>((r) => {
+      free = r;
+    });
+    const taken: string[] = [];
+    for (const k of mine) {
+      for (let h = this.held.get(k); h; h = this.held.get(k)) await h;
+      this.held.set(k, done);
+      taken.push(k);
+    }
+    return () => {
+      for (const k of taken) this.held.delete(k);
+      free();
+    };
+  }
 }

@@ -9,8 +9,11 @@
 //   3. one statement writes everything: the records, their event log rows and each hook's writes,
 //      as CTEs of one WriteStatement. Run alone it commits within its one round trip, so a busy
 //      event loop never holds an open transaction, and with it the event log's horizon, back.
+//      A hook whose writes would make that statement too large (a bulk entering many zones) returns
+//      the rest as further statements of bounded size (`More`), run after it under the same locks
+//      and, on PostgreSQL, in one transaction with it (Db.serialized's Atomic).
 // Every write commits or fails with the records themselves.
-import type { Db, Queryable } from '../db/db.js';
+import type { Atomic, Db, Queryable } from '../db/db.js';
 import { WriteStatement } from '../db/statement.js';
 import type { ObjectType } from '../delivery/objects.js';
 import type { OwnerPaths } from '../delivery/queue/index.js';
@@ -47,8 +50,11 @@ export interface RecordHook<C = unknown> {
    * store's statement, whose records CTE is `records` (the rows as stored, RETURNING *). `paths`:
    * the ancestries of the batch's owners, for what it pushes (queue/log.ts appendToLog).
    */
-  write?(q: Queryable, stmt: WriteStatement, rows: StoredItem[], context: C, records: string, paths: OwnerPaths): Promise<void>;
+  write?(q: Queryable, stmt: WriteStatement, rows: StoredItem[], context: C, records: string, paths: OwnerPaths): Promise<More | undefined>;
 }
+
+/** Further statements of a hook, each of a bounded size, run after the store's statement (with the records stored). */
+export type More = (q: Queryable) => Promise<void>;
 
 /** The records' own part of the statement: adds their insert; returns the final query. */
 export type RecordInsert = (stmt: WriteStatement, rows: StoredItem[]) => { records: string; final: string };
@@ -77,13 +83,29 @@ export class RecordHooks {
     const contexts: unknown[] = [];
     for (const h of active) contexts.push(await h.before?.(db, batch));
     const rows: StoredItem[] = batch.map((p, n) => ({ ...p, id: ids[n]!, time: new Date(p.whenCreated) }));
-    const write = async (q: Queryable) => {
+    const write = async (q: Queryable, atomic: Atomic) => {
       const stmt = new WriteStatement();
       const { records, final } = insert(stmt, rows);
-      for (const [n, h] of active.entries()) await h.write?.(q, stmt, rows, contexts[n], records, paths);
-      return (await stmt.run(q, final)).rows;
+      const more: More[] = [];
+      for (const [n, h] of active.entries()) {
+        const m = await h.write?.(q, stmt, rows, contexts[n], records, paths);
+        if (m) more.push(m);
+      }
+      const run = async (on: Queryable) => (await stmt.run(on, final)).rows;
+      if (!more.length) return run(q);
+      return atomic(run, async (after) => {
+        for (const m of more) await m(after);
+      });
     };
     const serial = active.some((h, n) => h.serial?.(contexts[n]) ?? false);
-    return serial ? db.serialized([...new Set(rows.map((r) => r.item.assetId as string))], write) : write(db);
+    if (serial) return db.serialized([...new Set(rows.map((r) => r.item.assetId as string))], write);
+    // Without locks, a hook's further statements go in one transaction with the store's.
+    return write(db, (first, more) =>
+      db.tx(async (t) => {
+        const out = await first(t);
+        await more(t);
+        return out;
+      }),
+    );
   }
 }

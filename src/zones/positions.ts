@@ -8,12 +8,12 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { Db, Queryable } from '../db/db.js';
-import type { WriteStatement } from '../db/statement.js';
-import { AssetVisits, openVisits, saveVisits, ZONE_RULE_COLUMNS, type ZoneRuleRow, zoneRule } from '../alerts/visits.js';
+import { WriteStatement } from '../db/statement.js';
+import { AssetVisits, openVisits, saveVisits, ZONE_RULE_COLUMNS, type ZoneRule, type ZoneRuleRow, zoneRule } from '../alerts/visits.js';
 import type { OwnerPaths } from '../delivery/queue/index.js';
 import { applyFilters, filters, listQuery } from '../http/filters.js';
 import { listPage } from '../http/paging.js';
-import type { PreparedItem, RecordHook, StoredItem } from '../records/hooks.js';
+import type { More, PreparedItem, RecordHook, StoredItem } from '../records/hooks.js';
 import { locations, round } from '../records/records.js';
 import type { Circle } from './geo.js';
 import { ZoneMatcher } from './matcher.js';
@@ -96,7 +96,7 @@ async function write(
   { zones, inside }: ZoneContext,
   records: string,
   paths: OwnerPaths,
-): Promise<void> {
+): Promise<More | undefined> {
   // The position keeps the whole location (read from the statement's records), so the latest
   // location still answers once retention removed the row behind it.
   const upsert = (latest: { locationId: string; zones: string[] }[], condition: string) =>
@@ -134,28 +134,23 @@ async function write(
     'SELECT asset_id, when_created FROM asset_positions WHERE asset_id = ANY($1::uuid[])',
     [assetIds],
   );
-  const visits = await openVisits(q, assetIds);
   const rules = new Map(zones.map((z) => [z.id, zoneRule(z)]));
 
-  // Walk each asset's new locations in time order from its stored position.
+  // Each asset's new locations in time order from its stored position (late ones never count).
   const state = new Map(
     positions.rows.map((r) => [r.asset_id, { at: r.when_created.getTime(), zones: [] as string[], locationId: '', changed: false }]),
   );
   const order = rows.map((r, n) => ({ r, zones: inside[n]! })).sort((a, b) => +a.r.time - +b.r.time || byDecimal(a.r.id, b.r.id));
-  const evaluated = new Map<string, AssetVisits>();
-  // Many locations inside many zones are a lot of visits to walk: in slices too.
-  const slices = new Slices();
+  const walks = new Map<string, Walk>();
+  let work = 0;
   for (const { r, zones: now } of order) {
-    await slices.tick();
     const s = state.get(r.item.assetId);
     const at = r.time.getTime();
     if (s && at <= s.at) continue; // late: older than (or as old as) the latest location
-    let e = evaluated.get(r.item.assetId);
-    if (!e) {
-      e = new AssetVisits(r.item.assetId, r.ownerId, visits.get(r.item.assetId) ?? [], rules);
-      evaluated.set(r.item.assetId, e);
-    }
-    e.location(at, now);
+    const w = walks.get(r.item.assetId) ?? { ownerId: r.ownerId, steps: [] };
+    walks.set(r.item.assetId, w);
+    w.steps.push({ at, zones: now });
+    work += now.length;
     state.set(r.item.assetId, { at, zones: now, locationId: r.id, changed: true });
   }
   const moved = [...state.entries()].filter(([, s]) => s.changed);
@@ -164,7 +159,85 @@ async function write(
       moved.map(([, s]) => ({ locationId: s.locationId, zones: s.zones })),
       '',
     );
-  await saveVisits(q, stmt, [...evaluated.values()], paths);
+  if (!walks.size) return;
+  // Small enough (open visits and zone memberships within one chunk): in the store's statement.
+  const visits = work < ZONE_WRITE_CHUNK_ROWS ? await openVisits(q, [...walks.keys()], ZONE_WRITE_CHUNK_ROWS + 1 - work) : null;
+  let open = 0;
+  for (const list of visits?.values() ?? []) open += list.length;
+  if (!visits || open + work > ZONE_WRITE_CHUNK_ROWS) return (after) => writeInChunks(after, walks, rules, paths);
+  const evaluated: AssetVisits[] = [];
+  // Many locations inside many zones are a lot of visits to walk: in slices too.
+  const slices = new Slices();
+  for (const [assetId, w] of walks) {
+    const e = new AssetVisits(assetId, w.ownerId, visits.get(assetId) ?? [], rules);
+    evaluated.push(e);
+    for (const step of w.steps) {
+      await slices.tick();
+      e.location(step.at, step.zones);
+    }
+  }
+  await saveVisits(q, stmt, evaluated, paths);
+}
+
+/** One asset's new locations, in time order, and the zones each is inside. */
+interface Walk {
+  ownerId: string;
+  steps: { at: number; zones: string[] }[];
+}
+
+/**
+ * The most zone visits and events (changed visits plus events) held in memory and written by one
+ * statement when a store's zone rules go past one chunk: its assets are walked a few at a time
+ * (their open visits read per group), and whatever they changed is written each time it reaches
+ * this many rows, after the store's own statement and in one transaction with it (Db.serialized's
+ * Atomic). So memory, each statement's size and its time (on PGlite, in the service's own thread)
+ * stay bounded whatever the number of zones times assets; the event loop is given back between
+ * statements and every SLICE_MS of the walk.
+ */
+export const ZONE_WRITE_CHUNK_ROWS = 1000;
+
+async function writeInChunks(q: Queryable, walks: Map<string, Walk>, rules: Map<string, ZoneRule>, paths: OwnerPaths): Promise<void> {
+  const slices = new Slices();
+  const list = [...walks];
+  // An asset has at most one open visit per zone of its owner: a group's read is within a chunk.
+  const perRead = Math.max(1, Math.floor(ZONE_WRITE_CHUNK_ROWS / Math.max(1, rules.size)));
+  let pending: AssetVisits[] = [];
+  let held = 0; // rows of the pending assets before the current one
+  const rowsOf = (e: AssetVisits) => {
+    let n = e.fired.length;
+    for (const v of e.visits) if (v.changed) n++;
+    return n;
+  };
+  const flush = async () => {
+    if (!pending.length) return;
+    const stmt = new WriteStatement();
+    await saveVisits(q, stmt, pending, paths, true);
+    if (!stmt.empty) await stmt.run(q);
+    for (const e of pending) e.saved();
+    pending = [];
+    held = 0;
+  };
+  for (let i = 0; i < list.length; i += perRead) {
+    const group = list.slice(i, i + perRead);
+    const open = await openVisits(
+      q,
+      group.map(([id]) => id),
+    );
+    for (const [assetId, w] of group) {
+      const e = new AssetVisits(assetId, w.ownerId, open.get(assetId) ?? [], rules);
+      pending.push(e);
+      for (const step of w.steps) {
+        await slices.tick();
+        e.location(step.at, step.zones);
+        if (held + rowsOf(e) >= ZONE_WRITE_CHUNK_ROWS) {
+          await flush();
+          pending.push(e);
+        }
+      }
+      held += rowsOf(e);
+    }
+  }
+  await flush();
 }
 
 /** The zones hook on stored locations (registered by the app). */
