@@ -7,7 +7,7 @@
 // Why a bound at all: the service is shared. Whatever one caller can make grow without limit
 // (bytes, rows, partitions, CPU on the event loop, open streams) is paid by every other tenant.
 
-export type BoundUnit = 'bytes' | 'count' | 'seconds' | 'days' | 'hours' | 'per minute' | 'characters';
+export type BoundUnit = 'bytes' | 'count' | 'milliseconds' | 'seconds' | 'days' | 'hours' | 'per second' | 'per minute' | 'characters';
 
 export interface Bound {
   /** The configuration variable that changes it, or null where it is fixed. */
@@ -34,7 +34,7 @@ export const BOUNDS = {
   },
   recordBodyBytes: {
     setting: null,
-    value: 16 * MiB,
+    value: 8 * MiB,
     unit: 'bytes',
     what: 'a body of the data-record creates (bulk)',
     past: '413 PAYLOAD_TOO_LARGE',
@@ -43,7 +43,7 @@ export const BOUNDS = {
     setting: null,
     value: 1000,
     unit: 'count',
-    what: 'records in one create, one MQTT message or one device message',
+    what: 'records in one create or one MQTT message; sensor values of one Traccar position',
     past: '400 VALIDATION_FAILED naming the body',
   },
   dataObjectBytes: {
@@ -111,6 +111,13 @@ export const BOUNDS = {
     what: "how far in the future a record's time may be",
     past: '400 VALIDATION_FAILED naming the field',
   },
+  recordMaxAgeDays: {
+    setting: 'RECORD_MAX_AGE_DAYS',
+    value: 366,
+    unit: 'days',
+    what: "how far in the past a record's time may be, on every way in (with futureSeconds it bounds the partitions any input makes: 54 a table, weekly)",
+    past: '400 VALIDATION_FAILED naming the field (MQTT: the ingest error log)',
+  },
   alertCodesPerList: {
     setting: 'ALERT_MAX_CODES_PER_LIST',
     value: 32,
@@ -140,12 +147,62 @@ export const BOUNDS = {
     what: 'an OsmAnd form or text body',
     past: '413 PAYLOAD_TOO_LARGE',
   },
+  ingestMqttMessageBytes: {
+    setting: 'INGEST_MQTT_MAX_MESSAGE_BYTES',
+    value: 512 * 1024,
+    unit: 'bytes',
+    what: "one MQTT message's payload (announced to the broker as the Maximum Packet Size)",
+    past: 'the broker drops it; one that still arrives is refused unread into the ingest error log',
+  },
+  ingestMqttBytesInFlight: {
+    setting: 'INGEST_MQTT_MAX_BYTES_IN_FLIGHT',
+    value: 2 * MiB,
+    unit: 'bytes',
+    what: 'MQTT payloads received and not yet stored or refused, per instance',
+    past: 'the service stops reading; the broker holds the rest',
+  },
   ingestMqttReceiveMaximum: {
     setting: 'INGEST_MQTT_RECEIVE_MAXIMUM',
     value: 1000,
     unit: 'count',
     what: 'MQTT messages handed to one instance and not yet acknowledged',
     past: 'the broker holds the rest',
+  },
+  // ---- Zones ----
+  zonesPerOwner: {
+    setting: 'ZONES_MAX_PER_OWNER',
+    value: 1000,
+    unit: 'count',
+    what: "zones in one top-level owner's tree",
+    past: '409 CONFLICT naming /ownerId, nothing saved',
+  },
+  zonePositionsPerOwner: {
+    setting: 'ZONES_MAX_VERTICES_PER_OWNER',
+    value: 100_000,
+    unit: 'count',
+    what: "positions over the zone shapes of one top-level owner's tree (a circle counts one)",
+    past: '409 CONFLICT naming /geometry, nothing saved',
+  },
+  zonePositions: {
+    setting: null,
+    value: 10_000,
+    unit: 'count',
+    what: "positions in one zone's geometry",
+    past: '400 VALIDATION_FAILED naming /geometry',
+  },
+  zoneRowsPerStatement: {
+    setting: null,
+    value: 1000,
+    unit: 'count',
+    what: 'zone visits and events one location store holds in memory and writes in one statement',
+    past: 'nothing refused: the store writes more statements',
+  },
+  eventLoopSliceMs: {
+    setting: null,
+    value: 10,
+    unit: 'milliseconds',
+    what: "the event loop's time one tenant's zone matching or zone rules take before giving it back",
+    past: 'nothing refused: the work goes on in the next slice',
   },
   // ---- Integrations and delivery ----
   customerIntegrations: {
@@ -190,6 +247,13 @@ export const BOUNDS = {
     what: 'one NDJSON result-stream answer',
     past: 'the answer ends with a `next` line naming where to go on',
   },
+  streamLast: {
+    setting: null,
+    value: 10_000,
+    unit: 'count',
+    what: "lines a result stream's replay starts back from (`last`; the dashboard asks for 2,000)",
+    past: '400 VALIDATION_FAILED naming /last',
+  },
   // ---- Exports and reports ----
   exportDays: {
     setting: 'EXPORT_MAX_DAYS',
@@ -209,9 +273,30 @@ export const BOUNDS = {
   ingestErrorRowsPerSecond: {
     setting: null,
     value: 100,
-    unit: 'count',
-    what: 'ingest error log rows one instance writes per second',
-    past: 'counted in ingest_refused_total, not written',
+    unit: 'per second',
+    what: "ingest error log rows for known devices' messages, per instance",
+    past: 'counted in ingest_errors_unlogged_total, not written',
+  },
+  ingestUnknownErrorsPerAddress: {
+    setting: 'INGEST_UNKNOWN_ERRORS_PER_ADDRESS',
+    value: 10,
+    unit: 'per minute',
+    what: 'ingest error log rows for messages naming no known device, per client address and instance',
+    past: 'counted in ingest_errors_unlogged_total, not written',
+  },
+  ingestUnknownErrorsPerMinute: {
+    setting: 'INGEST_UNKNOWN_ERRORS_PER_MINUTE',
+    value: 300,
+    unit: 'per minute',
+    what: 'the same rows from all addresses together, per instance',
+    past: 'counted in ingest_errors_unlogged_total, not written',
+  },
+  unknownSignInWindow: {
+    setting: 'AUDIT_UNKNOWN_SIGN_IN_WINDOW_SECONDS',
+    value: 3600,
+    unit: 'seconds',
+    what: 'failed sign-ins naming no existing user or client: one audit entry per client address, kind and window (per instance)',
+    past: "later attempts add to that entry's `attempts`",
   },
 } as const satisfies Record<string, Bound>;
 
@@ -228,6 +313,7 @@ export function formatBound(b: Bound): string {
   const grouped = n.toLocaleString('en-US');
   if (b.unit === 'count') return grouped;
   if (b.unit === 'seconds') return `${grouped} s`;
+  if (b.unit === 'milliseconds') return `${grouped} ms`;
   return `${grouped} ${b.unit}`;
 }
 

@@ -74,7 +74,7 @@ test('a known path with another verb answers 405 with an Allow header listing th
   }
 });
 
-test('a body over 1 MiB answers 413 (16 MiB on data-record routes), and nothing is stored', async () => {
+test('a body over 1 MiB answers 413 (8 MiB on data-record routes), and nothing is stored', async () => {
   const o = await ownerWithKey(ta, 'big-bodies');
   const before = await assetCount(o.key);
   const big = JSON.stringify({ name: 'too-big', note: 'x'.repeat(MiB) });
@@ -88,15 +88,15 @@ test('a body over 1 MiB answers 413 (16 MiB on data-record routes), and nothing 
   assert.equal(await assetCount(o.key), before, 'nothing stored');
   assert.equal((await ta.call('GET', '/api/v1/owners?name=too-big', { token: admin })).body.length, 0);
 
-  // Data-record routes take bulk bodies up to 16 MiB.
+  // Data-record routes take bulk bodies up to 8 MiB (the catalogue's recordBodyBytes).
   const asset = (await ta.call('POST', '/api/v1/assets', { token: o.key, body: { name: 'big-loc' } })).body;
   const loc = { assetId: asset.id, latitude: 1, longitude: 2 };
   // Padded with JSON whitespace (an unknown member would be a 400, API guide 1).
   const padded = (bytes: number) => `${' '.repeat(bytes)}${JSON.stringify(loc)}`;
   r = await ta.call('POST', '/api/v1/locations', { token: o.key, body: padded(2 * MiB) });
   assert.equal(r.status, 201, `2 MiB location body: ${r.raw.slice(0, 300)}`);
-  r = await ta.call('POST', '/api/v1/locations', { token: o.key, body: padded(16 * MiB) });
-  assertEnvelope(r, 413, 'PAYLOAD_TOO_LARGE', 'location over 16 MiB');
+  r = await ta.call('POST', '/api/v1/locations', { token: o.key, body: padded(BOUNDS.recordBodyBytes.value) });
+  assertEnvelope(r, 413, 'PAYLOAD_TOO_LARGE', 'location over 8 MiB');
   assert.equal((await ta.call('GET', `/api/v1/locations?assetId=${asset.id}`, { token: o.key })).body.length, 1);
 });
 

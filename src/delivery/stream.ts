@@ -17,6 +17,7 @@ import { DateTime, Literals } from '../http/schemas.js';
 import { CHANNELS } from './integrations/schemas.js';
 import * as queue from './queue/index.js';
 import { attemptApi } from './history.js';
+import { BOUNDS } from '../bounds.js';
 
 export interface StreamLimits {
   /** Streams (following or not) open at once per owner, in this instance. */
@@ -33,7 +34,7 @@ const PAGE_BYTES = 1024 * 1024;
 const SLICE_LINES = 64;
 const SLICE_BYTES = 32 * 1024;
 /** `last` reaches at most this many lines back (the dashboard keeps 2,000). */
-export const MAX_LAST = 10_000;
+export const MAX_LAST: number = BOUNDS.streamLast.value;
 const FOLLOW_POLL_MS = 1000;
 /** A position in the attempt log, as SSE ids and `after` carry it: transaction, then id, both int8. */
 const POSITION = /^(\d{1,19})\.(\d{1,19})$/;

@@ -15,6 +15,7 @@ import type { RecordHooks } from '../records/hooks.js';
 import { MAX_BULK, type RecordDef, storeRecords } from '../records/records.js';
 import { Tenancy } from '../tenancy/tenancy.js';
 import { DEVICES, type DeviceRow, type Protocol } from './devices.js';
+import { BOUNDS } from '../bounds.js';
 
 /** How long the ingest error log keeps an entry. */
 export const ERROR_DAYS = 7;
@@ -27,7 +28,7 @@ export const DEVICE_CACHE_MS = 2000;
  * counted, not logged). Unknown ids have budgets of their own (INGEST_UNKNOWN_ERRORS_PER_ADDRESS,
  * INGEST_UNKNOWN_ERRORS_PER_MINUTE), so guessing never uses this one up.
  */
-const ERROR_LOG_PER_SECOND = 100;
+const ERROR_LOG_PER_SECOND: number = BOUNDS.ingestErrorRowsPerSecond.value;
 /** Client addresses whose unknown-id rows are counted in one minute at most (past it, a new address is over budget). */
 const MAX_UNKNOWN_ADDRESSES = 10_000;
 /** A device's last-seen time is written at most this often per instance (it is not a clock). */

@@ -2,6 +2,7 @@
 // reefer data, genset data and OEM data. Append-only; each belongs to its asset's owner. A create
 // takes one object or an array of up to 1000 (all or nothing, the bad index named) and stores the
 // whole array, and its event log rows, in one statement.
+import { BOUNDS } from '../bounds.js';
 import type { FastifyPluginAsync, FastifySchema, RouteHandlerMethod } from 'fastify';
 import { Type, type Static, type TObject } from '@sinclair/typebox';
 import type { Config } from '../config.js';
@@ -20,9 +21,9 @@ import type { Tenancy } from '../tenancy/tenancy.js';
 import type { PreparedItem, RecordHooks, RecordInsert, StoredItem } from './hooks.js';
 import { checkRecordTime } from './time-window.js';
 
-export const MAX_BULK = 1000;
-export const MAX_DATA_BYTES = 64 * 1024;
-export const RECORD_BODY_LIMIT = 16 * 1024 * 1024;
+export const MAX_BULK: number = BOUNDS.recordsPerRequest.value;
+export const MAX_DATA_BYTES: number = BOUNDS.dataObjectBytes.value;
+export const RECORD_BODY_LIMIT: number = BOUNDS.recordBodyBytes.value;
 
 export const round = (n: number | undefined | null, decimals: number) => (n == null ? n : Math.round(n * 10 ** decimals) / 10 ** decimals);
 

@@ -4,6 +4,7 @@
 // first ring exterior, further rings holes, planar lon/lat edges) or a circle with a haversine
 // radius. Boundaries count as inside: polygon edges and vertices, hole edges, and the circle at
 // exactly radiusMeters. Longitudes 180 and -180 are the same meridian.
+import { BOUNDS } from '../bounds.js';
 
 export type Geometry = { type: 'Polygon'; coordinates: number[][][] } | { type: 'MultiPolygon'; coordinates: number[][][][] };
 
@@ -21,7 +22,7 @@ export const EARTH_RADIUS_M = 6_371_008.8;
 /** Half the Earth's circumference at EARTH_RADIUS_M, rounded down: the largest accepted circle radius. */
 export const MAX_RADIUS_M = 20_037_509;
 /** DoS bound: at most this many positions in one geometry, over all rings and polygons. */
-export const MAX_POSITIONS = 10_000;
+export const MAX_POSITIONS: number = BOUNDS.zonePositions.value;
 
 /** Tolerance, in degrees, for a point lying on a polygon edge (about 0.01 mm). */
 export const EDGE_EPS_DEG = 1e-10;

@@ -18,6 +18,7 @@ import { locations, round } from '../records/records.js';
 import type { Circle } from './geo.js';
 import { ZoneMatcher } from './matcher.js';
 import { Slices } from './slices.js';
+import { BOUNDS } from '../bounds.js';
 
 interface ZoneRow extends ZoneRuleRow {
   /** As text: parsed by the matcher, in its slices, and only for zones whose box a location is in. */
@@ -194,7 +195,7 @@ interface Walk {
  * stay bounded whatever the number of zones times assets; the event loop is given back between
  * statements and every SLICE_MS of the walk.
  */
-export const ZONE_WRITE_CHUNK_ROWS = 1000;
+export const ZONE_WRITE_CHUNK_ROWS: number = BOUNDS.zoneRowsPerStatement.value;
 
 async function writeInChunks(q: Queryable, walks: Map<string, Walk>, rules: Map<string, ZoneRule>, paths: OwnerPaths): Promise<void> {
   const slices = new Slices();

@@ -5,9 +5,10 @@
 // once the current slice has run SLICE_MS, so another request waits at most about one slice.
 import { performance } from 'node:perf_hooks';
 import { setImmediate } from 'node:timers/promises';
+import { BOUNDS } from '../bounds.js';
 
 /** The longest the event loop runs one slice of such work before it yields, in milliseconds. */
-export const SLICE_MS = 10;
+export const SLICE_MS: number = BOUNDS.eventLoopSliceMs.value;
 
 export class Slices {
   private start = performance.now();
