@@ -45,8 +45,15 @@ test('three full replays of a large window and the dashboard replay do not hold 
     assert.equal(r.status, 200, r.text.slice(0, 300));
     return { lines: r.text.split('\n').filter(Boolean).length, bytes: r.text.length };
   };
+  // Delivered: the receiver has every event (a batch is a JSON array), then the stream shows them.
+  const delivered = () => rx.received.reduce((n, r) => n + (JSON.parse(r.body) as unknown[]).length, 0);
   await waitFor(
-    () => `${EVENTS} events delivered`,
+    () => `${EVENTS} events delivered (${delivered()} so far)`,
+    async () => delivered() >= EVENTS,
+    240_000,
+  );
+  await waitFor(
+    () => `${EVENTS} lines in the stream`,
     async () => (await lines(`since=${since}`)).lines >= EVENTS,
   );
   const seen = await whileBWorks(h, b, async () => {

@@ -50,7 +50,9 @@ export async function hostileService(env: Record<string, string> = {}): Promise<
     atEnd(async () => fs.rmSync(dataDir, { recursive: true, force: true }));
     database = { dataDir };
   }
-  const svc = await serviceProcess(database, { LOG_LEVEL: 'warn', ...env }, { nodeArgs: START_FLAGS });
+  // HOSTILE_NODE_FLAGS adds flags (a profile of A's work: --cpu-prof --cpu-prof-dir=/tmp/prof).
+  const extra = process.env.HOSTILE_NODE_FLAGS?.split(/\s+/).filter(Boolean) ?? [];
+  const svc = await serviceProcess(database, { LOG_LEVEL: 'warn', ...env }, { nodeArgs: [...START_FLAGS, ...extra] });
   atEnd(() => svc.stop());
   const call: Hostile['call'] = async (method, p, opts = {}) => {
     const headers: Record<string, string> = { ...(opts.headers ?? {}) };
@@ -205,7 +207,7 @@ export async function whileBWorks(
   opts: { controlMs?: number } = {},
 ): Promise<{ control: Observed; during: Observed; result: unknown }> {
   const control = tenantAtWork(h, b);
-  await new Promise((r) => setTimeout(r, opts.controlMs ?? 1500));
+  await new Promise((r) => setTimeout(r, opts.controlMs ?? 3000));
   const idle = await control.stop();
   const storedBefore = await countLocations(h, b);
   const busy = tenantAtWork(h, b);
