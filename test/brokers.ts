@@ -6,6 +6,7 @@
 //   an anonymous, a password, a TLS + password and a client-certificate listener.
 // - kcat / mosquitto_sub as independent consumers that tests read what the service delivered with.
 // Ports are fixed numbers chosen by the caller. Every wait is for a condition, with generous limits.
+import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -15,6 +16,7 @@ import path from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { Admin } from '@platformatic/kafka';
+import mqtt from 'mqtt';
 
 const REPO_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const KAFKA_SCRIPT = path.join(REPO_DIR, 'scripts', 'kafka.sh');
@@ -942,4 +944,33 @@ function parseSubLine(line: string, v5: boolean): SubMessage {
   } catch {
     return { topic: '', payload: line, qos: 0, retain: false };
   }
+}
+
+// ---- MQTT payloads of a size ----
+
+/** An array of `n` OEM data records of a run, each with a string of `pad` characters. */
+export const oemRecords = (run: string, tag: string, n: number, pad: number) =>
+  Array.from({ length: n }, (_, i) => ({ payloadType: 1, data: { run, tag, seq: i, blob: 'x'.repeat(pad) } }));
+
+/** `n` OEM records, padded (each record's blob; a record's data is at most 64 KiB) to exactly `bytes` bytes of JSON. */
+export function payloadOf(run: string, tag: string, n: number, bytes: number): string {
+  const records = oemRecords(run, tag, n, 0);
+  const bare = JSON.stringify(records).length;
+  assert.ok(bare <= bytes, `${n} records fit in ${bytes} bytes`);
+  const each = Math.floor((bytes - bare) / n);
+  for (const r of records) r.data.blob = 'x'.repeat(each);
+  records[n - 1]!.data.blob += 'x'.repeat(bytes - bare - each * n);
+  const s = JSON.stringify(records);
+  assert.equal(Buffer.byteLength(s), bytes);
+  return s;
+}
+
+/** A publisher that waits for the broker's acknowledgement of each QoS 1/2 message (text and bytes as they are, anything else as JSON). */
+export async function mqttPublisher(url: string, id: string) {
+  const c = await mqtt.connectAsync(url, { protocolVersion: 5, clientId: id, clean: true, reconnectPeriod: 0 });
+  return {
+    publish: (topic: string, payload: unknown, qos: 0 | 1 | 2 = 1) =>
+      c.publishAsync(topic, typeof payload === 'string' || Buffer.isBuffer(payload) ? payload : JSON.stringify(payload), { qos }),
+    end: () => c.endAsync(),
+  };
 }

@@ -9,9 +9,8 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { after, before, type TestContext, test } from 'node:test';
-import mqtt from 'mqtt';
 import pg from 'pg';
-import { LANE_PORT_OFFSET, mosquittoBroker, type MosquittoBroker } from './brokers.js';
+import { LANE_PORT_OFFSET, mosquittoBroker, type MosquittoBroker, mqttPublisher } from './brokers.js';
 import { bad, createTestDatabase, customer, IN_CI, ok, startApp, TEST_DB, type TestApp, waitFor } from './helpers.js';
 import { privatePostgres, serverBinaries } from './pg-server.js';
 import { serviceProcess } from './service-process.js';
@@ -31,15 +30,7 @@ after(async () => {
   await mq?.stop();
 });
 
-/** A publisher that waits for the broker's acknowledgement of each QoS 1/2 message. */
-async function publisher(id: string) {
-  const c = await mqtt.connectAsync(brokerUrl, { protocolVersion: 5, clientId: id, clean: true, reconnectPeriod: 0 });
-  return {
-    publish: (topic: string, payload: unknown, qos: 0 | 1 | 2 = 1) =>
-      c.publishAsync(topic, typeof payload === 'string' ? payload : JSON.stringify(payload), { qos }),
-    end: () => c.endAsync(),
-  };
-}
+const publisher = (id: string) => mqttPublisher(brokerUrl, id);
 
 /**
  * An app subscribed to the test broker, closed when its test ends (a file's apps would otherwise

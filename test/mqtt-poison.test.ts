@@ -8,11 +8,10 @@
 // refused alone, and the messages after it are stored.
 import assert from 'node:assert/strict';
 import { after, before, type TestContext, test } from 'node:test';
-import mqtt from 'mqtt';
 import pg from 'pg';
-import { LANE_PORT_OFFSET, mosquittoBroker, type MosquittoBroker } from './brokers.js';
+import { LANE_PORT_OFFSET, mosquittoBroker, type MosquittoBroker, oemRecords, payloadOf, mqttPublisher } from './brokers.js';
 import { createTestDatabase, customer, ok, startApp, TEST_DB, waitFor } from './helpers.js';
-import { type ServiceProcess, serviceProcess } from './service-process.js';
+import { alive, type ServiceProcess, serviceProcess } from './service-process.js';
 
 // This file's broker: 18940-18943 (PGlite lane: +1000).
 const PORT_BASE = 18940 + LANE_PORT_OFFSET;
@@ -30,30 +29,7 @@ after(async () => {
   await mq?.stop();
 });
 
-async function publisher(id: string) {
-  const c = await mqtt.connectAsync(brokerUrl, { protocolVersion: 5, clientId: id, clean: true, reconnectPeriod: 0 });
-  return {
-    publish: (topic: string, payload: string | Buffer, qos: 0 | 1 | 2 = 1) => c.publishAsync(topic, payload, { qos }),
-    end: () => c.endAsync(),
-  };
-}
-
-/** An array of `n` OEM data records of a run, each with a string of `pad` characters. */
-const oemRecords = (run: string, tag: string, n: number, pad: number) =>
-  Array.from({ length: n }, (_, i) => ({ payloadType: 1, data: { run, tag, seq: i, blob: 'x'.repeat(pad) } }));
-
-/** `n` OEM records, padded (each record's blob; a record's data is at most 64 KiB) to exactly `bytes` bytes of JSON. */
-function payloadOf(run: string, tag: string, n: number, bytes: number): string {
-  const records = oemRecords(run, tag, n, 0);
-  const bare = JSON.stringify(records).length;
-  assert.ok(bare <= bytes, `${n} records fit in ${bytes} bytes`);
-  const each = Math.floor((bytes - bare) / n);
-  for (const r of records) r.data.blob = 'x'.repeat(each);
-  records[n - 1]!.data.blob += 'x'.repeat(bytes - bare - each * n);
-  const s = JSON.stringify(records);
-  assert.equal(Buffer.byteLength(s), bytes);
-  return s;
-}
+const publisher = (id: string) => mqttPublisher(brokerUrl, id);
 
 /** OEM data records of a run, by tag: how many are stored. */
 async function storedTags(databaseUrl: string, run: string): Promise<Record<string, number>> {
@@ -116,15 +92,6 @@ function heapSampler(svc: ServiceProcess) {
     },
   };
 }
-
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
 
 async function stillUp(svc: ServiceProcess, pid: number, what: string) {
   assert.equal(svc.pid, pid, what);

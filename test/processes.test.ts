@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import { test } from 'node:test';
 import { createTestDatabase, waitFor } from './helpers.js';
 import { Receiver } from './receiver.js';
-import { serviceProcess } from './service-process.js';
+import { alive, serviceProcess } from './service-process.js';
 
 /** The child processes of `pid` (the service's delivery processes). */
 const childrenOf = (pid: number): number[] => {
@@ -15,14 +15,6 @@ const childrenOf = (pid: number): number[] => {
     return fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').split(' ').filter(Boolean).map(Number);
   } catch {
     return [];
-  }
-};
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
   }
 };
 

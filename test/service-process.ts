@@ -139,3 +139,13 @@ export async function serviceProcess(
     },
   };
 }
+
+/** Whether a process of this pid is alive (signal 0 only asks). */
+export function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}

@@ -13,11 +13,15 @@ import { mergePatch } from '../http/merge-patch.js';
 import { rescheduleVisits } from '../alerts/visits.js';
 import { bbox, validateCircle, validateGeometry, vertexCount, type Circle, type Geometry } from './geo.js';
 import { withinZoneLimits, type ZoneLimits } from './limits.js';
+import { BOUNDS } from '../bounds.js';
 
 const GeometrySchema = Type.Object(
   {
     type: Type.Union([Type.Literal('Polygon'), Type.Literal('MultiPolygon')]),
-    coordinates: Type.Array(Type.Any(), { description: 'RFC 7946 [longitude, latitude] rings; at most 10,000 positions' }),
+    coordinates: Type.Array(Type.Any(), {
+      maxItems: BOUNDS.arrayItems.value,
+      description: `RFC 7946 [longitude, latitude] rings (or polygons), at most ${BOUNDS.arrayItems.value}; at most ${BOUNDS.zonePositions.value} positions in all`,
+    }),
   },
   { description: 'GeoJSON Polygon or MultiPolygon; a zone crossing the antimeridian is a MultiPolygon split at it' },
 );

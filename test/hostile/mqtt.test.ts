@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import mqtt from 'mqtt';
-import { LANE_PORT_OFFSET, mosquittoBroker } from '../brokers.js';
+import { LANE_PORT_OFFSET, mosquittoBroker, payloadOf } from '../brokers.js';
 import { TEST_DB, waitFor } from '../helpers.js';
 import { hostileService, whileBWorks } from './tenants.js';
 
@@ -22,17 +22,7 @@ await waitFor(
   async () => (await h.metric('ingest_mqtt_connected')) === 1,
 );
 
-/** `n` OEM records of one tag whose JSON is exactly `bytes` bytes. */
-function payload(tag: string, n: number, bytes: number): string {
-  const records = Array.from({ length: n }, (_, i) => ({ payloadType: 1, data: { tag, seq: i, blob: '' } }));
-  const bare = JSON.stringify(records).length;
-  const each = Math.floor((bytes - bare) / n);
-  for (const r of records) r.data.blob = 'x'.repeat(each);
-  records[n - 1]!.data.blob += 'x'.repeat(bytes - bare - each * n);
-  const s = JSON.stringify(records);
-  assert.equal(Buffer.byteLength(s), bytes);
-  return s;
-}
+const payload = (tag: string, n: number, bytes: number) => payloadOf('hostile', tag, n, bytes);
 
 const stored = async (tag: string) => {
   const r = await h.call('GET', `/api/v1/oem-data?limit=1000&assetId=${a.assetIds[0]}`, { key: a.key });
