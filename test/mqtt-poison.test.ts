@@ -153,7 +153,8 @@ test('a record the database cannot take (nested too deep for it) is refused alon
     },
   );
   t.diagnostic(`refused: ${errors[0].reason}`);
-  assert.match(errors[0].reason, /^bad message: stack depth limit exceeded/);
+  // PostgreSQL refuses it (stack depth limit exceeded), or on some Node lines the JSON encoding stops first (Maximum call stack size exceeded): either way it is refused alone.
+  assert.match(errors[0].reason, /^bad message: (stack depth limit exceeded|Maximum call stack size exceeded)/);
   assert.match(await (await fetch(`${ta.url}/metrics`)).text(), /ingest_refused_total\{protocol="mqtt",reason="bad message"\} 1/);
 });
 
