@@ -20,8 +20,13 @@ export const START_FLAGS = ['--max-old-space-size=128'];
  * against stalls, not speed.
  */
 export const STALL_MS = 1000;
-/** The same on the embedded database (PGlite), whose statements hold the service's thread. */
-export const EMBEDDED_STALL_MS = 4000;
+/**
+ * The same on the embedded database (PGlite), whose statements hold the service's thread and its one
+ * connection: the largest statement the catalogue allows (an 8 MiB bulk) held B for 2.5 s on a quiet
+ * machine and 6.1 s in a loaded CI run. There the suite guards against crashes, the heap, lost data,
+ * partitions and stalls past 10 s; the 1 s bound is PostgreSQL's.
+ */
+export const EMBEDDED_STALL_MS = 10_000;
 
 export interface Hostile extends ServiceProcess {
   /** A request with a credential of the caller's (a key or a token), any path of the service. */
@@ -236,6 +241,7 @@ export async function assertUnharmed(h: Hostile, during: Observed, control?: Obs
   // The embedded database runs its statements in the service's own thread and has one connection:
   // while A's largest statement runs (an 8 MiB bulk takes seconds on a busy machine) nobody else's
   // can, so there the bound is the length of the largest statement the catalogue allows, not 1 s.
+  // (EMBEDDED_STALL_MS says how long that was.)
   const limit = (TEST_DB === 'pglite' ? EMBEDDED_STALL_MS : STALL_MS) + (control?.slowest.ms ?? 0);
   assert.ok(during.slowest.ms < limit, `B waited ${during.slowest.ms} ms (${during.slowest.what}), past ${limit} ms: ${story}`);
 }
