@@ -208,6 +208,15 @@ postgresOnly('three full replays of a big window leave /healthz and another tena
       assert.equal((await timed(`${svc.base}/api/v1/assets?limit=10`, { authorization: `Bearer ${bystander}` })).status, 200);
       assert.equal((await timed(`${svc.base}/healthz`)).status, 200);
     }
+    // The control: the same two requests for 3 s with no replay (a busy machine is slow without one too).
+    let control = 0;
+    for (const until = performance.now() + 3000; performance.now() < until; ) {
+      const [h, o] = await Promise.all([
+        timed(`${svc.base}/healthz`),
+        timed(`${svc.base}/api/v1/assets?limit=10`, { authorization: `Bearer ${bystander}` }),
+      ]);
+      control = Math.max(control, h.ms, o.ms);
+    }
     let done = false;
     const started = performance.now();
     const replays = Promise.all([1, 2, 3].map(() => replay(url, token)));
@@ -242,8 +251,13 @@ postgresOnly('three full replays of a big window leave /healthz and another tena
     console.log(`the dashboard's replay (last=2000): ${kept} bytes, against ${bytes / 3} for the whole window`);
     assert.ok(kept < bytes / 3 / 10, `${kept} bytes for the newest 2,000 lines`);
     const all = (xs: number[]) => xs.map(Math.round).join(' ');
-    assert.ok(worst(health) < 1000, `/healthz took up to ${worst(health)} ms during the replays: ${all(health)}`);
-    assert.ok(worst(others) < 1000, `another tenant's GET took up to ${worst(others)} ms during the replays: ${all(others)}`);
+    // What the replays may add: 1 s past the slowest without them.
+    const limit = 1000 + Math.round(control);
+    assert.ok(worst(health) < limit, `/healthz took up to ${worst(health)} ms during the replays (limit ${limit}): ${all(health)}`);
+    assert.ok(
+      worst(others) < limit,
+      `another tenant's GET took up to ${worst(others)} ms during the replays (limit ${limit}): ${all(others)}`,
+    );
   } finally {
     await svc.stop();
   }
