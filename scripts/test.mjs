@@ -30,6 +30,7 @@ const FILE_TIMEOUT_MS = 15 * 60_000;
 // A clean clone's guess of the slowest files (measured on the 2-core machine CI runs on).
 const SLOW_FIRST = [
   'broker-outage',
+  'rest', // test/hostile/rest.test.ts
   'crash',
   'alerts-crash',
   'demo',
@@ -45,7 +46,9 @@ const SLOW_FIRST = [
   'auth',
   'limits',
   'delivery',
-  'hostile',
+  'unauthenticated', // test/hostile/
+  'stream', // test/hostile/
+  'mqtt-poison',
 ];
 
 const args = process.argv.slice(2);
