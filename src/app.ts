@@ -76,7 +76,7 @@ export interface Services {
   delivery: DeliveryCounters | null;
   alerts: AlertEngine;
   streams: ResultStreams;
-  /** Partitions and retention (README, "Storage"). */
+  /** Partitions and retention (docs/DESIGN.md, "Storage"). */
   storage: Storage;
   /** What runs with every store (records/hooks.ts); the benchmark takes one out to measure its cost. */
   hooks: RecordHooks;

@@ -55,7 +55,7 @@ const secretsKey: Parser<Buffer> = (raw) => {
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
-// name -> [parser, default (undefined = optional), description for the README table]
+// name -> [parser, default (undefined = optional), description for docs/CONFIGURATION.md]
 const spec = {
   PORT: [int(0, 65535), '8080'],
   HOST: [str, '127.0.0.1'],
@@ -123,7 +123,7 @@ const spec = {
   DELIVERY_MAX_IN_FLIGHT: [int(1, 10_000), '64'],
   DELIVERY_SUCCEEDED_RETENTION_DAYS: [int(1, 3650), '7'],
   DELIVERY_FAILED_RETENTION_DAYS: [int(1, 3650), '30'],
-  // Storage (README, "Storage"): the width of the time partitions, how long data is kept (unset:
+  // Storage (docs/DESIGN.md, "Storage"): the width of the time partitions, how long data is kept (unset:
   // forever; owners may keep theirs shorter), how often expired data is removed, and how long a
   // shortened retention waits before it removes anything.
   PARTITION_INTERVAL: [oneOf(['day', 'week', 'month'] as const), 'week'],
@@ -252,7 +252,7 @@ const spec = {
     },
     'MAERSK_V1',
   ],
-  // Record times (README "Storage", API guide 1): how far in the past a record's time may lie (a
+  // Record times (docs/DESIGN.md, "Storage", API guide 1): how far in the past a record's time may lie (a
   // REST whenCreated, an OsmAnd timestamp, a Traccar fixTime or eventTime, an MQTT whenCreated); with
   // FUTURE_TOLERANCE_SECONDS ahead it is the one window every way in applies, which bounds the
   // partitions any input can make. A year and a day: a device's or a ship's offline backlog.

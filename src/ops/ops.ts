@@ -103,7 +103,7 @@ export const opsRoutes = fp(async function opsRoutes(app: FastifyInstance, { db 
       }
     },
   });
-  // Storage (README, "Storage"): partitions and bytes on disk per partitioned table, and what
+  // Storage (docs/DESIGN.md, "Storage"): partitions and bytes on disk per partitioned table, and what
   // retention removed in this process.
   // One read of the sizes per scrape, shared by the two gauges that show it.
   let scrape: Promise<{ table: string; partitions: number; bytes: number }[]> | null = null;

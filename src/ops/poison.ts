@@ -1,4 +1,4 @@
-// Poison (README, "Operations"; API guide 4): one item a consumer cannot take (an event-log message
+// Poison (docs/DESIGN.md, "Operations"; API guide 4): one item a consumer cannot take (an event-log message
 // it cannot read, a specification the alert sweep cannot evaluate or save, a delivery result the
 // database refuses, a rollups batch that cannot be folded) is set aside with its reason, logged with
 // its id and counted here, and the consumer goes on with the rest. /metrics shows the counts as

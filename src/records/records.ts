@@ -406,7 +406,7 @@ async function prepare<I extends Common>(q: Queryable, t: Tenancy, cfg: Config, 
     if (item.ownerId !== undefined && item.ownerId !== ownerId) {
       throw badRequest(`${at}/ownerId must be the asset's owner (${ownerId}) or absent.`, `${at}/ownerId`);
     }
-    // The one time window (time-window.ts): a time outside it would make partitions (README "Storage").
+    // The one time window (time-window.ts): a time outside it would make partitions (docs/DESIGN.md, "Storage").
     if (item.whenCreated !== undefined) checkRecordTime(cfg, item.whenCreated, `${at}/whenCreated`, now);
     def.check?.(item, at);
     return { item, at, ownerId, whenCreated: item.whenCreated ?? nowIso };

@@ -1,4 +1,4 @@
-// The one rule on a record's time (README "Storage", API guide 1), which every way in applies: the
+// The one rule on a record's time (docs/DESIGN.md, "Storage", API guide 1), which every way in applies: the
 // REST creates and the store they share with the device adapters (records.ts storeRecords), and the
 // adapters themselves, first, so that their refusal names their own field (OsmAnd's timestamp,
 // Traccar's fixTime, an MQTT payload's whenCreated) and a message stores nothing.

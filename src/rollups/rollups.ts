@@ -1,4 +1,4 @@
-// Hourly rollups kept up to date as records arrive (README, "Reports and rollups"):
+// Hourly rollups kept up to date as records arrive (docs/DESIGN.md, "Reports and rollups"):
 //   - a store adds what its records add up to (parts.ts, computed from the records in hand) to
 //     rollup_batches: one row per store, in the store's own statement, so it commits with the
 //     records or not at all;

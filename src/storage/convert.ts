@@ -109,7 +109,7 @@ async function swap(s: Session, t: PartitionedTable, bound: number | null): Prom
   await s.exec(`ALTER TABLE ${t.name} ADD CONSTRAINT ${t.name}_pkey PRIMARY KEY (id, ${t.key})`);
   for (const i of indexes.rows) {
     // A unique index must hold the partition key to be enforced on a partitioned table: the one
-    // such index (the event log's event_id) is not carried over (README, "Storage": event ids).
+    // such index (the event log's event_id) is not carried over (docs/DESIGN.md, "Storage": event ids).
     if (i.unique && !i.def.includes(t.key)) continue;
     await s.exec(i.def);
   }

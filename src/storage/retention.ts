@@ -1,4 +1,4 @@
-// Retention (README, "Storage"): what expired goes, in bulk, never row by row on the hot path.
+// Retention (docs/DESIGN.md, "Storage"): what expired goes, in bulk, never row by row on the hot path.
 // - Data records, events and notifications expire by the retention of the owner each row was
 //   stored for: own `retentionDays`, else the parent's (recursively), else RETENTION_DAYS, and
 //   never longer than RETENTION_DAYS. A partition is dropped once every owner with rows in it has

@@ -1,4 +1,4 @@
-// The time-partitioned tables (README, "Storage"): each is a partitioned parent keeping its old
+// The time-partitioned tables (docs/DESIGN.md, "Storage"): each is a partitioned parent keeping its old
 // name, range-partitioned by one timestamp column, with partitions of PARTITION_INTERVAL (UTC).
 
 export type PartitionInterval = 'day' | 'week' | 'month';
