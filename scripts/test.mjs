@@ -6,8 +6,8 @@
 //   kafka     the files that name it (`// @test-lanes ... kafka`: the delivery, broker, crash and
 //             outage suites) on PostgreSQL with the event log on Kafka (TEST_EVENT_LOG=kafka),
 // all in one pool of TEST_CONCURRENCY processes (default 4), one process per file and lane, the
-// slowest first (their last durations are kept in .cache/test-durations.json, outside git; a clean
-// clone uses the order below). The long files of one lane (a crash test waits for restarts) then
+// slowest first (by their durations in test/durations.json, kept in git, or this checkout's own last
+// run in .cache/test-durations.json). The long files of one lane (a crash test waits for restarts) then
 // overlap the many short files of the others, instead of each lane waiting for its own slowest.
 // Each file's report is printed whole when it ends (never interleaved), then one summary line per
 // lane, the slowest files, and a closing "tests: N passed, N failed, N skipped" line; the exit
@@ -27,29 +27,16 @@ const DURATIONS = path.join('.cache', 'test-durations.json');
 const TEST_TIMEOUT_MS = 420_000;
 // A file that runs longer than this is stopped and counted as failed, so a hang cannot stall CI.
 const FILE_TIMEOUT_MS = 15 * 60_000;
-// A clean clone's guess of the slowest files (measured on the 2-core machine CI runs on).
-const SLOW_FIRST = [
-  'broker-outage',
-  'rest', // test/hostile/rest.test.ts
-  'crash',
-  'alerts-crash',
-  'demo',
-  'keycloak',
-  'instances',
-  'dashboard',
-  'simulator',
-  'outage',
-  'kafka',
-  'mqtt',
-  'engine',
-  'revocation',
-  'auth',
-  'limits',
-  'delivery',
-  'unauthenticated', // test/hostile/
-  'stream', // test/hostile/
-  'mqtt-poison',
-];
+// Each file's duration in its lane, kept in the repository (refreshed with `node scripts/test-durations.mjs`
+// after a full run, and committed), so that a clean clone starts the slowest first. A file it does not
+// know yet (new since the last refresh) is guessed long: a long file left to the end makes the whole
+// run wait for it, a short one started early costs little.
+const KEPT_DURATIONS = path.join('test', 'durations.json');
+/**
+ * A database file neither record knows (new since the last refresh) is guessed at two minutes: ahead of
+ * the many short files, behind the known long ones.
+ */
+const UNKNOWN_SECONDS = 120;
 
 const args = process.argv.slice(2);
 const lanes = args.length ? args : (process.env.TEST_LANES ?? LANES.join(' ')).split(/\s+/).filter(Boolean);
@@ -84,17 +71,20 @@ if (process.env.TEST_SERVICES !== 'off' && lanes.some((l) => l !== 'unit')) {
   if (s.status !== 0) console.error('scripts/services.sh failed: tests that need a missing service will say how to start it');
 }
 
-let known = {};
-try {
-  known = JSON.parse(fs.readFileSync(DURATIONS, 'utf8'));
-} catch {
-  /* first run */
-}
+const readJson = (file) => {
+  try {
+    return JSON.parse(fs.readFileSync(file, 'utf8'));
+  } catch {
+    return {}; // none yet
+  }
+};
+// This checkout's own last durations (.cache, outside git) come before the kept ones.
+const kept = readJson(KEPT_DURATIONS);
+const known = readJson(DURATIONS);
 const guess = (job) => {
-  const last = known[job.key];
+  const last = known[job.key] ?? kept[job.key];
   if (typeof last === 'number') return last;
-  const slow = SLOW_FIRST.indexOf(path.basename(job.file, '.test.ts'));
-  return slow >= 0 ? 1e6 - slow : job.lane === 'unit' ? 0 : 1;
+  return job.lane === 'unit' ? 0 : UNKNOWN_SECONDS;
 };
 const jobs = lanes
   .flatMap((lane) => filesOf(lane).map((file) => ({ lane, file, key: `${lane} ${file}` })))
