@@ -125,7 +125,18 @@ if (TEST_DB === 'postgres') {
             () => 'a failed send while the broker is down',
             async () => (await failedSends()) > 0,
             120_000,
-          );
+          ).catch(async (e) => {
+            // What the delivery side was doing meanwhile, for the one who reads the failure.
+            const state = await db.query(
+              `SELECT (SELECT json_agg(x) FROM (SELECT status, attempts, count(*)::int AS n FROM deliveries GROUP BY 1, 2) x) AS deliveries,
+                      (SELECT json_agg(x) FROM (SELECT success, error, count(*)::int AS n FROM delivery_attempts GROUP BY 1, 2) x) AS attempts,
+                      (SELECT count(*)::int FROM event_log WHERE object_type = 'location') AS events`,
+            );
+            const health = await svc.api('GET', `/integrations/${made.body.id}`);
+            throw new Error(
+              `${(e as Error).message}: ${JSON.stringify(state.rows[0])}; integration ${JSON.stringify(health.body).slice(0, 1500)}`,
+            );
+          });
           svc.kill();
           await svc.start();
         }
