@@ -39,6 +39,7 @@ const SLOW_FIRST = [
   'dashboard',
   'simulator',
   'outage',
+  'backup', // test/backup.test.ts: the service started four times, on both databases
   'kafka',
   'mqtt',
   'engine',
