@@ -23,6 +23,8 @@ import path from 'node:path';
 
 const LANES = ['unit', 'postgres', 'pglite', 'kafka'];
 const DURATIONS = path.join('.cache', 'test-durations.json');
+/** Each file's CPU seconds in its last run (with GNU time), beside its duration. */
+const CPU = path.join('.cache', 'test-cpu.json');
 // Per test (a file of several broker outages takes 150 s on a quiet machine): long tests set their own.
 const TEST_TIMEOUT_MS = 420_000;
 // A file that runs longer than this is stopped and counted as failed, so a hang cannot stall CI.
@@ -113,44 +115,66 @@ const templateEnv = {
   ...(templates.pglite ? { TEST_PGLITE_TEMPLATE: templates.pglite } : {}),
 };
 
+const TIME = fs.existsSync('/usr/bin/time') ? '/usr/bin/time' : null;
+const childrenOf = (pid) => {
+  try {
+    return fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+  } catch {
+    return [];
+  }
+};
+/** User + system CPU seconds that GNU time wrote, or null. */
+const cpuOf = (file) => {
+  const m = fs.existsSync(file) ? /^([\d.]+) ([\d.]+)$/m.exec(fs.readFileSync(file, 'utf8')) : null;
+  return m ? Number(m[1]) + Number(m[2]) : null;
+};
+
 /** Runs one file in its own process with the spec report captured and a TAP file for the counts. */
 function run(job, n) {
   return new Promise((resolve) => {
     const tap = path.join(tmp, `${n}.tap`);
     const begin = Date.now();
     let out = '';
-    const child = spawn(
+    const cpuFile = path.join(tmp, `${n}.cpu`);
+    const argv = [
       process.execPath,
-      [
-        '--import',
-        'tsx',
-        '--test',
-        inProcess,
-        `--test-timeout=${TEST_TIMEOUT_MS}`,
-        '--test-reporter=spec',
-        '--test-reporter-destination=stdout',
-        '--test-reporter=tap',
-        `--test-reporter-destination=${tap}`,
-        job.file,
-      ],
-      {
-        env: {
-          ...process.env,
-          ...(job.lane === 'unit'
-            ? {}
-            : job.lane === 'kafka'
-              ? { TEST_DB: 'postgres', TEST_EVENT_LOG: 'kafka', ...templateEnv }
-              : { TEST_DB: job.lane, ...templateEnv }),
-          FORCE_COLOR: process.stdout.isTTY ? '1' : '0',
-        },
-        stdio: ['ignore', 'pipe', 'pipe'],
+      '--import',
+      'tsx',
+      '--test',
+      inProcess,
+      `--test-timeout=${TEST_TIMEOUT_MS}`,
+      '--test-reporter=spec',
+      '--test-reporter-destination=stdout',
+      '--test-reporter=tap',
+      `--test-reporter-destination=${tap}`,
+      job.file,
+    ];
+    // GNU time, where there is one, counts the CPU seconds of the file's process and of every
+    // process it started and waited for (its services, brokers, browsers; not the database server's).
+    const child = spawn(TIME ?? argv[0], TIME ? ['-f', '%U %S', '-o', cpuFile, ...argv] : argv.slice(1), {
+      env: {
+        ...process.env,
+        ...(job.lane === 'unit'
+          ? {}
+          : job.lane === 'kafka'
+            ? { TEST_DB: 'postgres', TEST_EVENT_LOG: 'kafka', ...templateEnv }
+            : { TEST_DB: job.lane, ...templateEnv }),
+        FORCE_COLOR: process.stdout.isTTY ? '1' : '0',
       },
-    );
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     child.stdout.on('data', (d) => (out += d));
     child.stderr.on('data', (d) => (out += d));
     const watchdog = setTimeout(() => {
       out += `\n${job.file} ran longer than ${FILE_TIMEOUT_MS / 60_000} minutes: stopped.\n`;
-      child.kill('SIGKILL');
+      // Under GNU time the file's process is time's child: that one is killed, and time ends with it.
+      for (const pid of TIME ? childrenOf(child.pid) : [child.pid]) {
+        try {
+          process.kill(pid, 'SIGKILL');
+        } catch {
+          /* gone */
+        }
+      }
     }, FILE_TIMEOUT_MS);
     child.on('close', (code, signal) => {
       clearTimeout(watchdog);
@@ -160,13 +184,17 @@ function run(job, n) {
         ...job,
         ok: code === 0,
         seconds: (Date.now() - begin) / 1000,
+        cpu: cpuOf(cpuFile),
         passed: count('pass'),
         failed: count('fail') + count('cancelled'),
         skipped: count('skipped') + count('todo'),
       };
       // A file that exits non-zero with no failing test counted (a crash, a syntax error) still fails.
       if (!r.ok && r.failed === 0) r.failed = 1;
-      console.log(`\n── ${job.lane} ${job.file}: ${r.ok ? 'passed' : `FAILED (${signal ?? `exit ${code}`})`} in ${r.seconds.toFixed(1)} s`);
+      const cpu = r.cpu === null ? '' : ` (${r.cpu.toFixed(1)} s of CPU)`;
+      console.log(
+        `\n── ${job.lane} ${job.file}: ${r.ok ? 'passed' : `FAILED (${signal ?? `exit ${code}`})`} in ${r.seconds.toFixed(1)} s${cpu}`,
+      );
       process.stdout.write(out);
       results.push(r);
       resolve();
@@ -191,6 +219,9 @@ try {
   fs.mkdirSync(path.dirname(DURATIONS), { recursive: true });
   for (const r of results) known[r.key] = Math.round(r.seconds * 10) / 10;
   fs.writeFileSync(DURATIONS, `${JSON.stringify(known, null, 1)}\n`);
+  const cpuSeconds = readJson(CPU);
+  for (const r of results) if (r.cpu !== null) cpuSeconds[r.key] = Math.round(r.cpu * 10) / 10;
+  fs.writeFileSync(CPU, `${JSON.stringify(cpuSeconds, null, 1)}\n`);
 } catch {
   /* a read-only checkout: the next run uses the default order */
 }
@@ -216,5 +247,17 @@ console.log(
     .map((r) => `${r.lane} ${path.basename(r.file)} ${r.seconds.toFixed(0)} s`)
     .join(', '),
 );
+const measured = results.filter((r) => r.cpu !== null);
+if (measured.length) {
+  // Where the two cores went (the test processes and what they started; the database server's share is not in it).
+  const top = [...measured].sort((a, b) => b.cpu - a.cpu);
+  console.log(
+    `  CPU: ${Math.round(sum(measured, 'cpu'))} s in all; most:`,
+    top
+      .slice(0, 8)
+      .map((r) => `${r.lane} ${path.basename(r.file)} ${r.cpu.toFixed(0)} s`)
+      .join(', '),
+  );
+}
 console.log(`tests: ${sum(results, 'passed')} passed, ${sum(results, 'failed')} failed, ${sum(results, 'skipped')} skipped`);
 process.exit(failedFiles.length ? 1 : 0);
