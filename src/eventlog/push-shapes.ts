@@ -6,9 +6,9 @@
 import { type TSchema, Type } from '@sinclair/typebox';
 import { Notification } from '../alerts/notifications.js';
 import { Command } from '../commands/commands.js';
-import { OBJECT_TYPES, type ObjectType } from '../delivery/objects.js';
+import { OBJECT_TYPES, type ObjectType } from './objects.js';
 import { Event } from '../events/events.js';
-import { DateTime, Nullable, Uuid } from './schemas.js';
+import { DateTime, Nullable, Uuid } from '../http/schemas.js';
 
 const Int64 = Type.Integer({ format: 'int64' });
 const Free = Type.Object({}, { additionalProperties: true, description: 'Free members, as stored' });
