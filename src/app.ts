@@ -43,11 +43,11 @@ import { traccarRoutes } from './ingest/traccar.js';
 import { AlertEngine } from './alerts/engine.js';
 import { silenceHook } from './alerts/silence.js';
 import { specificationRoutes } from './alerts/specifications.js';
-import { notificationRoutes } from './alerts/notifications.js';
-import { eventRoutes } from './events/events.js';
+import { Notification, notificationRoutes } from './alerts/notifications.js';
+import { Event, eventRoutes } from './events/events.js';
 import { pruneAudit } from './audit/audit.js';
 import { auditRoutes } from './audit/routes.js';
-import { commandRoutes, expireCommands } from './commands/commands.js';
+import { Command, commandRoutes, expireCommands } from './commands/commands.js';
 import { bookingRoutes } from './booking/booking.js';
 import { type AddressPolicy, policyOf } from './delivery/address.js';
 import type { Channel } from './delivery/channels/channel.js';
@@ -352,7 +352,7 @@ export async function buildApp(
       },
       security: [{ bearer: [] }],
       // What the service pushes to customer systems (API guide 8, "Push objects").
-      webhooks: pushWebhooks(),
+      webhooks: pushWebhooks({ event: Event, notification: Notification, command: Command }),
     },
   });
   // After-store work plugs into the records module here; records knows neither zones nor alerts.
