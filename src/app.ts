@@ -57,6 +57,8 @@ import { webhookChannel } from './delivery/channels/webhook/index.js';
 import { DeliveryEngine } from './delivery/engine.js';
 import { type DeliveryCounters, DeliveryProcesses } from './delivery/processes.js';
 import { KafkaFirstAttempts } from './eventlog/consumer.js';
+import { consumerLag } from './eventlog/kafka.js';
+import { oldestTransactionAge, pendingTotal } from './delivery/queue/index.js';
 import { PostgresFirstAttempts } from './eventlog/source.js';
 import { Partitions, withPartitions } from './storage/partitions.js';
 import { leaveKafkaMode } from './eventlog/relay-sql.js';
@@ -378,7 +380,14 @@ export async function buildApp(
   installIdempotency(app, { db, windowSeconds: cfg.IDEMPOTENCY_WINDOW_SECONDS, abandonSeconds: cfg.IDEMPOTENCY_ABANDON_SECONDS });
 
   await app.register(authRoutes, { db, cfg, tokens });
-  await app.register(opsRoutes, { db });
+  await app.register(opsRoutes, {
+    db,
+    figures: {
+      pending: () => pendingTotal(db),
+      oldestTransactionAge: () => oldestTransactionAge(db),
+      consumerLag: () => consumerLag(cfg),
+    },
+  });
   await app.register(dashboardRoutes, { realm: cfg.AUTH_REALM });
   // Devices send here, at the server root: they carry no token (src/ingest/).
   await app.register(osmandRoutes, { ingest: app.services.ingest });
