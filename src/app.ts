@@ -1,9 +1,13 @@
-// The whole service as one Fastify instance built from a Config: open the database, apply the
-// migrations, bootstrap the operator, then register the HTTP layers and resources. Testable with
-// app.inject() or on an ephemeral port; main.ts only listens and shuts down.
+// The one place the service is assembled, for each kind of process. The HTTP process: one Fastify
+// instance built from a Config (buildApp): open the database, apply the migrations, bootstrap the
+// operator, then register the HTTP layers and resources; testable with app.inject() or on an
+// ephemeral port; main.ts only listens and shuts down. A delivery process (DELIVERY_WORKERS):
+// its database and delivery engine (buildDeliveryProcess); delivery-main.ts only runs and stops it.
 import crypto from 'node:crypto';
 import type { AddressInfo } from 'node:net';
-import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import swagger from '@fastify/swagger';
 import type { Config } from './config.js';
 import { createPglite, createPostgres, type Db } from './db/db.js';
@@ -19,7 +23,7 @@ import { installIdempotency } from './http/idempotency.js';
 import { installLimits, MemoryLimiter, RedisLimiter, type Limiter } from './http/limits.js';
 import { ErrorSchema } from './http/schemas.js';
 import { completeOperation } from './http/openapi.js';
-import { pushWebhooks } from './http/push-objects.js';
+import { pushWebhooks } from './eventlog/push-shapes.js';
 import { ownerRoutes } from './owners/owners.js';
 import { assetRoutes } from './assets/assets.js';
 import { opsRoutes } from './ops/ops.js';
@@ -39,16 +43,25 @@ import { traccarRoutes } from './ingest/traccar.js';
 import { AlertEngine } from './alerts/engine.js';
 import { silenceHook } from './alerts/silence.js';
 import { specificationRoutes } from './alerts/specifications.js';
-import { notificationRoutes } from './alerts/notifications.js';
-import { eventRoutes } from './events/events.js';
+import { Notification, notificationRoutes } from './alerts/notifications.js';
+import { Event, eventRoutes } from './events/events.js';
 import { pruneAudit } from './audit/audit.js';
 import { auditRoutes } from './audit/routes.js';
-import { commandRoutes, expireCommands } from './commands/commands.js';
+import { Command, commandRoutes, expireCommands } from './commands/commands.js';
 import { bookingRoutes } from './booking/booking.js';
-import { policyOf } from './delivery/address.js';
-import type { DeliveryEngine } from './delivery/engine.js';
-import { type DeliveryCounters, DeliveryProcesses, deliveryEngine } from './delivery/processes.js';
-import { leaveKafkaMode } from './delivery/queue/index.js';
+import { type AddressPolicy, policyOf } from './delivery/address.js';
+import type { Channel } from './delivery/channels/channel.js';
+import { kafkaChannel } from './delivery/channels/kafka/index.js';
+import { mqttChannel } from './delivery/channels/mqtt/index.js';
+import { webhookChannel } from './delivery/channels/webhook/index.js';
+import { DeliveryEngine } from './delivery/engine.js';
+import { type DeliveryCounters, DeliveryProcesses } from './delivery/processes.js';
+import { KafkaFirstAttempts } from './eventlog/consumer.js';
+import { consumerLag } from './eventlog/kafka.js';
+import { oldestTransactionAge, pendingTotal } from './delivery/queue/index.js';
+import { PostgresFirstAttempts } from './eventlog/source.js';
+import { Partitions, withPartitions } from './storage/partitions.js';
+import { leaveKafkaMode } from './eventlog/relay-sql.js';
 import { integrationRoutes } from './delivery/integrations/routes.js';
 import { historyRoutes } from './delivery/history.js';
 import { ResultStreams, streamRoutes } from './delivery/stream.js';
@@ -242,7 +255,7 @@ export async function buildApp(
   app.addHook('onReady', async () => storage.start());
   const policy = policyOf(cfg);
   if (cfg.DELIVERY_ENABLED && opts.deliveryProcesses && db.kind === 'postgres' && cfg.DELIVERY_WORKERS > 0) {
-    const processes = new DeliveryProcesses(cfg.DELIVERY_WORKERS, app.log);
+    const processes = new DeliveryProcesses(cfg.DELIVERY_WORKERS, DELIVERY_MAIN, app.log);
     app.services.delivery = processes;
     app.addHook('onReady', async () => processes.start());
   } else if (cfg.DELIVERY_ENABLED) {
@@ -341,7 +354,7 @@ export async function buildApp(
       },
       security: [{ bearer: [] }],
       // What the service pushes to customer systems (API guide 8, "Push objects").
-      webhooks: pushWebhooks(),
+      webhooks: pushWebhooks({ event: Event, notification: Notification, command: Command }),
     },
   });
   // After-store work plugs into the records module here; records knows neither zones nor alerts.
@@ -367,7 +380,14 @@ export async function buildApp(
   installIdempotency(app, { db, windowSeconds: cfg.IDEMPOTENCY_WINDOW_SECONDS, abandonSeconds: cfg.IDEMPOTENCY_ABANDON_SECONDS });
 
   await app.register(authRoutes, { db, cfg, tokens });
-  await app.register(opsRoutes, { db });
+  await app.register(opsRoutes, {
+    db,
+    figures: {
+      pending: () => pendingTotal(db),
+      oldestTransactionAge: () => oldestTransactionAge(db),
+      consumerLag: () => consumerLag(cfg),
+    },
+  });
   await app.register(dashboardRoutes, { realm: cfg.AUTH_REALM });
   // Devices send here, at the server root: they carry no token (src/ingest/).
   await app.register(osmandRoutes, { ingest: app.services.ingest });
@@ -397,4 +417,49 @@ export async function buildApp(
     { prefix: '/api/v1' },
   );
   return app;
+}
+
+/** The delivery process's entry, as this file is run (.ts under tsx, .js when built). */
+const here = fileURLToPath(import.meta.url);
+const DELIVERY_MAIN = path.join(path.dirname(here), `delivery-main${path.extname(here)}`);
+
+/**
+ * The delivery engine with every channel and the event log's source of first attempts (in
+ * PostgreSQL, or on Kafka with EVENT_LOG=kafka), as the configuration sets them up.
+ */
+export function deliveryEngine(db: Db, cfg: Config, secretsKey: Buffer, policy: AddressPolicy, log: FastifyBaseLogger): DeliveryEngine {
+  // One instance per channel: a channel is an entry here, not code in the engine.
+  const channels = new Map<string, Channel>([
+    ['webhook', webhookChannel(policy)],
+    ['mqtt', mqttChannel(policy)],
+    ['kafka', kafkaChannel(policy)],
+  ]);
+  const source = cfg.EVENT_LOG === 'kafka' ? new KafkaFirstAttempts(db, cfg, cfg.DELIVERY_POLL_MS, log) : new PostgresFirstAttempts();
+  return new DeliveryEngine(
+    db,
+    secretsKey,
+    channels,
+    {
+      leaseSeconds: cfg.DELIVERY_LEASE_SECONDS,
+      pollMs: cfg.DELIVERY_POLL_MS,
+      maxJobs: cfg.DELIVERY_MAX_IN_FLIGHT,
+      succeededRetentionDays: cfg.DELIVERY_SUCCEEDED_RETENTION_DAYS,
+      failedRetentionDays: cfg.DELIVERY_FAILED_RETENTION_DAYS,
+    },
+    log,
+    source,
+  );
+}
+
+/**
+ * A delivery process (delivery-main.ts), on PostgreSQL after the HTTP process migrated it: its
+ * database (`raw` counts the statements) and its engine.
+ */
+export function buildDeliveryProcess(cfg: Config, log: FastifyBaseLogger): { raw: Db; db: Db; engine: DeliveryEngine } {
+  if (!cfg.DATABASE_URL) throw new Error('a delivery process needs PostgreSQL (DATABASE_URL)');
+  const raw = createPostgres(cfg.DATABASE_URL, cfg.DB_POOL_SIZE);
+  // Results are written at the time they happen: a partition the service has not made yet is made here.
+  const db = withPartitions(raw, new Partitions(raw, cfg.PARTITION_INTERVAL));
+  const engine = deliveryEngine(db, cfg, loadSecretsKey(cfg, false), policyOf(cfg), log);
+  return { raw, db, engine };
 }

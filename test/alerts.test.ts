@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import type { Db, Queryable } from '../src/db/db.js';
 import { allocateIds } from '../src/db/statement.js';
 import { RecordHooks } from '../src/records/hooks.js';
-import { ownerPaths } from '../src/delivery/queue/index.js';
+import { ownerPaths } from '../src/eventlog/log.js';
 import { customer, startApp, ok, bad } from './helpers.js';
 
 const ta = await startApp(undefined, { RATE_LIMIT_MAX: '100000', RATE_LIMIT_CONCURRENT: '1000', ALERT_SILENCE_SECONDS: '3600' });

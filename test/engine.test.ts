@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import pg from 'pg';
 import type { Queryable } from '../src/db/db.js';
-import { appendEvents } from '../src/delivery/queue/index.js';
+import { appendEvents } from '../src/eventlog/log.js';
 import { bad, deliveryHistory, fleet, ownerWithKey, postgresOnly, startApp, storeLocations, type TestApp, waitFor } from './helpers.js';
 import { Receiver } from './receiver.js';
 

@@ -13,8 +13,8 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { assetXactLock, type Db, type Queryable } from '../db/db.js';
 import { WriteStatement } from '../db/statement.js';
-import type { ObjectType } from '../delivery/objects.js';
-import type { OwnerPaths } from '../delivery/queue/index.js';
+import type { ObjectType } from '../eventlog/objects.js';
+import type { OwnerPaths } from '../eventlog/log.js';
 import { getAtPath } from '../http/dotted-path.js';
 import { badRequest } from '../http/errors.js';
 import { countPoison, isRefusal, setAside } from '../ops/poison.js';

@@ -6,7 +6,7 @@
 import type { Queryable } from '../db/db.js';
 import { allocateIds, type WriteStatement } from '../db/statement.js';
 import { sqlIso } from '../db/sql.js';
-import { appendToLog, type OwnerPaths, ownerPaths } from '../delivery/queue/index.js';
+import { appendToLog, type OwnerPaths, ownerPaths } from '../eventlog/log.js';
 import { insertEvents, type NewEvent } from '../events/events.js';
 import type { SpecType } from './model.js';
 

@@ -10,7 +10,7 @@
 import type { Db } from '../db/db.js';
 import { WriteStatement } from '../db/statement.js';
 import { sqlIso } from '../db/sql.js';
-import type { ObjectType } from '../delivery/objects.js';
+import type { ObjectType } from '../eventlog/objects.js';
 import { pushEvents } from '../events/events.js';
 import { iso } from '../http/schemas.js';
 import type { RecordHook } from '../records/hooks.js';

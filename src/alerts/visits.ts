@@ -14,7 +14,7 @@
 // writes the result in the store's statement; the alert engine's sweep runs it on the server clock.
 import { assetXactLock, type Db, type Queryable } from '../db/db.js';
 import { allocateIds, WriteStatement } from '../db/statement.js';
-import type { OwnerPaths } from '../delivery/queue/index.js';
+import type { OwnerPaths } from '../eventlog/log.js';
 import type { NewEvent } from '../events/events.js';
 import { iso } from '../http/schemas.js';
 import { type Raised, raise } from './raise.js';

@@ -10,7 +10,7 @@ import { applyFilters, filters, listQuery } from '../http/filters.js';
 import { listPage } from '../http/paging.js';
 import { DateTime, IdParam, isUuid, iso, Nullable, Str, Uuid } from '../http/schemas.js';
 import type { Tenancy } from '../tenancy/tenancy.js';
-import { appendEvents, wakeReaders } from '../delivery/queue/index.js';
+import { appendEvents, wakeReaders } from '../eventlog/log.js';
 import { inheritedSilent, SilentMinutes } from '../owners/owners.js';
 
 export const Asset = Type.Object(

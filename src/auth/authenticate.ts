@@ -5,9 +5,9 @@
 import type { FastifyInstance } from 'fastify';
 import type { Db } from '../db/db.js';
 import { ApiError } from '../http/errors.js';
-import { Tenancy, type Principal } from '../tenancy/tenancy.js';
+import { isScope, type Principal, type Scope, Tenancy } from '../tenancy/tenancy.js';
 import { digest } from './crypto.js';
-import { isScope, type Scope, type TokenService } from './tokens.js';
+import type { TokenService } from './tokens.js';
 
 /** What an API key starts with, so a key is recognised in a header or a log. */
 export const API_KEY_PREFIX = 'atk_';

@@ -13,7 +13,7 @@ import { applyFilters, filters, listQuery } from '../http/filters.js';
 import { listPage } from '../http/paging.js';
 import { DateTime, IdParam, isUuid, iso, Nullable, ScopeSchema, Str, Uuid } from '../http/schemas.js';
 import { digest, hashPassword, randomSecret } from './crypto.js';
-import type { Scope } from './tokens.js';
+import type { Scope } from '../tenancy/tenancy.js';
 
 const Scopes = Type.Array(ScopeSchema, { minItems: 1, maxItems: 3, uniqueItems: true });
 const Grant = Type.Union([Type.Literal('password'), Type.Literal('refresh_token'), Type.Literal('client_credentials')]);

@@ -13,7 +13,8 @@ import { UnknownSignIns } from '../audit/unknown-sign-ins.js';
 import { digest, hashPassword, safeEqual, verifyPassword } from './crypto.js';
 import { FailureThrottle } from './throttle.js';
 import { authorizeRoutes, verifierMatches } from './authorize.js';
-import { isScope, type TokenService, type TokenSubject, type VerifiedToken } from './tokens.js';
+import { isScope } from '../tenancy/tenancy.js';
+import type { TokenService, TokenSubject, VerifiedToken } from './tokens.js';
 
 const TokenBody = Type.Object({
   grant_type: Type.String({ maxLength: 64 }),

@@ -7,12 +7,9 @@ import type { Config } from '../config.js';
 import type { Db } from '../db/db.js';
 import { getAtPath } from '../http/dotted-path.js';
 import { ApiError } from '../http/errors.js';
+import { isScope, type Scope } from '../tenancy/tenancy.js';
 import { decrypt, encrypt } from './crypto.js';
 import { Sessions } from './sessions.js';
-
-export const SCOPES = ['read', 'write', 'admin'] as const;
-export type Scope = (typeof SCOPES)[number];
-export const isScope = (s: unknown): s is Scope => (SCOPES as readonly unknown[]).includes(s);
 
 const ALG = 'ES256';
 

@@ -10,7 +10,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { Config } from '../config.js';
 import type { Db, Queryable } from '../db/db.js';
-import { appendEvents, wakeReaders } from '../delivery/queue/index.js';
+import { appendEvents, wakeReaders } from '../eventlog/log.js';
 import { ApiError, badRequest, conflict, notFound } from '../http/errors.js';
 import { type Filter, filters } from '../http/filters.js';
 import { readRoutes } from '../tenancy/read-routes.js';

@@ -1,7 +1,7 @@
 // One write statement built from parts that several modules add: data-modifying CTEs over
 // parameters. Run outside a transaction it is its own transaction, opened and committed by the
 // server within the one round trip, so no transaction of the service ever sits open while its
-// event loop is busy (the event log's horizon waits for open transactions: queue/log.ts).
+// event loop is busy (the event log's horizon waits for open transactions: eventlog/log.ts).
 import type { Queryable } from './db.js';
 
 export class WriteStatement {

@@ -1,6 +1,8 @@
-// The delivery engine (API guide 9): claims work from the queue (src/delivery/queue/),
-// hands messages to channels (src/delivery/channels), and turns what each send did into the next
-// state of its events. It knows no channel and no SQL.
+// The delivery engine (API guide 9): claims work from the queue (src/delivery/queue/), its first
+// attempts through the event log's source (src/eventlog/source.ts: the PostgreSQL event log or the
+// Kafka topic, chosen where the engine is built), hands messages to channels (src/delivery/channels),
+// and turns what each send did into the next state of its events. It knows no channel, no mode of
+// the event log and no SQL.
 //
 // Scheduling. Each process has `maxJobs` request slots. Every integration with work gets a fair
 // share of them (a hanging endpoint can hold its share, never the others'), and within an
@@ -22,9 +24,10 @@ import type { AttemptRecord, Channel, ChannelLimits, OutMessage } from './channe
 import type { IntegrationConfig } from './integrations/model.js';
 import { loadIntegration } from './integrations/store.js';
 import { setAside } from '../ops/poison.js';
+import { EVENT_LOG_CHANNEL, type LogEvent, type Position } from '../eventlog/log.js';
 import * as queue from './queue/index.js';
-import type { FirstAttemptSource, TakenEvents } from './source.js';
-import { Waker } from './waker.js';
+import type { FirstAttemptSource, TakenEvents } from '../eventlog/source.js';
+import { Waker } from '../eventlog/waker.js';
 
 export interface EngineSettings {
   leaseSeconds: number;
@@ -166,7 +169,7 @@ export class DeliveryEngine {
 
   /** The Kafka event log's counters in this process (zeros in the PostgreSQL mode). */
   get eventLog(): { published: number; consumed: number; parked: number } {
-    return this.source?.counts() ?? { published: 0, consumed: 0, parked: 0 };
+    return this.source.counts();
   }
 
   constructor(
@@ -175,17 +178,17 @@ export class DeliveryEngine {
     private readonly channels: ReadonlyMap<string, Channel>,
     private readonly s: EngineSettings,
     private readonly log: FastifyBaseLogger,
-    /** First attempts from the Kafka event log (EVENT_LOG=kafka); absent: the PostgreSQL event log. */
-    private readonly source?: FirstAttemptSource,
+    /** Where first attempts come from: the event log in PostgreSQL, or on Kafka (EVENT_LOG=kafka). */
+    private readonly source: FirstAttemptSource,
   ) {}
 
   start(): void {
     if (this.running) return;
     this.running = true;
-    if (this.source) this.source.start(() => this.wake());
+    this.source.start(() => this.wake());
     // Any instance's commit that appended events (LISTEN/NOTIFY), and this process's at once; with
     // the event log on Kafka the source wakes the engine, and this hears of retries and redeliveries.
-    this.unlisten = this.db.listen(queue.EVENT_LOG_CHANNEL, () => this.wake());
+    this.unlisten = this.db.listen(EVENT_LOG_CHANNEL, () => this.wake());
     this.loop = this.run();
     this.sweepTimer = setInterval(() => void this.sweep().catch((e) => this.log.warn({ err: e }, 'delivery sweep failed')), 60_000);
     this.sweepTimer.unref();
@@ -266,7 +269,7 @@ export class DeliveryEngine {
     // is away, the leases end by themselves.
     await queue.releaseClaims(this.db, handBack).catch(() => {});
     // Offsets are committed for what the claims took: the rest goes to the partition's next owner.
-    await this.source?.stop().catch((e) => this.log.warn({ err: e }, 'stopping the event log consumer failed'));
+    await this.source.stop().catch((e) => this.log.warn({ err: e }, 'stopping the event log consumer failed'));
     await Promise.allSettled([...this.channels.values()].map((c) => c.close()));
   }
 
@@ -299,11 +302,9 @@ export class DeliveryEngine {
    * free slots. True when something was claimed or the position in the event log moved (look again at once).
    */
   private async claimRound(): Promise<{ busy: boolean; waiting: boolean }> {
-    const { due, waiting } = await queue.dueIntegrations(this.db, !this.source);
-    if (this.source) {
-      const seen = new Set(due.map((d) => d.id));
-      for (const d of this.source.due()) if (!seen.has(d.id)) due.push(d);
-    }
+    const { due, waiting } = await queue.dueIntegrations(this.db, this.source.readsPositions);
+    const seen = new Set(due.map((d) => d.id));
+    for (const d of this.source.due()) if (!seen.has(d.id)) due.push(d);
     if (!due.length) return { busy: false, waiting };
     const heldBy = this.heldBy();
     const active = new Set([...due.map((d) => d.id), ...[...heldBy].filter(([, n]) => n > 0).map(([id]) => id)]);
@@ -328,10 +329,10 @@ export class DeliveryEngine {
       try {
         result = await this.db.tx((q) => this.claim(q, cfg, channel, budget, taken));
       } catch (e) {
-        for (const t of taken) this.source?.settle(t, false);
+        for (const t of taken) this.source.settle(t, false);
         throw e;
       }
-      for (const t of taken) this.source?.settle(t, true);
+      for (const t of taken) this.source.settle(t, true);
       const { claims, retries, moved } = result;
       for (const c of claims) {
         this.claims.set(c.id, c);
@@ -434,7 +435,8 @@ export class DeliveryEngine {
         else this.retryTurn.add(cfg.id);
       } else retryShare = Math.min(st.dueRetries, Math.floor(requests / 2));
     }
-    let position = st.position;
+    const position = st.position;
+    let next = position;
     let moved = false;
     let claim: Parameters<typeof queue.saveClaim>[2]['claim'] = null;
     const freshSlots = requests - retryShare;
@@ -442,19 +444,10 @@ export class DeliveryEngine {
       const maxRequests = freshSlots * CLAIM_DEPTH;
       const maxEvents = Math.floor(Math.min(tokens, maxRequests * lim.batchSize, MAX_CLAIM_EVENTS));
       const accept = requestCounter(lim.batchSize, maxRequests, maxEvents);
-      let read: { events: queue.LogEvent[] };
-      if (this.source) {
-        // The events the source holds for this integration: the position stays (the relay keeps it).
-        const t = this.source.take(cfg.id, accept);
-        taken.push(t);
-        read = t;
-        moved = t.events.length > 0;
-      } else {
-        const r = await queue.readLog(q, cfg.id, position, accept, maxEvents + 256);
-        moved = r.next.id !== position.id || r.next.tx !== position.tx;
-        position = r.next;
-        read = r;
-      }
+      const read = await this.source.take(q, cfg.id, position, accept, maxEvents + 256);
+      taken.push(read);
+      next = read.next;
+      moved = read.events.length > 0 || positionMoved(position, next);
       const cutoff = Date.now() - cfg.maxBacklogHours * 3600_000;
       const expired = read.events.filter((e) => e.whenCreated.getTime() < cutoff);
       const live = expired.length ? read.events.filter((e) => e.whenCreated.getTime() >= cutoff) : read.events;
@@ -498,8 +491,8 @@ export class DeliveryEngine {
         }
       }
     }
-    if ((moved && !this.source) || claim || perMinute !== null) {
-      await queue.saveClaim(q, cfg.id, { position, tokens: perMinute === null ? null : Math.max(tokens, 0), at: st.at, claim });
+    if (positionMoved(position, next) || claim || perMinute !== null) {
+      await queue.saveClaim(q, cfg.id, { position: next, tokens: perMinute === null ? null : Math.max(tokens, 0), at: st.at, claim });
     }
     return { claims, retries, moved };
   }
@@ -638,7 +631,9 @@ export class DeliveryEngine {
  * Accepts log events while they fit in `requests` messages of up to `batchSize` events of one
  * object type each (the way channels group them) and in `maxEvents`.
  */
-function requestCounter(batchSize: number, requests: number, maxEvents: number): (e: queue.LogEvent) => boolean {
+const positionMoved = (a: Position, b: Position) => a.id !== b.id || a.tx !== b.tx;
+
+function requestCounter(batchSize: number, requests: number, maxEvents: number): (e: LogEvent) => boolean {
   const open = new Map<string, number>();
   let messages = 0;
   let events = 0;

@@ -8,6 +8,7 @@ import type { Db } from '../db/db.js';
 import { ApiError, badRequest, notFound } from '../http/errors.js';
 import { listPage, PageQuery } from '../http/paging.js';
 import { DateTime, iso, isInt8Id, Literals, Nullable, Uuid } from '../http/schemas.js';
+import { wakeReaders } from '../eventlog/log.js';
 import * as queue from './queue/index.js';
 import { checkUrlShape, refusedAs400, type AddressPolicy } from './address.js';
 import type { WebhookIntegration } from './integrations/model.js';
@@ -160,7 +161,7 @@ export const historyRoutes: FastifyPluginAsyncTypebox<{ db: Db; secretsKey: Buff
         return done;
       });
       if (!found) throw notFound('delivery');
-      queue.wakeReaders(db);
+      wakeReaders(db);
       return reply.code(202).send({ count: 1 });
     },
   });
@@ -198,7 +199,7 @@ export const historyRoutes: FastifyPluginAsyncTypebox<{ db: Db; secretsKey: Buff
         });
         return n;
       });
-      queue.wakeReaders(db);
+      wakeReaders(db);
       return reply.code(202).send({ count });
     },
   });

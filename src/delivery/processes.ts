@@ -1,6 +1,6 @@
 // Where delivery runs. With the embedded database, or DELIVERY_WORKERS=0, the engine runs in the
 // HTTP process. With PostgreSQL and DELIVERY_WORKERS=n (default 1), the service's entry forks n
-// delivery processes (process-main.ts) beside the HTTP one, so REST ingest and delivery each have a
+// delivery processes (src/delivery-main.ts, assembled by app.ts) beside the HTTP one, so REST ingest and delivery each have a
 // core's event loop and heap: they share nothing but the database, as instances already do (the
 // engine's claims, leases and limits hold across processes), so no new coordination is needed.
 //
@@ -9,18 +9,7 @@
 // closes) stops as on SIGTERM: it finishes its requests, writes their results and hands its claims
 // back. Their counters reach /metrics through the IPC channel once a second.
 import { type ChildProcess, fork } from 'node:child_process';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type { FastifyBaseLogger } from 'fastify';
-import type { Config } from '../config.js';
-import type { Db } from '../db/db.js';
-import { KafkaFirstAttempts } from '../eventlog/consumer.js';
-import type { AddressPolicy } from './address.js';
-import type { Channel } from './channels/channel.js';
-import { kafkaChannel } from './channels/kafka/index.js';
-import { mqttChannel } from './channels/mqtt/index.js';
-import { webhookChannel } from './channels/webhook/index.js';
-import { DeliveryEngine } from './engine.js';
 
 /** What /metrics reads of delivery, wherever it runs. */
 export interface DeliveryCounters {
@@ -35,30 +24,6 @@ export interface DeliveryCounters {
   stop(): Promise<void>;
 }
 
-/** The delivery engine with every channel, as the configuration sets it up. */
-export function deliveryEngine(db: Db, cfg: Config, secretsKey: Buffer, policy: AddressPolicy, log: FastifyBaseLogger): DeliveryEngine {
-  // One instance per channel: a channel is an entry here, not code in the engine.
-  const channels = new Map<string, Channel>([
-    ['webhook', webhookChannel(policy)],
-    ['mqtt', mqttChannel(policy)],
-    ['kafka', kafkaChannel(policy)],
-  ]);
-  return new DeliveryEngine(
-    db,
-    secretsKey,
-    channels,
-    {
-      leaseSeconds: cfg.DELIVERY_LEASE_SECONDS,
-      pollMs: cfg.DELIVERY_POLL_MS,
-      maxJobs: cfg.DELIVERY_MAX_IN_FLIGHT,
-      succeededRetentionDays: cfg.DELIVERY_SUCCEEDED_RETENTION_DAYS,
-      failedRetentionDays: cfg.DELIVERY_FAILED_RETENTION_DAYS,
-    },
-    log,
-    cfg.EVENT_LOG === 'kafka' ? new KafkaFirstAttempts(db, cfg, cfg.DELIVERY_POLL_MS, log) : undefined,
-  );
-}
-
 /** A delivery process's report to its parent. */
 export interface DeliveryReport {
   requestsSent: number;
@@ -70,10 +35,6 @@ export interface DeliveryReport {
   /** Poison this process set aside, by "consumer:reason" (poison.ts). */
   poison?: Record<string, number>;
 }
-
-const here = fileURLToPath(import.meta.url);
-/** The delivery process's entry, as this file is run (.ts under tsx, .js when built). */
-const ENTRY = path.join(path.dirname(here), `process-main${path.extname(here)}`);
 
 interface Child {
   proc: ChildProcess;
@@ -95,9 +56,10 @@ export class DeliveryProcesses implements DeliveryCounters {
   private readonly gone: DeliveryReport = { requestsSent: 0, resultsParked: 0, statements: 0 };
   private stopping = false;
 
-  /** The children run with this process's node flags (a loader such as tsx, the heap's size). */
+  /** The children run `entry` with this process's node flags (a loader such as tsx, the heap's size). */
   constructor(
     private readonly count: number,
+    private readonly entry: string,
     private readonly log: FastifyBaseLogger,
   ) {}
 
@@ -106,7 +68,7 @@ export class DeliveryProcesses implements DeliveryCounters {
   }
 
   private spawn(slot: number, failures: number): void {
-    const proc = fork(ENTRY, [], {
+    const proc = fork(this.entry, [], {
       execArgv: process.execArgv,
       env: { ...process.env, DELIVERY_PROCESS_SLOT: String(slot) },
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],

@@ -15,6 +15,7 @@ import type { Db } from '../db/db.js';
 import { ApiError, badRequest } from '../http/errors.js';
 import { DateTime, Literals } from '../http/schemas.js';
 import { CHANNELS } from './integrations/schemas.js';
+import type { Position } from '../eventlog/log.js';
 import * as queue from './queue/index.js';
 import { attemptApi } from './history.js';
 import { BOUNDS } from '../bounds.js';
@@ -86,7 +87,7 @@ export class ResultStreams {
 }
 
 /** A position given by a client (Last-Event-ID or `after`): 400 unless both parts fit int8. */
-function parsePosition(raw: string | undefined, field: string): queue.Position | null {
+function parsePosition(raw: string | undefined, field: string): Position | null {
   if (raw === undefined || raw === '') return null;
   const m = POSITION.exec(raw);
   if (!m || BigInt(m[1]!) > INT8_MAX || BigInt(m[2]!) > INT8_MAX) {
@@ -96,8 +97,7 @@ function parsePosition(raw: string | undefined, field: string): queue.Position |
 }
 
 /** Whether position a comes after b in the attempt log. */
-const later = (a: queue.Position, b: queue.Position) =>
-  BigInt(a.tx) > BigInt(b.tx) || (BigInt(a.tx) === BigInt(b.tx) && BigInt(a.id) > BigInt(b.id));
+const later = (a: Position, b: Position) => BigInt(a.tx) > BigInt(b.tx) || (BigInt(a.tx) === BigInt(b.tx) && BigInt(a.id) > BigInt(b.id));
 
 /** Resolves once the response can take more, or has closed. */
 function drained(res: ServerResponse): Promise<void> {
@@ -181,7 +181,7 @@ export const streamRoutes: FastifyPluginAsyncTypebox<{ db: Db; streams: ResultSt
         (sse ? parsePosition(typeof lastEventId === 'string' ? lastEventId : undefined, '/headers/last-event-id') : null);
       const visible = await req.tenancy.visibleOwners();
       const scope = { since, channel: q.channel ?? null, owners: visible === 'all' ? null : visible, follow: sse };
-      const read = (after: queue.Position) =>
+      const read = (after: Position) =>
         // A follower reads below the horizon only; a window answers with what is committed now.
         queue.streamAfter(db, { ...scope, after, limit: PAGE_ATTEMPTS, bytes: PAGE_BYTES });
 
@@ -237,7 +237,7 @@ export const streamRoutes: FastifyPluginAsyncTypebox<{ db: Db; streams: ResultSt
         slice += line;
         if (++sliceLines >= SLICE_LINES || slice.length >= SLICE_BYTES) await flush();
       };
-      const nextUrl = (after: queue.Position) => {
+      const nextUrl = (after: Position) => {
         const u = new URL(req.url, req.server.publicUrl);
         // The continuation goes on from `after`: the newest N were chosen when the answer began.
         u.searchParams.delete('last');

@@ -12,10 +12,11 @@
 // for the others, and nothing waits on the topic's retention.
 import type { Consumer, Message, MessagesStream } from '@platformatic/kafka';
 import type { FastifyBaseLogger } from 'fastify';
-import type { Db } from '../db/db.js';
-import type { ObjectType } from '../delivery/objects.js';
-import * as queue from '../delivery/queue/index.js';
-import type { FirstAttemptSource, TakenEvents } from '../delivery/source.js';
+import type { Db, Queryable } from '../db/db.js';
+import type { ObjectType } from './objects.js';
+import type { LogEvent, Position } from './log.js';
+import { type Coverage, coverage, handedOver, parkEvents } from './relay-sql.js';
+import type { DueIntegration, FirstAttemptSource, TakenEvents } from './source.js';
 import { setAside } from '../ops/poison.js';
 import { covers, parseOwnerPath, type TopicEvent } from './coverage.js';
 import { clientOptions, type EventLogConfig, ensureTopic, kafkaLib } from './kafka.js';
@@ -31,7 +32,7 @@ interface Entry {
 }
 
 interface Held {
-  event: queue.LogEvent;
+  event: LogEvent;
   entry: Entry;
   partition: number;
   since: number;
@@ -46,6 +47,8 @@ const COMMIT_EVERY_MS = 200;
 const RECOVERY_MS = 30_000;
 
 export class KafkaFirstAttempts implements FirstAttemptSource {
+  /** The topic's consumers hand first attempts over: the due query does not read after positions. */
+  readonly readsPositions = false;
   private running = false;
   private consumer?: Consumer<string, string, string, string>;
   private stream?: MessagesStream<string, string, string, string>;
@@ -65,7 +68,7 @@ export class KafkaFirstAttempts implements FirstAttemptSource {
   private readonly recovering = new Map<number, { until: number; publishedBefore: number }>();
   private heldCount = 0;
   private paused = false;
-  private covered = new Map<string, queue.Coverage>();
+  private covered = new Map<string, Coverage>();
   private coveredAt = 0;
   private timer?: NodeJS.Timeout;
   private maintaining = false;
@@ -208,14 +211,14 @@ export class KafkaFirstAttempts implements FirstAttemptSource {
 
   /**
    * Fans the arrived messages out. The integrations are read after the messages arrived, so an
-   * integration whose creation committed before an event was published is in view (relay.ts).
+   * integration whose creation committed before an event was published is in view (relay-sql.ts).
    */
   private async process(): Promise<void> {
     while (this.running && this.incoming.length) {
       await new Promise((r) => setImmediate(r)); // gather what arrives together
-      let cov: queue.Coverage[];
+      let cov: Coverage[];
       try {
-        cov = await queue.coverage(this.db);
+        cov = await coverage(this.db);
       } catch (e) {
         this.log.warn({ err: e }, 'reading integrations for the event log failed; retrying');
         await new Promise((r) => setTimeout(r, 1000));
@@ -279,7 +282,7 @@ export class KafkaFirstAttempts implements FirstAttemptSource {
           );
           continue;
         }
-        const event: queue.LogEvent = {
+        const event: LogEvent = {
           pos: e.id,
           eventId: e.eventId,
           objectType: e.objectType as ObjectType,
@@ -322,13 +325,13 @@ export class KafkaFirstAttempts implements FirstAttemptSource {
       if (!again && (!r || Number(m.timestamp) > r.publishedBefore)) continue;
       for (const c of covering) pairs.push({ integrationId: c.id, logId: e.id });
     }
-    return queue.handedOver(this.db, pairs);
+    return handedOver(this.db, pairs);
   }
 
   /** Parks events in the retry queue; on failure they wait here and are parked again later. */
   private async park(items: Held[], integrationIds: string[]): Promise<boolean> {
     try {
-      await queue.parkEvents(
+      await parkEvents(
         this.db,
         items.map((h, i) => ({ integrationId: integrationIds[i]!, logId: h.event.pos })),
       );
@@ -364,7 +367,7 @@ export class KafkaFirstAttempts implements FirstAttemptSource {
       // (a claim meanwhile finds its integration's state row itself).
       if (this.held.size && now - this.coveredAt >= 1000) {
         try {
-          this.covered = new Map((await queue.coverage(this.db)).map((c) => [c.id, c]));
+          this.covered = new Map((await coverage(this.db)).map((c) => [c.id, c]));
           this.coveredAt = now;
         } catch {
           // The database is away: the engine cannot claim either; next turn.
@@ -415,8 +418,8 @@ export class KafkaFirstAttempts implements FirstAttemptSource {
     return { published: this.relay.published, consumed: this.consumed, parked: this.parked };
   }
 
-  due(): queue.DueIntegration[] {
-    const out: queue.DueIntegration[] = [];
+  due(): DueIntegration[] {
+    const out: DueIntegration[] = [];
     for (const id of this.held.keys()) {
       const c = this.covered.get(id);
       if (c?.enabled && !c.paused) out.push({ id, whenUpdated: c.whenUpdated });
@@ -424,15 +427,21 @@ export class KafkaFirstAttempts implements FirstAttemptSource {
     return out;
   }
 
-  take(integrationId: string, accept: (e: queue.LogEvent) => boolean): TakenEvents & { held?: Held[] } {
+  /** The position stays where it is: the relay keeps it (relay-sql.ts). */
+  async take(
+    _q: Queryable,
+    integrationId: string,
+    from: Position,
+    accept: (e: LogEvent) => boolean,
+  ): Promise<TakenEvents & { held?: Held[] }> {
     const list = this.held.get(integrationId);
-    if (!list) return { integrationId, events: [] };
+    if (!list) return { integrationId, events: [], next: from };
     let n = 0;
     while (n < list.length && accept(list[n]!.event)) n++;
     const taken = list.splice(0, n);
     if (!list.length) this.held.delete(integrationId);
     this.heldCount -= n;
-    return { integrationId, events: taken.map((h) => h.event), held: taken };
+    return { integrationId, events: taken.map((h) => h.event), next: from, held: taken };
   }
 
   settle(t: TakenEvents & { held?: Held[] }, committed: boolean): void {
@@ -468,7 +477,7 @@ export class KafkaFirstAttempts implements FirstAttemptSource {
 interface Fanned {
   m: Msg;
   e: TopicEvent | null;
-  covering: queue.Coverage[];
+  covering: Coverage[];
   poison?: string;
   err?: unknown;
 }

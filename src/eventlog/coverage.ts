@@ -1,7 +1,7 @@
 // Which integrations an event from the topic is for: the JavaScript twin of the queue's COVERED and
-// AFTER_START (log.ts), decided against the integrations read after the event arrived (relay.ts
+// AFTER_START (log.ts), decided against the integrations read after the event arrived (relay-sql.ts
 // says why that is exact).
-import type { Coverage } from '../delivery/queue/index.js';
+import type { Coverage } from './relay-sql.js';
 
 /** An event as the relay publishes it (its headers), with its payload as stored. */
 export interface TopicEvent {

@@ -10,8 +10,9 @@ import os from 'node:os';
 import type { Producer } from '@platformatic/kafka';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Db } from '../db/db.js';
-import * as queue from '../delivery/queue/index.js';
-import { Waker } from '../delivery/waker.js';
+import { EVENT_LOG_CHANNEL, type Position } from './log.js';
+import { moveRelay, readForRelay, releaseRelay, syncPositions, takeRelayLease } from './relay-sql.js';
+import { Waker } from './waker.js';
 import { clientOptions, type EventLogConfig, ensureTopic, kafkaLib } from './kafka.js';
 
 const LEASE_SECONDS = 30;
@@ -28,7 +29,7 @@ export class EventLogRelay {
   /** The next batch may repeat what the lease's last holder published (see turn()). */
   private again = true;
   /** Where this relay goes on from while it holds the lease. */
-  private position?: queue.Position;
+  private position?: Position;
   private syncedAt = 0;
   /** Moved since the integrations' positions last followed. */
   private unsynced = false;
@@ -46,7 +47,7 @@ export class EventLogRelay {
   start(): void {
     if (this.running) return;
     this.running = true;
-    this.unlisten = this.db.listen(queue.EVENT_LOG_CHANNEL, () => this.wake());
+    this.unlisten = this.db.listen(EVENT_LOG_CHANNEL, () => this.wake());
     this.loop = this.run();
   }
 
@@ -56,7 +57,7 @@ export class EventLogRelay {
     this.unlisten?.();
     this.wake();
     await this.loop;
-    await queue.releaseRelay(this.db, this.holder).catch(() => {});
+    await releaseRelay(this.db, this.holder).catch(() => {});
     await this.producer?.close().catch(() => {});
   }
 
@@ -107,7 +108,7 @@ export class EventLogRelay {
       // Taken afresh (at start, from a relay that died, after a failure): the first batch may
       // have been published already by the last holder, whose position did not move.
       if (!this.position) this.again = true;
-      this.position = (await queue.takeRelayLease(this.db, this.holder, LEASE_SECONDS)) ?? undefined;
+      this.position = (await takeRelayLease(this.db, this.holder, LEASE_SECONDS)) ?? undefined;
       if (!this.position) {
         // Another relay publishes; this one looks again when its lease could have ended.
         await this.waker.sleep(Math.max(this.pollMs, 2000));
@@ -116,10 +117,10 @@ export class EventLogRelay {
       this.leaseRenewedAt = Date.now();
     }
     const from = this.position;
-    const rows = await this.db.tx((q) => queue.readForRelay(q, from, BATCH));
+    const rows = await this.db.tx((q) => readForRelay(q, from, BATCH));
     if (!rows.length) {
       if (this.unsynced && Date.now() - this.syncedAt > SYNC_POSITIONS_MS) {
-        await queue.syncPositions(this.db, from);
+        await syncPositions(this.db, from);
         this.syncedAt = Date.now();
         this.unsynced = false;
       }
@@ -147,7 +148,7 @@ export class EventLogRelay {
     });
     const last = rows[rows.length - 1]!;
     const sync = Date.now() - this.syncedAt > SYNC_POSITIONS_MS;
-    const kept = await queue.moveRelay(this.db, this.holder, { tx: last.tx_id, id: last.id }, rows.length, LEASE_SECONDS, sync);
+    const kept = await moveRelay(this.db, this.holder, { tx: last.tx_id, id: last.id }, rows.length, LEASE_SECONDS, sync);
     if (sync) this.syncedAt = Date.now();
     this.unsynced = !sync;
     if (kept) {

@@ -7,7 +7,7 @@ import { Type } from '@sinclair/typebox';
 import type { Db, Queryable } from '../db/db.js';
 import type { WriteStatement } from '../db/statement.js';
 import { sqlIso } from '../db/sql.js';
-import { appendToLog, type OwnerPaths, ownerPaths } from '../delivery/queue/index.js';
+import { appendToLog, type OwnerPaths, ownerPaths } from '../eventlog/log.js';
 import { filters } from '../http/filters.js';
 import { DateTime, iso, Nullable, Uuid } from '../http/schemas.js';
 import { readRoutes } from '../tenancy/read-routes.js';

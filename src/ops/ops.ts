@@ -7,8 +7,6 @@ import type { FastifyInstance, FastifyReply } from 'fastify';
 import fp from 'fastify-plugin';
 import client from 'prom-client';
 import type { Db } from '../db/db.js';
-import { oldestTransactionAge, pendingTotal } from '../delivery/queue/index.js';
-import { consumerLag } from '../eventlog/kafka.js';
 import { poisonCounts } from './poison.js';
 
 const require = createRequire(import.meta.url);
@@ -29,8 +27,24 @@ const DOCS_CSP =
   "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; font-src 'self' data:; " +
   "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
+/**
+ * The figures /metrics asks the delivery queue and the event log for at each scrape, handed in by
+ * app.ts (delivery and the event log count their poison here: they are below this file).
+ */
+export interface OpsFigures {
+  /** Events not yet delivered or failed (deliveries_pending). */
+  pending(): Promise<number>;
+  /** Age in seconds of the oldest open transaction (the event log's horizon). */
+  oldestTransactionAge(): Promise<number>;
+  /** The Kafka event log's consumer lag (EVENT_LOG=kafka). */
+  consumerLag(): Promise<number>;
+}
+
 // fastify-plugin: the metrics hook must see every route, not only this plugin's.
-export const opsRoutes = fp(async function opsRoutes(app: FastifyInstance, { db }: { db: Db }): Promise<void> {
+export const opsRoutes = fp(async function opsRoutes(
+  app: FastifyInstance,
+  { db, figures }: { db: Db; figures: OpsFigures },
+): Promise<void> {
   const registry = new client.Registry();
   client.collectDefaultMetrics({ register: registry });
   const requests = new client.Counter({
@@ -61,7 +75,7 @@ export const opsRoutes = fp(async function opsRoutes(app: FastifyInstance, { db 
     registers: [registry],
     async collect() {
       try {
-        this.set(await pendingTotal(db));
+        this.set(await figures.pending());
       } catch {
         /* the database is away: keep the last value */
       }
@@ -97,7 +111,7 @@ export const opsRoutes = fp(async function opsRoutes(app: FastifyInstance, { db 
     registers: [registry],
     async collect() {
       try {
-        this.set(await oldestTransactionAge(db));
+        this.set(await figures.oldestTransactionAge());
       } catch {
         /* the database is away: keep the last value */
       }
@@ -218,7 +232,7 @@ export const opsRoutes = fp(async function opsRoutes(app: FastifyInstance, { db 
     help: "The event log on Kafka: events on the topic the delivery processes' consumer group has not handed over yet (-1 while the cluster cannot be asked)",
     registers: kafkaLog ? [registry] : [],
     async collect() {
-      this.set(await consumerLag(app.services.cfg).catch(() => -1));
+      this.set(await figures.consumerLag().catch(() => -1));
     },
   });
   new client.Gauge({

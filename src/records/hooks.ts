@@ -15,8 +15,8 @@
 // Every write commits or fails with the records themselves.
 import type { Atomic, Db, Queryable } from '../db/db.js';
 import { WriteStatement } from '../db/statement.js';
-import type { ObjectType } from '../delivery/objects.js';
-import type { OwnerPaths } from '../delivery/queue/index.js';
+import type { ObjectType } from '../eventlog/objects.js';
+import type { OwnerPaths } from '../eventlog/log.js';
 
 /** An item about to be stored: the validated body, its asset's owner and its record time. */
 export interface PreparedItem<I = any> {
@@ -48,7 +48,7 @@ export interface RecordHook<C = unknown> {
   /**
    * Steps 2 and 3: may read (under the assets' locks when `serial`), and adds its writes to the
    * store's statement, whose records CTE is `records` (the rows as stored, RETURNING *). `paths`:
-   * the ancestries of the batch's owners, for what it pushes (queue/log.ts appendToLog).
+   * the ancestries of the batch's owners, for what it pushes (eventlog/log.ts appendToLog).
    */
   write?(q: Queryable, stmt: WriteStatement, rows: StoredItem[], context: C, records: string, paths: OwnerPaths): Promise<More | undefined>;
 }

@@ -2,7 +2,7 @@
 // rollup_temperatures). One definition of what an hour adds up to, used by the fill of an
 // upgraded database (over the whole tables) and by a read of the hours not summed yet (over the
 // raw rows); parts.ts computes the same from the records a store has in hand.
-import type { ObjectType } from '../delivery/objects.js';
+import type { ObjectType } from '../eventlog/objects.js';
 
 export type RollupType = Extract<ObjectType, 'location' | 'sensordata' | 'reeferdata' | 'gensetdata' | 'oemdata'>;
 

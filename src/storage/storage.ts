@@ -5,7 +5,7 @@
 import { record as audit } from '../audit/audit.js';
 import type { Db } from '../db/db.js';
 import type { MigrationProgram } from '../db/migrate.js';
-import type { ObjectType } from '../delivery/objects.js';
+import type { ObjectType } from '../eventlog/objects.js';
 import type { PreparedItem, RecordHook } from '../records/hooks.js';
 import { fillRollups } from '../rollups/fill.js';
 import { convertToPartitions } from './convert.js';

@@ -2,8 +2,12 @@
 // records takes its owner filter from a Tenancy. A caller sees its own owner and every descendant;
 // an operator (admin scope) sees every owner. Records outside that set answer 404, never 403.
 import type { Db, Queryable } from '../db/db.js';
-import type { Scope } from '../auth/tokens.js';
 import { ApiError, notFound } from '../http/errors.js';
+
+/** What a credential may do (API guide 2): read, write, and admin (an operator sees every owner). */
+export const SCOPES = ['read', 'write', 'admin'] as const;
+export type Scope = (typeof SCOPES)[number];
+export const isScope = (s: unknown): s is Scope => (SCOPES as readonly unknown[]).includes(s);
 
 declare module 'fastify' {
   interface FastifyRequest {

@@ -10,7 +10,7 @@ import { Type } from '@sinclair/typebox';
 import type { Db, Queryable } from '../db/db.js';
 import { WriteStatement } from '../db/statement.js';
 import { AssetVisits, openVisits, saveVisits, ZONE_RULE_COLUMNS, type ZoneRule, type ZoneRuleRow, zoneRule } from '../alerts/visits.js';
-import type { OwnerPaths } from '../delivery/queue/index.js';
+import type { OwnerPaths } from '../eventlog/log.js';
 import { applyFilters, filters, listQuery } from '../http/filters.js';
 import { listPage } from '../http/paging.js';
 import type { More, PreparedItem, RecordHook, StoredItem } from '../records/hooks.js';

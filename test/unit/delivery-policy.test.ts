@@ -10,7 +10,8 @@ import { webhookChannel } from '../../src/delivery/channels/webhook/index.js';
 import { classify, retryAfterSeconds } from '../../src/delivery/channels/webhook/webhook.js';
 import { outcomeFor, retryDelaySeconds } from '../../src/delivery/engine.js';
 import type { WebhookIntegration } from '../../src/delivery/integrations/model.js';
-import { type LogEvent, storableText } from '../../src/delivery/queue/index.js';
+import type { LogEvent } from '../../src/eventlog/log.js';
+import { storableText } from '../../src/delivery/queue/index.js';
 
 test('what an answer means: 2xx success, 429 pause, 5xx and network errors retry, 3xx and other 4xx fail, a refused address fails', () => {
   const cases: [number | undefined, boolean, boolean, string][] = [

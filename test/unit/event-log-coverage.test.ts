@@ -2,7 +2,7 @@
 // twin of the queue's COVERED and AFTER_START, including jsonb containment for type filters.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { Coverage } from '../../src/delivery/queue/index.js';
+import type { Coverage } from '../../src/eventlog/relay-sql.js';
 import { covers, jsonContains, parseOwnerPath, type TopicEvent } from '../../src/eventlog/coverage.js';
 
 const integration = (o: Partial<Coverage> = {}): Coverage => ({

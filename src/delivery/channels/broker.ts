@@ -4,8 +4,8 @@
 // rebuilt when its settings change; a window that bounds messages awaiting acknowledgement.
 import crypto from 'node:crypto';
 import type { IntegrationConfig, KafkaIntegration, MqttIntegration } from '../integrations/model.js';
-import type { LogEvent } from '../queue/index.js';
-import type { ObjectType } from '../objects.js';
+import type { LogEvent } from '../../eventlog/log.js';
+import type { ObjectType } from '../../eventlog/objects.js';
 import { type AttemptRecord, type ChannelLimits, groupByType, type OutMessage, stableId } from './channel.js';
 
 export type BrokerIntegration = MqttIntegration | KafkaIntegration;

@@ -4,8 +4,9 @@
 // it: it claims, schedules, retries and records; adding a channel adds a folder here.
 import crypto from 'node:crypto';
 import type { IntegrationConfig } from '../integrations/model.js';
-import type { AttemptResponse, LogEvent } from '../queue/index.js';
-import type { ObjectType } from '../objects.js';
+import type { LogEvent } from '../../eventlog/log.js';
+import type { AttemptResponse } from '../queue/index.js';
+import type { ObjectType } from '../../eventlog/objects.js';
 
 export interface ChannelLimits {
   /**

@@ -5,7 +5,7 @@
 // prototype nor overwrite a member of the pushed object.
 import { badRequest } from '../../http/errors.js';
 import { FORBIDDEN_SEGMENTS, parseDottedPath } from '../../http/dotted-path.js';
-import { OBJECT_TYPES, type ObjectType, PUSH_FIELDS } from '../objects.js';
+import { OBJECT_TYPES, type ObjectType, PUSH_FIELDS } from '../../eventlog/objects.js';
 import { type AddressPolicy, parseHostPort, portOf, refusedAs400, resolveVetted } from '../address.js';
 import type { KafkaIntegration, MqttIntegration } from './model.js';
 

@@ -11,7 +11,7 @@ import { mergePatch } from '../../http/merge-patch.js';
 import { iso } from '../../http/schemas.js';
 import type { Tenancy } from '../../tenancy/tenancy.js';
 import { type AddressPolicy, refusedAs400, vetUrl } from '../address.js';
-import { filterFields, OBJECT_TYPES, type ObjectType, PUSH_FIELDS, RECORD_TYPES } from '../objects.js';
+import { filterFields, OBJECT_TYPES, type ObjectType, PUSH_FIELDS, RECORD_TYPES } from '../../eventlog/objects.js';
 import { checkTopics, composeKafka, composeMqtt } from './broker-settings.js';
 import { newSigningSecret, type Row, SECRET_OVERLAP_MS, type Secrets } from './model.js';
 import { type AuthIn, CHANNELS, type ChannelName, DEFAULT_SCHEDULE_SECONDS, type IntegrationInput } from './schemas.js';

@@ -2,7 +2,7 @@
 // secrets decrypted, and its row as stored. Types and constants only: the routes, the store, the
 // engine and every channel depend on this file, and it on none of them.
 import crypto from 'node:crypto';
-import type { ObjectType } from '../objects.js';
+import type { ObjectType } from '../../eventlog/objects.js';
 import type { AuthIn, ChannelName } from './schemas.js';
 
 /** What the engine and the channels need, decrypted: a union keyed by channel. */

@@ -3,7 +3,7 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { PageQuery } from '../../http/paging.js';
 import { DateTime, Literals, Nullable, Str, Uuid } from '../../http/schemas.js';
-import { OBJECT_TYPES, RECORD_TYPES } from '../objects.js';
+import { OBJECT_TYPES, RECORD_TYPES } from '../../eventlog/objects.js';
 
 const ObjectTypeSchema = Literals(OBJECT_TYPES);
 

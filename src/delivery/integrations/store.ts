@@ -84,7 +84,7 @@ export interface Composed {
   enabled: boolean;
   ownerIds: string[];
   objectTypes: string[];
-  /** As given (null: none), and compiled per object type for the event log's readers (queue/log.ts). */
+  /** As given (null: none), and compiled per object type for the event log's readers (eventlog/log.ts). */
   filter: Record<string, unknown[]> | null;
   typeFilters: Record<string, Record<string, unknown[]>> | null;
   destination: string;

@@ -3,13 +3,8 @@
 // process and instance), the claim row that a worker holds under a renewed lease while it sends,
 // its takeover when that worker died, and its hand-back at a graceful stop.
 import type { Queryable } from '../../db/db.js';
-import { HORIZON, type LogEvent, type Position, eventsAt } from './log.js';
-
-/** An integration with work a worker could claim now. */
-export interface DueIntegration {
-  id: string;
-  whenUpdated: Date;
-}
+import { HORIZON, type LogEvent, type Position, eventsAt } from '../../eventlog/log.js';
+import type { DueIntegration } from '../../eventlog/source.js';
 
 /**
  * Integrations with work: log events after their position below the horizon (unless `log` is false:

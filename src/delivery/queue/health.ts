@@ -9,7 +9,7 @@
 import type { Db, Queryable } from '../../db/db.js';
 import { sqlIso } from '../../db/sql.js';
 import { iso } from '../../http/schemas.js';
-import { appendEvents, wakeReaders } from './log.js';
+import { appendEvents, wakeReaders } from '../../eventlog/log.js';
 import { record as audit } from '../../audit/audit.js';
 
 export type HealthStatus = 'failing' | 'disabled' | 'recovered' | 'enabled';

@@ -2,7 +2,7 @@
 // of their own, first attempts that succeeded, claimed and unread ones), the attempts of some events,
 // the result stream's pages, an integration's stats, and the figures /metrics exports.
 import type { Queryable } from '../../db/db.js';
-import { AFTER_START, COVERED, HORIZON, type Position, UNPUBLISHED } from './log.js';
+import { AFTER_START, COVERED, HORIZON, type Position, UNPUBLISHED } from '../../eventlog/log.js';
 
 /** Deliveries not yet in a final state, over every integration (for /metrics; capped estimate). */
 export async function pendingTotal(q: Queryable): Promise<number> {

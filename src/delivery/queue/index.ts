@@ -1,14 +1,14 @@
-// The delivery queue: every statement on the delivery tables, and no other module writes them
-// (API guide 9), one file per job, each statement's locking explained beside it:
+// The delivery queue: the statements on the delivery tables (API guide 9), one file per job, each
+// statement's locking explained beside it. The event log itself (appending, positions, reading after
+// a position, an integration's start and end) and the Kafka relay's statements, parking included, are
+// src/eventlog/'s (log.ts, relay-sql.ts).
 //
-//   log.ts      the event log: appending, reading after a position, an integration's start and end
 //   claims.ts   claims of the event log under leases: due integrations, the shared state lock, takeovers
 //   retries.ts  the retry queue: leases of failed events and batches, redelivery
 //   results.ts  attempts and results, written in one statement per moment
 //   history.ts  reads: deliveries, attempts, the result stream's pages, stats, /metrics figures
 //   pruning.ts  backlog expiry, retention and pruning of the event log, in bulk
 //   health.ts   integrations' health: failing, disabled after autoDisableAfterHours, recovered
-//   relay.ts    the event log on Kafka: the relay's position and lease, coverage, parking
 //
 // The tables: event_log (one row per stored event), integration_state (each integration's position,
 // 429 pause and token bucket), delivery_claims (events a worker took from the event log, under a lease),
@@ -19,8 +19,7 @@
 export * from './claims.js';
 export * from './health.js';
 export * from './history.js';
-export * from './log.js';
+export * from '../../eventlog/log.js';
 export * from './pruning.js';
-export * from './relay.js';
 export * from './results.js';
 export * from './retries.js';

@@ -2,7 +2,7 @@
 // and retention of results.
 import type { Db } from '../../db/db.js';
 import { expireLogEvents } from './claims.js';
-import { HORIZON, readLog } from './log.js';
+import { HORIZON, readLog } from '../../eventlog/log.js';
 
 /**
  * Retention and the event log's life (API guide 9), in bulk, never row by row on the hot path:

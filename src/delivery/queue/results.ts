@@ -3,8 +3,8 @@
 // succeed at once, a retry's new state, the claims' remaining requests, 429 pauses. What a receiver
 // or a broker sent back is made storable first: no byte sequence can make the database refuse it.
 import type { Queryable } from '../../db/db.js';
-import type { ObjectType } from '../objects.js';
-import type { LogEvent } from './log.js';
+import type { ObjectType } from '../../eventlog/objects.js';
+import type { LogEvent } from '../../eventlog/log.js';
 
 /** What the attempt log keeps of one request's answer (API guide 9), whatever the channel. */
 export interface AttemptResponse {

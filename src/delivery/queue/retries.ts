@@ -2,8 +2,8 @@
 // failed and wait for their next attempt, a failed batch kept byte for byte, and redeliveries.
 // Row leases with FOR UPDATE SKIP LOCKED: two workers never send the same retry.
 import type { Queryable } from '../../db/db.js';
-import type { ObjectType } from '../objects.js';
-import { AFTER_START, COVERED, type LogEvent, toEvent, UNPUBLISHED } from './log.js';
+import type { ObjectType } from '../../eventlog/objects.js';
+import { AFTER_START, COVERED, type LogEvent, toEvent, UNPUBLISHED } from '../../eventlog/log.js';
 
 /** A delivery of the retry queue, leased for one request. */
 export interface RetryDelivery extends LogEvent {

@@ -17,7 +17,7 @@
 import type { Producer } from '@platformatic/kafka';
 import { type AddressPolicy, AddressRefused, parseHostPort, resolveVetted, vettedLookup } from '../../address.js';
 import type { KafkaIntegration } from '../../integrations/model.js';
-import type { LogEvent } from '../../queue/index.js';
+import type { LogEvent } from '../../../eventlog/log.js';
 import { getAtPath } from '../../../http/dotted-path.js';
 import {
   brokerLimits,

@@ -2,7 +2,7 @@
 // batch mode sends a JSON array of up to batchSize objects of one type under a batch id.
 import type { AddressPolicy } from '../../address.js';
 import type { WebhookIntegration } from '../../integrations/model.js';
-import type { LogEvent } from '../../queue/index.js';
+import type { LogEvent } from '../../../eventlog/log.js';
 import { type Channel, configOf, groupByType, type OutMessage, stableId } from '../channel.js';
 import { closeAgents, injectEventId, sendWebhook } from './webhook.js';
 

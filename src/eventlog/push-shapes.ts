@@ -1,14 +1,11 @@
 // The pushed objects (API guide 8, "Push objects") in the OpenAPI document, as its `webhooks`: the
 // request an integration's receiver gets for each object type, one object (single mode) or an array
 // of one type (batch mode), with the Standard Webhooks headers. MQTT and Kafka carry the same objects
-// as message values. The records' shapes are spec 2.12's; an event, a notification and a command are
-// pushed in their REST shapes.
+// as message values. The records' shapes are spec 2.12's and are here; an event, a notification and
+// a command are pushed in their REST shapes, which their folders own and app.ts hands in.
 import { type TSchema, Type } from '@sinclair/typebox';
-import { Notification } from '../alerts/notifications.js';
-import { Command } from '../commands/commands.js';
-import { OBJECT_TYPES, type ObjectType } from '../delivery/objects.js';
-import { Event } from '../events/events.js';
-import { DateTime, Nullable, Uuid } from './schemas.js';
+import { OBJECT_TYPES, type ObjectType } from './objects.js';
+import { DateTime, Nullable, Uuid } from '../http/schemas.js';
 
 const Int64 = Type.Integer({ format: 'int64' });
 const Free = Type.Object({}, { additionalProperties: true, description: 'Free members, as stored' });
@@ -16,7 +13,10 @@ const record = { id: Int64, assetId: Uuid, ownerId: Uuid, whenCreated: DateTime 
 const opt = <T extends TSchema>(t: T) => Type.Optional(Nullable(t));
 const Millis = Type.Integer({ format: 'int64', description: 'When the service received it, Unix milliseconds' });
 
-const SHAPES: Record<ObjectType, TSchema> = {
+/** The object types pushed in their REST shapes, owned by their folders. */
+export type RestPushShapes = Record<'event' | 'notification' | 'command', TSchema>;
+
+const SHAPES: Omit<Record<ObjectType, TSchema>, keyof RestPushShapes> = {
   asset: Type.Object(
     {
       id: Uuid,
@@ -66,9 +66,6 @@ const SHAPES: Record<ObjectType, TSchema> = {
     },
     { title: 'OemDataPush' },
   ),
-  event: Event,
-  notification: Notification,
-  command: Command,
   integrationStatus: Type.Object(
     {
       id: Type.String({ description: 'The change (int64 as a decimal string)' }),
@@ -87,8 +84,9 @@ const SHAPES: Record<ObjectType, TSchema> = {
 const header = (name: string, description: string) => ({ name, in: 'header', required: true, schema: { type: 'string' }, description });
 
 /** The OpenAPI 3.1 `webhooks` member: one entry per object type. */
-export function pushWebhooks(): Record<string, any> {
+export function pushWebhooks(rest: RestPushShapes): Record<string, any> {
   const plain = (s: TSchema) => JSON.parse(JSON.stringify(s));
+  const shapes: Record<ObjectType, TSchema> = { ...SHAPES, ...rest };
   return Object.fromEntries(
     OBJECT_TYPES.map((type) => [
       type,
@@ -107,7 +105,7 @@ export function pushWebhooks(): Record<string, any> {
           ],
           requestBody: {
             required: true,
-            content: { 'application/json': { schema: { oneOf: [plain(SHAPES[type]), { type: 'array', items: plain(SHAPES[type]) }] } } },
+            content: { 'application/json': { schema: { oneOf: [plain(shapes[type]), { type: 'array', items: plain(shapes[type]) }] } } },
           },
           responses: {
             '2XX': { description: 'Delivered (a body {success, id} has its id stored as the receipt)' },

@@ -9,8 +9,8 @@
 // before the integration it belongs to is visible: startIntegration takes RELAY_LOCK shared, in the
 // creating transaction, and the relay takes it exclusively while it reads rows. Every row it reads
 // afterwards is published after the creation committed, and is fanned out with it in view.
-import type { Queryable } from '../../db/db.js';
-import type { ObjectType } from '../objects.js';
+import type { Queryable } from '../db/db.js';
+import type { ObjectType } from './objects.js';
 import { HORIZON, type Position, RELAY_LOCK } from './log.js';
 
 /** The one row range today: the whole event log. */

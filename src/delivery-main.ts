@@ -1,25 +1,17 @@
-// A delivery process (DELIVERY_WORKERS, processes.ts): the delivery engine alone, on PostgreSQL,
-// forked by the service's HTTP process after it migrated the database. It reports its counters to
+// A delivery process (DELIVERY_WORKERS, delivery/processes.ts): the delivery engine alone, on
+// PostgreSQL, assembled by app.ts, forked by the service's HTTP process after it migrated the database. It reports its counters to
 // the parent once a second and stops as the service does (SIGTERM, or its parent gone): finishes
 // its requests, writes their results, hands its claims back, exits.
 import pino from 'pino';
-import { loadSecretsKey } from '../auth/crypto.js';
-import { loadConfig } from '../config.js';
-import { createPostgres } from '../db/db.js';
-import { logPoisonTo, poisonCounts } from '../ops/poison.js';
-import { Partitions, withPartitions } from '../storage/partitions.js';
-import { policyOf } from './address.js';
-import { type DeliveryReport, deliveryEngine } from './processes.js';
+import { buildDeliveryProcess } from './app.js';
+import { loadConfig } from './config.js';
+import type { DeliveryReport } from './delivery/processes.js';
+import { logPoisonTo, poisonCounts } from './ops/poison.js';
 
 const cfg = loadConfig();
-if (!cfg.DATABASE_URL) throw new Error('a delivery process needs PostgreSQL (DATABASE_URL)');
 const log = pino({ level: cfg.LOG_LEVEL, base: { pid: process.pid, role: 'delivery', slot: process.env.DELIVERY_PROCESS_SLOT } });
 logPoisonTo(log);
-const raw = createPostgres(cfg.DATABASE_URL, cfg.DB_POOL_SIZE);
-// Results are written at the time they happen: a partition the service has not made yet is made here.
-const db = withPartitions(raw, new Partitions(raw, cfg.PARTITION_INTERVAL));
-const policy = policyOf(cfg);
-const engine = deliveryEngine(db, cfg, loadSecretsKey(cfg, false), policy, log);
+const { raw, db, engine } = buildDeliveryProcess(cfg, log);
 const report = () => {
   const r: DeliveryReport = {
     requestsSent: engine.requestsSent,

@@ -7,9 +7,9 @@
 // Positions are (tx_id, id). The event log is read only below the horizon pg_snapshot_xmin(): the oldest
 // transaction still running. A transaction that took a lower id but commits later holds the horizon
 // back until it commits, so reading everything after the position never skips it (PgQ's approach).
-import type { Db, Queryable } from '../../db/db.js';
-import { WriteStatement } from '../../db/statement.js';
-import type { ObjectType } from '../objects.js';
+import type { Db, Queryable } from '../db/db.js';
+import { WriteStatement } from '../db/statement.js';
+import type { ObjectType } from './objects.js';
 
 /** The channel commits that append events notify, and readers listen on (Db.listen). */
 export const EVENT_LOG_CHANNEL = 'tracking_event_log';
@@ -19,7 +19,7 @@ export const wakeReaders = (db: Db) => db.wake(EVENT_LOG_CHANNEL);
 
 /**
  * The advisory lock (two int4 keys) between integrations' starts (shared) and the Kafka relay's
- * reads (exclusive): see relay.ts.
+ * reads (exclusive): see relay-sql.ts.
  */
 export const RELAY_LOCK = '1634955125, 0';
 
@@ -39,7 +39,7 @@ export const COVERED = `(o.object_type = ANY(i.object_types) AND o.owner_path &&
 /**
  * ...and not yet published to Kafka (EVENT_LOG=kafka): what the relay published is the consumers'
  * to hand over, so it is not "after the position" any more, even before the integrations'
- * positions follow the relay's (relay.ts). Always true in the PostgreSQL mode (no relay row).
+ * positions follow the relay's (relay-sql.ts). Always true in the PostgreSQL mode (no relay row).
  */
 export const UNPUBLISHED = `NOT EXISTS (SELECT 1 FROM event_log_relay r WHERE (o.tx_id, o.id) <= (r.log_tx, r.log_id))`;
 
@@ -121,7 +121,7 @@ export async function appendEvents(
  * the creation, are delivered while those already committed are not.
  */
 export async function startIntegration(q: Queryable, integrationId: string): Promise<void> {
-  // With the event log on Kafka: no row is published until this creation commits (relay.ts).
+  // With the event log on Kafka: no row is published until this creation commits (relay-sql.ts).
   await q.query(`SELECT pg_advisory_xact_lock_shared(${RELAY_LOCK})`);
   await q.query(
     `INSERT INTO integration_state (integration_id, tokens, log_tx, log_id, start_xmax, start_xip)
