@@ -194,7 +194,7 @@ export const BOUNDS = {
     setting: null,
     value: 1000,
     unit: 'count',
-    what: 'zone visits and events one location store holds in memory and writes in one statement',
+    what: 'zone events one location store holds in memory before it writes them, with the visits they changed (one per zone and asset), in one statement',
     past: 'nothing refused: the store writes more statements',
   },
   eventLoopSliceMs: {
