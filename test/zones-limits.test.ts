@@ -53,6 +53,7 @@ test("ZONES_MAX_PER_OWNER counts the top-level owner's whole tree: one more is a
 // On PostgreSQL only: PGlite runs the database itself on the event loop, so its statements (the
 // bulk's insert among them) hold every request whatever the zones do.
 postgresOnly(
+  "PGlite's statements hold every request, whatever the zones do",
   "another tenant's requests stay fast while a bulk is matched against zones at the positions limit; the bulk is stored right",
   async () => {
     const a = await customer(ta, 'zone-load');
