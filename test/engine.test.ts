@@ -135,108 +135,114 @@ async function follow(query: string) {
 
 // Tests of what only PostgreSQL can do (two transactions at once, two instances on one database)
 // run in its stage only, as the crash tests do: PGlite has one connection.
-postgresOnly('events committed out of order are all delivered (none skipped)', async () => {
-  const f = await hookFleet({ objectTypes: ['asset', 'location'] });
-  const late = await rawSession();
-  try {
-    // An asset event appended in a transaction that stays open: it takes its log id now...
-    await late.q.query('BEGIN');
-    await appendEvents(late.q, 'asset', [{ objectId: f.assetId, ownerId: f.ownerId, payload: { id: f.assetId, marker: 'late' } }]);
-    // ...and a location stored through the API commits meanwhile, with a higher id.
-    const [locationId] = await f.store([1]);
-    const { rows } = await late.q.query<{ id: string; object_type: string }>(
-      `SELECT id, object_type FROM event_log
+postgresOnly(
+  'two transactions at once; PGlite has one connection',
+  'events committed out of order are all delivered (none skipped)',
+  async () => {
+    const f = await hookFleet({ objectTypes: ['asset', 'location'] });
+    const late = await rawSession();
+    try {
+      // An asset event appended in a transaction that stays open: it takes its log id now...
+      await late.q.query('BEGIN');
+      await appendEvents(late.q, 'asset', [{ objectId: f.assetId, ownerId: f.ownerId, payload: { id: f.assetId, marker: 'late' } }]);
+      // ...and a location stored through the API commits meanwhile, with a higher id.
+      const [locationId] = await f.store([1]);
+      const { rows } = await late.q.query<{ id: string; object_type: string }>(
+        `SELECT id, object_type FROM event_log
           WHERE (object_type = 'asset' AND object_id = $1 AND payload->>'marker' = 'late')
              OR (object_type = 'location' AND object_id = $2)`,
-      [f.assetId, locationId],
-    );
-    const lateId = rows.find((r) => r.object_type === 'asset')!.id;
-    const restId = rows.find((r) => r.object_type === 'location')!.id;
-    assert.ok(BigInt(lateId) < BigInt(restId), `the late event has the lower id (${lateId} < ${restId}): committed out of order`);
-    await late.q.query('COMMIT');
-
-    await rx.waitFor(
-      () => {
-        const got = rx.for(f.path).map((r) => JSON.parse(r.body));
-        return got.some((b) => b.marker === 'late') && got.some((b) => String(b.id) === locationId);
-      },
-      120_000,
-      'the late asset event and the location',
-    );
-    const done = await until(f.integrationId, (d) => [lateId, restId].every((id) => d.find((x) => x.id === id)?.status === 'SUCCEEDED'));
-    assert.equal(done.length, 2, 'two deliveries, both SUCCEEDED');
-
-    // The result stream follows attempts the same way. The follower starts at the database's
-    // present; an attempt row committed late behind a newer one must still reach it.
-    const { rows: now } = await db.query<{ t: Date }>('SELECT now() AS t');
-    const s = await follow(`channel=webhook&since=${encodeURIComponent(now[0]!.t.toISOString())}`);
-    const lateAttempt = await rawSession();
-    try {
-      // The next location's request is held at the receiver until the raw attempt row is written,
-      // so its result is committed by a transaction younger than the raw one.
-      let release!: () => void;
-      const held = new Promise<void>((r) => (release = r));
-      rx.on(f.path, async () => {
-        await held;
-        return { status: 200 };
-      });
-      const [next] = await f.store([2]);
-      await rx.waitFor(() => locationsAt(f.path).includes(next!), 120_000, 'the next location, in flight');
-      await lateAttempt.q.query('BEGIN');
-      const { rows: raw } = await lateAttempt.q.query<{ id: string; tx_id: string }>(
-        `INSERT INTO delivery_attempts (integration_id, request_id, log_ids, attempt, when_attempted, success)
-           VALUES ($1, gen_random_uuid(), ARRAY[$2::int8], 99, now(), true) RETURNING id::text, tx_id::text`,
-        [f.integrationId, lateId],
+        [f.assetId, locationId],
       );
-      release();
-      const { rows: nextOutbox } = await db.query<{ id: string }>(
-        `SELECT id::text FROM event_log WHERE object_type = 'location' AND object_id = $1`,
-        [next],
-      );
-      const nextId = nextOutbox[0]!.id;
-      // The newer attempt is committed (visible to another session) while the raw one is open.
-      const newer = await waitFor(
-        () => 'the newer attempt committed',
-        async () => {
-          const { rows } = await db.query<{ id: string; tx_id: string }>(
-            'SELECT id::text, tx_id::text FROM delivery_attempts WHERE log_ids && ARRAY[$1::int8] AND success',
-            [nextId],
-          );
-          return rows.length === 1 ? rows : undefined;
+      const lateId = rows.find((r) => r.object_type === 'asset')!.id;
+      const restId = rows.find((r) => r.object_type === 'location')!.id;
+      assert.ok(BigInt(lateId) < BigInt(restId), `the late event has the lower id (${lateId} < ${restId}): committed out of order`);
+      await late.q.query('COMMIT');
+
+      await rx.waitFor(
+        () => {
+          const got = rx.for(f.path).map((r) => JSON.parse(r.body));
+          return got.some((b) => b.marker === 'late') && got.some((b) => String(b.id) === locationId);
         },
+        120_000,
+        'the late asset event and the location',
       );
-      assert.ok(BigInt(newer[0]!.tx_id) > BigInt(raw[0]!.tx_id), 'the newer attempt is of a younger transaction');
-      assert.ok(BigInt(newer[0]!.id) > BigInt(raw[0]!.id), 'and has the higher id');
-      // Two keep-alives after it committed: the stream has queried at least once since (query,
-      // rows, a pause, keep-alive, query...). The horizon holds the newer line back meanwhile.
-      const base = s.state.keepAlives;
-      await s.waitFor(() => s.state.keepAlives >= base + 2, 'two keep-alives');
-      const mine = () => s.state.lines.filter((l) => l.integrationId === f.integrationId);
-      assert.ok(!mine().some((l) => l.deliveryId === nextId), 'not shown while an older transaction may still commit before it');
-      await lateAttempt.q.query('COMMIT');
-      await s.waitFor(
-        () => mine().some((l) => l.deliveryId === lateId && l.attempt === 99) && mine().some((l) => l.deliveryId === nextId),
-        'both attempts on the stream',
-      );
-      const order = mine().map((l) => (l.deliveryId === lateId && l.attempt === 99 ? 'late' : l.deliveryId === nextId ? 'next' : 'other'));
-      assert.deepEqual(
-        order.filter((x) => x !== 'other'),
-        ['late', 'next'],
-        'each once, in transaction order',
-      );
-      const line = mine().find((l) => l.deliveryId === nextId);
-      assert.equal(line.success, true);
-      assert.equal(line.objectType, 'location');
+      const done = await until(f.integrationId, (d) => [lateId, restId].every((id) => d.find((x) => x.id === id)?.status === 'SUCCEEDED'));
+      assert.equal(done.length, 2, 'two deliveries, both SUCCEEDED');
+
+      // The result stream follows attempts the same way. The follower starts at the database's
+      // present; an attempt row committed late behind a newer one must still reach it.
+      const { rows: now } = await db.query<{ t: Date }>('SELECT now() AS t');
+      const s = await follow(`channel=webhook&since=${encodeURIComponent(now[0]!.t.toISOString())}`);
+      const lateAttempt = await rawSession();
+      try {
+        // The next location's request is held at the receiver until the raw attempt row is written,
+        // so its result is committed by a transaction younger than the raw one.
+        let release!: () => void;
+        const held = new Promise<void>((r) => (release = r));
+        rx.on(f.path, async () => {
+          await held;
+          return { status: 200 };
+        });
+        const [next] = await f.store([2]);
+        await rx.waitFor(() => locationsAt(f.path).includes(next!), 120_000, 'the next location, in flight');
+        await lateAttempt.q.query('BEGIN');
+        const { rows: raw } = await lateAttempt.q.query<{ id: string; tx_id: string }>(
+          `INSERT INTO delivery_attempts (integration_id, request_id, log_ids, attempt, when_attempted, success)
+           VALUES ($1, gen_random_uuid(), ARRAY[$2::int8], 99, now(), true) RETURNING id::text, tx_id::text`,
+          [f.integrationId, lateId],
+        );
+        release();
+        const { rows: nextOutbox } = await db.query<{ id: string }>(
+          `SELECT id::text FROM event_log WHERE object_type = 'location' AND object_id = $1`,
+          [next],
+        );
+        const nextId = nextOutbox[0]!.id;
+        // The newer attempt is committed (visible to another session) while the raw one is open.
+        const newer = await waitFor(
+          () => 'the newer attempt committed',
+          async () => {
+            const { rows } = await db.query<{ id: string; tx_id: string }>(
+              'SELECT id::text, tx_id::text FROM delivery_attempts WHERE log_ids && ARRAY[$1::int8] AND success',
+              [nextId],
+            );
+            return rows.length === 1 ? rows : undefined;
+          },
+        );
+        assert.ok(BigInt(newer[0]!.tx_id) > BigInt(raw[0]!.tx_id), 'the newer attempt is of a younger transaction');
+        assert.ok(BigInt(newer[0]!.id) > BigInt(raw[0]!.id), 'and has the higher id');
+        // Two keep-alives after it committed: the stream has queried at least once since (query,
+        // rows, a pause, keep-alive, query...). The horizon holds the newer line back meanwhile.
+        const base = s.state.keepAlives;
+        await s.waitFor(() => s.state.keepAlives >= base + 2, 'two keep-alives');
+        const mine = () => s.state.lines.filter((l) => l.integrationId === f.integrationId);
+        assert.ok(!mine().some((l) => l.deliveryId === nextId), 'not shown while an older transaction may still commit before it');
+        await lateAttempt.q.query('COMMIT');
+        await s.waitFor(
+          () => mine().some((l) => l.deliveryId === lateId && l.attempt === 99) && mine().some((l) => l.deliveryId === nextId),
+          'both attempts on the stream',
+        );
+        const order = mine().map((l) =>
+          l.deliveryId === lateId && l.attempt === 99 ? 'late' : l.deliveryId === nextId ? 'next' : 'other',
+        );
+        assert.deepEqual(
+          order.filter((x) => x !== 'other'),
+          ['late', 'next'],
+          'each once, in transaction order',
+        );
+        const line = mine().find((l) => l.deliveryId === nextId);
+        assert.equal(line.success, true);
+        assert.equal(line.objectType, 'location');
+      } finally {
+        await lateAttempt.client.query('ROLLBACK').catch(() => {});
+        await lateAttempt.client.end();
+        await s.close();
+      }
     } finally {
-      await lateAttempt.client.query('ROLLBACK').catch(() => {});
-      await lateAttempt.client.end();
-      await s.close();
+      await late.client.query('ROLLBACK').catch(() => {});
+      await late.client.end();
     }
-  } finally {
-    await late.client.query('ROLLBACK').catch(() => {});
-    await late.client.end();
-  }
-});
+  },
+);
 
 test('fresh events are claimed beside a large retry backlog', async () => {
   const f = await hookFleet({ retry: { scheduleSeconds: [3600] }, webhook: { maxConcurrentRequests: 1 } });
@@ -388,52 +394,56 @@ test('a new integration starts at the moment it is created; an event keeps the o
   assert.deepEqual(d.map((x) => x.objectId).sort(), [e1, barrier].sort());
 });
 
-postgresOnly('a stopping instance hands its claims back: another takes them over at once, not after the lease', async () => {
-  // A lease of an hour: only a hand-back at stop lets the second instance deliver within the test.
-  const env = {
-    PUSH_ALLOW_HTTP: 'true',
-    PUSH_ALLOWED_NETWORKS: '127.0.0.0/8',
-    DELIVERY_POLL_MS: '100',
-    RATE_LIMIT_MAX: '100000',
-    DELIVERY_LEASE_SECONDS: '3600',
-  };
-  const a = await startApp(undefined, env);
-  const o = await ownerWithKey(a, 'handover');
-  const asset = await a.call('POST', '/api/v1/assets', { token: o.key, body: { name: 'H1' } });
-  assert.equal(asset.status, 201, asset.raw);
-  const path = '/engine-handover';
-  let release!: () => void;
-  const held = new Promise<void>((r) => {
-    release = r;
-  });
-  rx.on(path, async (_r, k) => {
-    if (k === 1) await held; // the first request is in flight while the instance stops
-    return { status: 200 };
-  });
-  const created = await a.call('POST', '/api/v1/integrations', {
-    token: a.adminToken,
-    body: {
-      name: 'handover',
-      channel: 'webhook',
-      ownerIds: [o.ownerId],
-      objectTypes: ['location'],
-      destination: rx.url + path,
-      webhook: { mode: 'single', maxConcurrentRequests: 1 },
-    },
-  });
-  assert.equal(created.status, 201, created.raw);
-  const items = Array.from({ length: 10 }, (_, i) => ({ assetId: asset.body.id, latitude: i, longitude: 1 }));
-  const stored = await a.call('POST', '/api/v1/locations', { token: o.key, body: items });
-  assert.equal(stored.status, 201, stored.raw);
-  // One claim holds all ten (one slot, sixteen deep); the first is at the receiver.
-  await rx.waitFor(() => rx.for(path).length === 1, 60_000, 'the first request');
-  const closing = a.app.close();
-  release();
-  await closing;
-  assert.equal(rx.for(path).length, 1, 'a stopping instance sends nothing new');
-  const b = await startApp(undefined, env, { databaseUrl: a.databaseUrl! });
-  const ids = () => new Set(rx.for(path).map((r) => String(JSON.parse(r.body).id)));
-  await rx.waitFor(() => ids().size === 10, 120_000, 'the other instance delivers the rest');
-  assert.equal(rx.for(path).length, 10, 'each sent once: the one answered before the stop is not sent again');
-  assert.ok(b);
-});
+postgresOnly(
+  'two instances on one database; PGlite has one connection',
+  'a stopping instance hands its claims back: another takes them over at once, not after the lease',
+  async () => {
+    // A lease of an hour: only a hand-back at stop lets the second instance deliver within the test.
+    const env = {
+      PUSH_ALLOW_HTTP: 'true',
+      PUSH_ALLOWED_NETWORKS: '127.0.0.0/8',
+      DELIVERY_POLL_MS: '100',
+      RATE_LIMIT_MAX: '100000',
+      DELIVERY_LEASE_SECONDS: '3600',
+    };
+    const a = await startApp(undefined, env);
+    const o = await ownerWithKey(a, 'handover');
+    const asset = await a.call('POST', '/api/v1/assets', { token: o.key, body: { name: 'H1' } });
+    assert.equal(asset.status, 201, asset.raw);
+    const path = '/engine-handover';
+    let release!: () => void;
+    const held = new Promise<void>((r) => {
+      release = r;
+    });
+    rx.on(path, async (_r, k) => {
+      if (k === 1) await held; // the first request is in flight while the instance stops
+      return { status: 200 };
+    });
+    const created = await a.call('POST', '/api/v1/integrations', {
+      token: a.adminToken,
+      body: {
+        name: 'handover',
+        channel: 'webhook',
+        ownerIds: [o.ownerId],
+        objectTypes: ['location'],
+        destination: rx.url + path,
+        webhook: { mode: 'single', maxConcurrentRequests: 1 },
+      },
+    });
+    assert.equal(created.status, 201, created.raw);
+    const items = Array.from({ length: 10 }, (_, i) => ({ assetId: asset.body.id, latitude: i, longitude: 1 }));
+    const stored = await a.call('POST', '/api/v1/locations', { token: o.key, body: items });
+    assert.equal(stored.status, 201, stored.raw);
+    // One claim holds all ten (one slot, sixteen deep); the first is at the receiver.
+    await rx.waitFor(() => rx.for(path).length === 1, 60_000, 'the first request');
+    const closing = a.app.close();
+    release();
+    await closing;
+    assert.equal(rx.for(path).length, 1, 'a stopping instance sends nothing new');
+    const b = await startApp(undefined, env, { databaseUrl: a.databaseUrl! });
+    const ids = () => new Set(rx.for(path).map((r) => String(JSON.parse(r.body).id)));
+    await rx.waitFor(() => ids().size === 10, 120_000, 'the other instance delivers the rest');
+    assert.equal(rx.for(path).length, 10, 'each sent once: the one answered before the stop is not sent again');
+    assert.ok(b);
+  },
+);

@@ -221,5 +221,7 @@ test('a database of the unpartitioned layout upgrades in place: no copy, no long
   assert.deepEqual(new Set(live), all, 'each event once');
   assert.equal(ids('/paused').length, 13);
   assert.deepEqual(new Set(ids('/paused')), all);
-  assert.ok(took < 120_000, `the upgrade took ${took} ms`);
+  // How long the upgrade took is reported, not asserted: the design promises no exclusive lock held
+  // (the probe above) and no delivery lost or sent twice, not a duration on a busy machine.
+  console.log(`upgrade: ${took} ms`);
 });

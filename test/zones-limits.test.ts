@@ -53,6 +53,7 @@ test("ZONES_MAX_PER_OWNER counts the top-level owner's whole tree: one more is a
 // On PostgreSQL only: PGlite runs the database itself on the event loop, so its statements (the
 // bulk's insert among them) hold every request whatever the zones do.
 postgresOnly(
+  "PGlite's statements hold every request, whatever the zones do",
   "another tenant's requests stay fast while a bulk is matched against zones at the positions limit; the bulk is stored right",
   async () => {
     const a = await customer(ta, 'zone-load');
@@ -88,12 +89,23 @@ postgresOnly(
       longitude: Math.round((10 + 0.5 * Math.cos(i)) * 1e6) / 1e6,
       whenCreated: new Date(Date.now() - 600_000 + i * 100).toISOString(),
     }));
+    // The control: B's requests for 2 s with A idle (a busy machine is slow without A too). The
+    // guide's rule is that zone matching gives the event loop back (API guide 7): B waits at most
+    // 1 s more than with A idle, as in the hostile suite, not an absolute second.
+    const quiet: number[] = [];
+    for (const end = performance.now() + 2000; performance.now() < end; ) {
+      const t = performance.now();
+      ok(await b.call('GET', '/api/v1/assets'), 200);
+      quiet.push(performance.now() - t);
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    const limit = 1000 + Math.max(...quiet);
     let done = false;
     const started = performance.now();
     const bulk = a.call('POST', '/api/v1/locations', body).finally(() => {
       done = true;
     });
-    // B asks again and again while A's bulk is being stored; each answer comes within a second.
+    // B asks again and again while A's bulk is being stored; each answer within the limit.
     const waits: number[] = [];
     while (!done) {
       const t = performance.now();
@@ -103,9 +115,14 @@ postgresOnly(
     }
     const stored = ok(await bulk, 201);
     const took = performance.now() - started;
-    console.log(`zone load: A's bulk ${Math.round(took)} ms; B ${waits.length} requests, longest ${Math.round(Math.max(...waits))} ms`);
+    console.log(
+      `zone load: A's bulk ${Math.round(took)} ms; B ${waits.length} requests, longest ${Math.round(Math.max(...waits))} ms (idle: ${Math.round(Math.max(...quiet))} ms)`,
+    );
     assert.ok(waits.length >= 2, `B was answered ${waits.length} times during A's ${Math.round(took)} ms bulk`);
-    assert.ok(Math.max(...waits) < 1000, `B waited ${Math.round(Math.max(...waits))} ms (answers: ${waits.map(Math.round).join(', ')})`);
+    assert.ok(
+      Math.max(...waits) < limit,
+      `B waited ${Math.round(Math.max(...waits))} ms, past ${Math.round(limit)} ms (answers: ${waits.map(Math.round).join(', ')})`,
+    );
 
     const expected = [...zones].sort(numeric).join(',');
     assert.equal(stored.length, 1000);
