@@ -252,4 +252,12 @@ if (TEST_DB === 'postgres') {
     // Read as one batch (before the byte budget), the burst peaked at 123.5 MiB of the 128; with it, at 84.
     assert.ok(peak < 110 * MiB, `heap peak ${(peak / MiB).toFixed(1)} MiB`);
   });
+} else {
+  // Shown as skipped in this lane, with the reason, rather than left out.
+  test('a 57 MiB message, one just over the limit and one at it, under a 128 MB heap: the process stays up, neither large one is stored or comes back after a restart', {
+    skip: 'PostgreSQL only: a service process SIGKILLed and restarted against one database',
+  }, () => {});
+  test('a burst of 60 messages at the size limit under a 128 MB heap: read a byte budget at a time, all stored, the process stays up', {
+    skip: 'PostgreSQL only: a service process SIGKILLed and restarted against one database',
+  }, () => {});
 }

@@ -258,6 +258,11 @@ if (TEST_DB === 'postgres') {
       await new Promise((r) => setTimeout(r, 50));
     }
   });
+} else {
+  // Shown as skipped in this lane, with the reason, rather than left out.
+  test('a revocation made on one instance reaches another on the same database within 10 s; rotation holds across them', {
+    skip: 'PostgreSQL only: two instances on one database',
+  }, () => {});
 }
 
 test("deleting an owner ends its users' tokens at once on the instance that deleted it", async (t) => {
