@@ -56,14 +56,20 @@ export function clientOptions(cfg: EventLogConfig, role: string) {
  * partition count. A topic that exists is left as it is.
  */
 export function ensureTopic(cfg: EventLogConfig): Promise<number> {
-  // Once per process (the relay and the consumer both need it); a failure is tried again next time.
-  ensured ??= makeTopic(cfg).catch((e) => {
-    ensured = undefined;
-    throw e;
-  });
-  return ensured;
+  // Once per process and topic (the relay and the consumer both need it; a process running
+  // several services, as a test file does, has one per service); a failure is tried again next time.
+  const key = `${(cfg.EVENT_LOG_KAFKA_BROKERS ?? []).join(',')}/${cfg.EVENT_LOG_TOPIC}`;
+  let made = ensured.get(key);
+  if (!made) {
+    made = makeTopic(cfg).catch((e) => {
+      ensured.delete(key);
+      throw e;
+    });
+    ensured.set(key, made);
+  }
+  return made;
 }
-let ensured: Promise<number> | undefined;
+const ensured = new Map<string, Promise<number>>();
 
 async function makeTopic(cfg: EventLogConfig): Promise<number> {
   const { Admin } = await kafkaLib();
