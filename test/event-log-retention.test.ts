@@ -3,9 +3,12 @@
 // integrations' positions follow the relay, so they say what was published, not what the consumer
 // group handed over. A group that lags across a retention pass must find every event it has not
 // handed over still in the event log: an event it parks (its integration disabled) is read back
-// from the log's row by the retry queue. Runs in the kafka lane only (scripts/test.mjs).
+// from the log's row by the retry queue. Messages Kafka deleted before the group read them (its
+// committed offset below the partition's earliest; made at once with DeleteRecords, as the topic's
+// retention would) are reported in /metrics and their rows kept. Kafka lane only (scripts/test.mjs).
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
+import { clientOptions, groupOffsets, kafkaLib } from '../src/eventlog/kafka.js';
 import { EventLogRelay } from '../src/eventlog/relay.js';
 import { fleet, ok, startApp, type TestApp, waitFor } from './helpers.js';
 import { Receiver } from './receiver.js';
@@ -98,4 +101,58 @@ test('a consumer group lagging across a retention pass loses nothing: every even
     const body = JSON.parse(r.body);
     assert.equal(body.latitude, latitude.get(String(body.id)), `location ${body.id} as stored`);
   }
+});
+
+test('messages Kafka deleted before the group read them are reported in /metrics and their rows kept, the offsets never reset', async () => {
+  const ta: TestApp = await startApp(undefined, env);
+  const { db, cfg } = ta.app.services;
+  rx.on('/lost', () => ({ status: 200 }));
+  const f = await fleet(ta, 'lost', { channel: 'webhook', destination: `${rx.url}/lost` });
+  const before = await f.store(2);
+  await rx.waitFor(() => before.every((id) => delivered('/lost').has(id)), 90_000, 'the first events delivered');
+  const lostGauge = async () => {
+    const m = /^event_log_consumer_offsets_lost (-?\d+)$/m.exec((await ta.call('GET', '/metrics')).raw);
+    return m ? Number(m[1]) : undefined;
+  };
+  assert.equal(await lostGauge(), 0);
+
+  // The group stops; the relay publishes; Kafka deletes every message up to each partition's end
+  // (as the topic's retention would), so the group's committed offsets fall below the earliest.
+  await ta.app.services.engine!.stop();
+  const relay = new EventLogRelay(db, cfg, 50, ta.app.log);
+  relay.start();
+  let lagging: string[] = [];
+  try {
+    lagging = await f.store(4);
+    await waitFor(
+      () => 'the relay to publish the events',
+      async () => relay.published >= lagging.length,
+    );
+  } finally {
+    await relay.stop();
+  }
+  const parts = await groupOffsets(cfg);
+  const { Admin } = await kafkaLib();
+  const admin = new Admin(clientOptions(cfg, 'test-delete-records'));
+  try {
+    await admin.deleteRecords({
+      topics: [{ name: cfg.EVENT_LOG_TOPIC, partitions: parts.map((p) => ({ partition: p.partition, offset: p.latest })) }],
+    });
+  } finally {
+    await admin.close();
+  }
+  const behind = parts.filter((p) => (p.committed ?? 0n) < p.latest).length;
+  assert.ok(behind >= 1, 'the group is behind on a partition');
+  assert.equal(await lostGauge(), behind, 'each partition whose unread messages were deleted counts');
+
+  // Retention keeps their rows: the events are still in the event log for an operator to act on.
+  const result = await ta.app.services.storage.runRetention(Date.now() + 90 * DAY);
+  const kept = await db.query('SELECT 1 FROM event_log WHERE object_id = ANY($1::text[])', [lagging]);
+  assert.equal(kept.rows.length, lagging.length, JSON.stringify(result));
+  // Reporting it moved no offset of the group.
+  const again = await groupOffsets(cfg);
+  assert.deepEqual(
+    again.map((p) => p.committed),
+    parts.map((p) => p.committed),
+  );
 });

@@ -148,6 +148,15 @@ export class KafkaFirstAttempts implements FirstAttemptSource {
 
   private rejoin(consumer: Consumer<string, string, string, string>, e: unknown): void {
     if (!this.running || this.consumer !== consumer) return;
+    if ((e as { findBy?: (k: string, v: unknown) => unknown } | null)?.findBy?.('apiId', 'OFFSET_OUT_OF_RANGE')) {
+      // Kafka deleted messages the group had not read (the topic's retention passed them). The
+      // offsets are never moved to the earliest or the latest: the partition waits for an operator
+      // (event_log_consumer_offsets_lost in /metrics; API guide 17), its rows kept in the event log.
+      this.log.error(
+        { err: e },
+        "event log consumer: the group's committed offset is below the topic's earliest (messages deleted unread); not reset, joining the group again",
+      );
+    }
     this.log.warn({ err: e }, 'event log consumer failed; joining the group again');
     const stream = this.stream;
     this.stream = undefined;

@@ -8,7 +8,8 @@ import fp from 'fastify-plugin';
 import client from 'prom-client';
 import type { Db } from '../db/db.js';
 import { oldestTransactionAge, pendingTotal } from '../delivery/queue/index.js';
-import { consumerLag } from '../eventlog/kafka.js';
+import { offsetsLost } from '../eventlog/floor.js';
+import { consumerLag, groupOffsets } from '../eventlog/kafka.js';
 import { poisonCounts } from './poison.js';
 
 const require = createRequire(import.meta.url);
@@ -219,6 +220,19 @@ export const opsRoutes = fp(async function opsRoutes(app: FastifyInstance, { db 
     registers: kafkaLog ? [registry] : [],
     async collect() {
       this.set(await consumerLag(app.services.cfg).catch(() => -1));
+    },
+  });
+  new client.Gauge({
+    name: 'event_log_consumer_offsets_lost',
+    help: "The event log on Kafka: partitions of the topic whose messages Kafka deleted before the consumer group read them (its committed offset below the partition's earliest); never reset silently: their rows stay in the event log (API guide 17). -1 while the cluster cannot be asked",
+    registers: kafkaLog ? [registry] : [],
+    async collect() {
+      this.set(
+        await groupOffsets(app.services.cfg).then(
+          (parts) => parts.filter(offsetsLost).length,
+          () => -1,
+        ),
+      );
     },
   });
   new client.Gauge({
