@@ -57,7 +57,8 @@ import { webhookChannel } from './delivery/channels/webhook/index.js';
 import { DeliveryEngine } from './delivery/engine.js';
 import { type DeliveryCounters, DeliveryProcesses } from './delivery/processes.js';
 import { KafkaFirstAttempts } from './eventlog/consumer.js';
-import { consumerLag } from './eventlog/kafka.js';
+import { offsetsLost } from './eventlog/floor.js';
+import { consumerLag, groupOffsets } from './eventlog/kafka.js';
 import { oldestTransactionAge, pendingTotal } from './delivery/queue/index.js';
 import { PostgresFirstAttempts } from './eventlog/source.js';
 import { Partitions, withPartitions } from './storage/partitions.js';
@@ -65,6 +66,7 @@ import { leaveKafkaMode } from './eventlog/relay-sql.js';
 import { integrationRoutes } from './delivery/integrations/routes.js';
 import { historyRoutes } from './delivery/history.js';
 import { ResultStreams, streamRoutes } from './delivery/stream.js';
+import { consumerFloor, KEEP_ALL } from './eventlog/floor.js';
 import { migrationPrograms, Storage } from './storage/storage.js';
 import { foldRollups, materializeRollups, rollupHooks } from './rollups/rollups.js';
 import { rollupRoutes } from './rollups/routes.js';
@@ -304,6 +306,20 @@ export async function buildApp(
   const closed = () => Date.now() - cfg.ROLLUP_CLOSE_AFTER_SECONDS * 1000;
   every(60, 'summing closed hours into rollups', () => materializeRollups(db, closed(), cfg.ROLLUP_RETENTION_DAYS));
   storage.retention.before = () => materializeRollups(db, closed(), cfg.ROLLUP_RETENTION_DAYS);
+  // The event log on Kafka: nothing the consumer group has not handed over goes (API guide 17);
+  // while the cluster cannot be asked, every row of the event log stays.
+  if (cfg.EVENT_LOG === 'kafka') {
+    storage.retention.logFloor = async () => {
+      try {
+        const { floor, lost } = await consumerFloor(db, cfg);
+        if (lost.length) app.log.error({ partitions: lost }, "the event log's consumer group lost messages to the topic's retention");
+        return floor;
+      } catch (e) {
+        app.log.warn({ err: e }, "retention: the event log's consumer group cannot be asked; the event log is kept");
+        return KEEP_ALL;
+      }
+    };
+  }
   app.addHook('onClose', async () => {
     // Delivery stops first (a stopping instance sends nothing new and hands its claims back at
     // once), beside the periodic tasks' last turns rather than after them.
@@ -386,6 +402,7 @@ export async function buildApp(
       pending: () => pendingTotal(db),
       oldestTransactionAge: () => oldestTransactionAge(db),
       consumerLag: () => consumerLag(cfg),
+      offsetsLost: async () => (await groupOffsets(cfg)).filter(offsetsLost).length,
     },
   });
   await app.register(dashboardRoutes, { realm: cfg.AUTH_REALM });

@@ -2,6 +2,8 @@
 // delivery tests run as they are, with the event log relayed to the shared Kafka broker
 // (scripts/kafka.sh, TEST_KAFKA_BROKERS) and delivered by the consumer group. Each database gets a
 // topic and a group of its own, so test files running side by side never read each other's events.
+import { consumerLag } from '../src/eventlog/kafka.js';
+
 export const TEST_EVENT_LOG = (process.env.TEST_EVENT_LOG ?? 'postgres') as 'postgres' | 'kafka';
 export const TEST_KAFKA_BROKERS = process.env.TEST_KAFKA_BROKERS ?? '127.0.0.1:19092';
 
@@ -35,5 +37,31 @@ export async function dropEventLog(databaseUrl: string): Promise<void> {
     // best effort
   } finally {
     await admin.close().catch(() => {});
+  }
+}
+
+/**
+ * In the kafka lane, waits until the relay published every row of the event log and the consumer
+ * group handed every message over (lag 0): retention keeps what it has not (API guide 17). Nothing
+ * to wait for in the PostgreSQL mode.
+ */
+export async function eventLogHandedOver(
+  db: { query<R>(text: string): Promise<{ rows: R[] }> },
+  cfg: Parameters<typeof consumerLag>[0],
+  ms = 90_000,
+): Promise<void> {
+  if (TEST_EVENT_LOG !== 'kafka') return;
+  const end = Date.now() + ms;
+  let lag = -1;
+  for (;;) {
+    const { rows } = await db.query<{ behind: boolean }>(
+      `SELECT EXISTS (SELECT 1 FROM event_log o, event_log_relay r WHERE (o.tx_id, o.id) > (r.log_tx, r.log_id)) AS behind`,
+    );
+    if (!rows[0]!.behind) {
+      lag = await consumerLag(cfg).catch(() => -1);
+      if (lag === 0) return;
+    }
+    if (Date.now() > end) throw new Error(`the event log not handed over in ${ms} ms (relay behind: ${rows[0]!.behind}, lag ${lag})`);
+    await new Promise((r) => setTimeout(r, 100));
   }
 }

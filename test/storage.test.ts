@@ -1,9 +1,11 @@
+// @test-lanes postgres pglite kafka
 // Time-partitioned storage and retention (README, "Storage"), on both databases: records of any
 // time are stored in the partition of their time (made on demand), lists page across partitions,
 // retention removes exactly what expired for each owner after the grace period and nothing a
 // delivery may still need, and the latest location outlives its row.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { eventLogHandedOver } from './event-log.js';
 import { Receiver } from './receiver.js';
 import { atEnd, customer, ok, startApp, type TestApp } from './helpers.js';
 
@@ -320,6 +322,8 @@ test('a whole partition goes once every owner in it passed it, and an event-log 
 
   // The integration is deleted: nothing needs the old log rows any more.
   ok(await t.call('DELETE', `/api/v1/integrations/${integration.id}`, { token: t.adminToken }), 204);
+  // With the event log on Kafka, once the consumer group has handed every event over.
+  await eventLogHandedOver(t.app.services.db, t.app.services.cfg);
   const r2 = await t.app.services.storage.runRetention(now);
   assert.deepEqual(await logParts(), [], JSON.stringify(r2));
   // A record for the dropped range is stored again, in a partition made again.

@@ -19,6 +19,7 @@ import { type Coverage, coverage, handedOver, parkEvents } from './relay-sql.js'
 import type { DueIntegration, FirstAttemptSource, TakenEvents } from './source.js';
 import { setAside } from '../ops/poison.js';
 import { covers, parseOwnerPath, type TopicEvent } from './coverage.js';
+import { recordConsumed } from './floor.js';
 import { clientOptions, type EventLogConfig, ensureTopic, kafkaLib } from './kafka.js';
 import { EventLogRelay } from './relay.js';
 
@@ -29,6 +30,8 @@ interface Entry {
   offset: bigint;
   pending: number;
   commit: Msg['commit'];
+  /** The event's log position (none for poison). */
+  pos?: Position;
 }
 
 interface Held {
@@ -148,6 +151,15 @@ export class KafkaFirstAttempts implements FirstAttemptSource {
 
   private rejoin(consumer: Consumer<string, string, string, string>, e: unknown): void {
     if (!this.running || this.consumer !== consumer) return;
+    if ((e as { findBy?: (k: string, v: unknown) => unknown } | null)?.findBy?.('apiId', 'OFFSET_OUT_OF_RANGE')) {
+      // Kafka deleted messages the group had not read (the topic's retention passed them). The
+      // offsets are never moved to the earliest or the latest: the partition waits for an operator
+      // (event_log_consumer_offsets_lost in /metrics; API guide 17), its rows kept in the event log.
+      this.log.error(
+        { err: e },
+        "event log consumer: the group's committed offset is below the topic's earliest (messages deleted unread); not reset, joining the group again",
+      );
+    }
     this.log.warn({ err: e }, 'event log consumer failed; joining the group again');
     const stream = this.stream;
     this.stream = undefined;
@@ -270,7 +282,7 @@ export class KafkaFirstAttempts implements FirstAttemptSource {
         if (m.offset <= part.last) continue; // read again after a rejoin: already here
         part.last = m.offset;
         this.consumed++;
-        const entry: Entry = { offset: m.offset, pending: 0, commit: m.commit };
+        const entry: Entry = { offset: m.offset, pending: 0, commit: m.commit, ...(e ? { pos: { tx: String(e.tx), id: e.id } } : {}) };
         part.entries.push(entry);
         if (!e) {
           setAside(
@@ -396,14 +408,33 @@ export class KafkaFirstAttempts implements FirstAttemptSource {
     }
   }
 
-  /** Commits, per partition owned, the offset after the last message every earlier one of which is handed over. */
+  /**
+   * Commits, per partition owned, the offset after the last message every earlier one of which is
+   * handed over. The log position of the last such event is recorded first (floor.ts): retention
+   * keeps what comes after it in the partition; while it cannot be recorded nothing is committed.
+   */
   private async commit(): Promise<void> {
+    const done: { p: number; n: number; last: Entry }[] = [];
+    const handed: { partition: number; pos: Position }[] = [];
     for (const [p, part] of this.parts) {
       if (!this.assigned.has(p)) continue;
       let n = 0;
-      while (n < part.entries.length && part.entries[n]!.pending <= 0) n++;
+      let pos: Position | undefined;
+      while (n < part.entries.length && part.entries[n]!.pending <= 0) pos = part.entries[n++]!.pos ?? pos;
       if (!n) continue;
-      const last = part.entries[n - 1]!;
+      done.push({ p, n, last: part.entries[n - 1]! });
+      if (pos) handed.push({ partition: p, pos });
+    }
+    if (!done.length) return;
+    try {
+      await recordConsumed(this.db, handed);
+    } catch (e) {
+      this.log.warn({ err: e }, "recording what the event log's consumer handed over failed; its offsets wait");
+      return;
+    }
+    for (const { p, n, last } of done) {
+      const part = this.parts.get(p);
+      if (part?.entries[n - 1] !== last) continue; // the partition moved meanwhile
       part.entries.splice(0, n);
       try {
         await last.commit();

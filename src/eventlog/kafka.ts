@@ -56,14 +56,20 @@ export function clientOptions(cfg: EventLogConfig, role: string) {
  * partition count. A topic that exists is left as it is.
  */
 export function ensureTopic(cfg: EventLogConfig): Promise<number> {
-  // Once per process (the relay and the consumer both need it); a failure is tried again next time.
-  ensured ??= makeTopic(cfg).catch((e) => {
-    ensured = undefined;
-    throw e;
-  });
-  return ensured;
+  // Once per process and topic (the relay and the consumer both need it; a process running
+  // several services, as a test file does, has one per service); a failure is tried again next time.
+  const key = `${(cfg.EVENT_LOG_KAFKA_BROKERS ?? []).join(',')}/${cfg.EVENT_LOG_TOPIC}`;
+  let made = ensured.get(key);
+  if (!made) {
+    made = makeTopic(cfg).catch((e) => {
+      ensured.delete(key);
+      throw e;
+    });
+    ensured.set(key, made);
+  }
+  return made;
 }
-let ensured: Promise<number> | undefined;
+const ensured = new Map<string, Promise<number>>();
 
 async function makeTopic(cfg: EventLogConfig): Promise<number> {
   const { Admin } = await kafkaLib();
@@ -97,21 +103,25 @@ async function makeTopic(cfg: EventLogConfig): Promise<number> {
   }
 }
 
-/**
- * The consumer group's lag: events on the topic not yet handed over to the engine (its committed
- * offsets behind each partition's end; a partition never committed counts from its start). With
- * the relay's backlog (unpublished rows, counted by the queue's pending figures) this is what the
- * Kafka mode still has to deliver.
- */
-export async function consumerLag(cfg: EventLogConfig): Promise<number> {
+/** A partition of the topic as the group stands on it. */
+export interface PartitionOffsets {
+  partition: number;
+  earliest: bigint;
+  latest: bigint;
+  /** The group's committed offset; null when it never committed one. */
+  committed: bigint | null;
+}
+
+/** Every partition of the topic: its earliest and latest offsets and the group's committed one. */
+export async function groupOffsets(cfg: EventLogConfig): Promise<PartitionOffsets[]> {
   const { Admin } = await kafkaLib();
-  const admin = new Admin(clientOptions(cfg, 'lag'));
+  const admin = new Admin(clientOptions(cfg, 'offsets'));
   try {
     const topic = cfg.EVENT_LOG_TOPIC;
-    if (!(await admin.listTopics()).includes(topic)) return 0;
+    if (!(await admin.listTopics()).includes(topic)) return [];
     const md = await admin.metadata({ topics: [topic] });
     const count = md.topics.get(topic)?.partitionsCount ?? 0;
-    if (!count) return 0;
+    if (!count) return [];
     const partitions = Array.from({ length: count }, (_, p) => p);
     const ends = async (timestamp: bigint) =>
       new Map(
@@ -132,14 +142,28 @@ export async function consumerLag(cfg: EventLogConfig): Promise<number> {
       for (const t of g.topics)
         for (const p of t.partitions) if (p.committedOffset >= 0n) committed.set(p.partitionIndex, p.committedOffset);
     }
-    let lag = 0n;
-    for (const p of partitions) {
-      const end = latest.get(p) ?? 0n;
-      const from = committed.get(p) ?? earliest.get(p) ?? 0n;
-      if (end > from) lag += end - from;
-    }
-    return Number(lag);
+    return partitions.map((p) => ({
+      partition: p,
+      earliest: earliest.get(p) ?? 0n,
+      latest: latest.get(p) ?? 0n,
+      committed: committed.get(p) ?? null,
+    }));
   } finally {
     await admin.close().catch(() => {});
   }
+}
+
+/**
+ * The consumer group's lag: events on the topic not yet handed over to the engine (its committed
+ * offsets behind each partition's end; a partition never committed counts from its start). With
+ * the relay's backlog (unpublished rows, counted by the queue's pending figures) this is what the
+ * Kafka mode still has to deliver.
+ */
+export async function consumerLag(cfg: EventLogConfig): Promise<number> {
+  let lag = 0n;
+  for (const p of await groupOffsets(cfg)) {
+    const from = p.committed ?? p.earliest;
+    if (p.latest > from) lag += p.latest - from;
+  }
+  return Number(lag);
 }

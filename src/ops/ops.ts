@@ -38,6 +38,8 @@ export interface OpsFigures {
   oldestTransactionAge(): Promise<number>;
   /** The Kafka event log's consumer lag (EVENT_LOG=kafka). */
   consumerLag(): Promise<number>;
+  /** Partitions of the Kafka event log whose messages Kafka deleted before the group read them (EVENT_LOG=kafka). */
+  offsetsLost(): Promise<number>;
 }
 
 // fastify-plugin: the metrics hook must see every route, not only this plugin's.
@@ -233,6 +235,14 @@ export const opsRoutes = fp(async function opsRoutes(
     registers: kafkaLog ? [registry] : [],
     async collect() {
       this.set(await figures.consumerLag().catch(() => -1));
+    },
+  });
+  new client.Gauge({
+    name: 'event_log_consumer_offsets_lost',
+    help: "The event log on Kafka: partitions of the topic whose messages Kafka deleted before the consumer group read them (its committed offset below the partition's earliest); never reset silently: their rows stay in the event log (API guide 17). -1 while the cluster cannot be asked",
+    registers: kafkaLog ? [registry] : [],
+    async collect() {
+      this.set(await figures.offsetsLost().catch(() => -1));
     },
   });
   new client.Gauge({

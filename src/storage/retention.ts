@@ -9,8 +9,9 @@
 //   (retention_holds), so a typo can be undone before anything is lost.
 // - The event log's partitions go once past the delivery results' retention and once nothing
 //   still needs a row of them: every live integration has read past them, no delivery waits on or
-//   may be redelivered from them, no live claim holds them. A log position is a transaction id,
-//   not a time: these are checked on the rows, not on the partition's dates.
+//   may be redelivered from them (parked events included), no live claim holds them, and with the
+//   event log on Kafka the consumer group has handed every event of them over (logFloor). A log
+//   position is a transaction id, not a time: these are checked on the rows, not on the partition's dates.
 // - Delivery results' partitions go past the longer of the two result retentions.
 // - Hourly rollups' partitions go once every hour they cover is ROLLUP_RETENTION_DAYS old,
 //   whatever the retention of the raw data they sum.
@@ -89,6 +90,13 @@ export class Retention {
   /** Runs before anything is removed (the rollups sum what they still need of the raw rows). */
   before: (() => Promise<unknown>) | null = null;
 
+  /**
+   * The event log on Kafka (EVENT_LOG=kafka): the log position above which every row is kept
+   * besides the PostgreSQL mode's rule, as the consumer group stands (eventlog/floor.ts: what it has
+   * not handed over); null: that rule alone. Asked once a pass, before the event log's partitions.
+   */
+  logFloor: (() => Promise<{ tx: string; id: string } | null>) | null = null;
+
   constructor(
     private readonly db: Db,
     private readonly partitions: Partitions,
@@ -99,13 +107,16 @@ export class Retention {
     const out: RetentionResult = { removed: {}, dropped: [] };
     await this.before?.();
     const days = await ownerDays(this.db, this.s.systemDays);
+    // The consumer group's floor: asked once a pass, when a partition of the event log is old enough.
+    let asked: Promise<{ tx: string; id: string } | null> | undefined;
+    const floor = () => (asked ??= this.logFloor?.() ?? Promise.resolve(null));
     for (const t of PARTITIONED) {
       const parts = await listPartitions(this.db, t.name);
       for (const p of parts.filter((x) => x.detaching)) await this.drop(t, p, out);
       if (t.expiry === 'owned' && !days.expires) continue; // everything is kept forever
       for (const p of parts.filter((x) => !x.detaching && x.lo < now)) {
         if (t.expiry === 'owned') await this.owned(t, p, days, now, out);
-        else if (await this.expired(t, p, now)) await this.drop(t, p, out);
+        else if (await this.expired(t, p, now, floor)) await this.drop(t, p, out);
       }
     }
     return out;
@@ -150,10 +161,16 @@ export class Retention {
   }
 
   /** The event log's, the delivery results' and the rollups' partitions. */
-  private async expired(t: PartitionedTable, p: PartitionInfo, now: number): Promise<boolean> {
+  private async expired(
+    t: PartitionedTable,
+    p: PartitionInfo,
+    now: number,
+    floorOf: () => Promise<{ tx: string; id: string } | null>,
+  ): Promise<boolean> {
     const keep = (t.expiry === 'rollups' ? this.s.rollupDays : Math.max(this.s.succeededDays, this.s.failedDays)) * DAY;
     if (p.hi + keep > now) return false;
     if (t.expiry !== 'log') return true;
+    const floor = await floorOf();
     const { rows } = await this.db.query<{ needed: boolean }>(
       `WITH r AS (SELECT min(id) AS lo, max(id) AS hi FROM ${p.name})
        SELECT EXISTS (
@@ -162,7 +179,9 @@ export class Retention {
                    AND EXISTS (SELECT 1 FROM ${p.name} o WHERE (o.tx_id, o.id) > (s.log_tx, s.log_id)))
            OR EXISTS (SELECT 1 FROM deliveries d JOIN integrations i ON i.id = d.integration_id AND i.deleted_at IS NULL, r
                        WHERE d.status <> 'SUCCEEDED' AND d.log_id BETWEEN r.lo AND r.hi)
-           OR EXISTS (SELECT 1 FROM delivery_claims c, unnest(c.log_ids) x, r WHERE x BETWEEN r.lo AND r.hi) AS needed`,
+           OR EXISTS (SELECT 1 FROM delivery_claims c, unnest(c.log_ids) x, r WHERE x BETWEEN r.lo AND r.hi)
+           OR ($1::bigint IS NOT NULL AND EXISTS (SELECT 1 FROM ${p.name} o WHERE (o.tx_id, o.id) > ($1::bigint, $2::bigint))) AS needed`,
+      [floor?.tx ?? null, floor?.id ?? null],
     );
     return !rows[0]!.needed;
   }
