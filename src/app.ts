@@ -58,7 +58,7 @@ import { DeliveryEngine } from './delivery/engine.js';
 import { type DeliveryCounters, DeliveryProcesses } from './delivery/processes.js';
 import { KafkaFirstAttempts } from './eventlog/consumer.js';
 import { offsetsLost } from './eventlog/floor.js';
-import { consumerLag, groupOffsets } from './eventlog/kafka.js';
+import { groupOffsets, lagOf, type PartitionOffsets } from './eventlog/kafka.js';
 import { oldestTransactionAge, pendingTotal } from './delivery/queue/index.js';
 import { PostgresFirstAttempts } from './eventlog/source.js';
 import { Partitions, withPartitions } from './storage/partitions.js';
@@ -396,13 +396,22 @@ export async function buildApp(
   installIdempotency(app, { db, windowSeconds: cfg.IDEMPOTENCY_WINDOW_SECONDS, abandonSeconds: cfg.IDEMPOTENCY_ABANDON_SECONDS });
 
   await app.register(authRoutes, { db, cfg, tokens });
+  // The Kafka event log's two gauges (lag, offsets lost), collected together in a scrape, share the
+  // read of the group's offsets in flight: each read is an admin connection to the cluster.
+  let offsets: Promise<PartitionOffsets[]> | undefined;
+  const partitions = () => {
+    offsets ??= groupOffsets(cfg).finally(() => {
+      offsets = undefined;
+    });
+    return offsets;
+  };
   await app.register(opsRoutes, {
     db,
     figures: {
       pending: () => pendingTotal(db),
       oldestTransactionAge: () => oldestTransactionAge(db),
-      consumerLag: () => consumerLag(cfg),
-      offsetsLost: async () => (await groupOffsets(cfg)).filter(offsetsLost).length,
+      consumerLag: async () => lagOf(await partitions()),
+      offsetsLost: async () => (await partitions()).filter(offsetsLost).length,
     },
   });
   await app.register(dashboardRoutes, { realm: cfg.AUTH_REALM });

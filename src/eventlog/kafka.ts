@@ -160,8 +160,13 @@ export async function groupOffsets(cfg: EventLogConfig): Promise<PartitionOffset
  * Kafka mode still has to deliver.
  */
 export async function consumerLag(cfg: EventLogConfig): Promise<number> {
+  return lagOf(await groupOffsets(cfg));
+}
+
+/** The messages of these partitions the group has not committed past. */
+export function lagOf(parts: PartitionOffsets[]): number {
   let lag = 0n;
-  for (const p of await groupOffsets(cfg)) {
+  for (const p of parts) {
     const from = p.committed ?? p.earliest;
     if (p.latest > from) lag += p.latest - from;
   }
