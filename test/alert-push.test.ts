@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { expireCommands } from '../src/commands/commands.js';
 import { createTopic, type KafkaBroker, kafkaBroker, kcatConsume, type MosquittoSub, mosquittoSub } from './brokers.js';
-import { bad, customer, deliveryHistory, ok, startApp, type TestApp, waitFor } from './helpers.js';
+import { bad, customer, deliveryHistory, ok, PUSHED_TYPES, startApp, type TestApp, waitFor } from './helpers.js';
 import { TEST_EVENT_LOG } from './event-log.js';
 import { Receiver } from './receiver.js';
 
@@ -289,18 +289,7 @@ test('a filter member none of the object types has is a 400 naming it; nothing i
 
 test('the OpenAPI document describes every pushed object type as a webhook, with the filter on integrations', async () => {
   const doc = ok(await ta.call('GET', '/api/v1/openapi.json'), 200, 'openapi');
-  assert.deepEqual(Object.keys(doc.webhooks).sort(), [
-    'asset',
-    'command',
-    'event',
-    'gensetdata',
-    'integrationStatus',
-    'location',
-    'notification',
-    'oemdata',
-    'reeferdata',
-    'sensordata',
-  ]);
+  assert.deepEqual(Object.keys(doc.webhooks).sort(), PUSHED_TYPES);
   const body = (type: string) => doc.webhooks[type].post.requestBody.content['application/json'].schema.oneOf[0];
   assert.deepEqual(
     body('event').properties.severity.anyOf.map((s: { const: string }) => s.const),

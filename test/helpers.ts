@@ -28,6 +28,19 @@ export function postgresOnly(reason: string, name: string, fn: (t: TestContext) 
 export const ADMIN_PG_URL = process.env.TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 export const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
 export const IN_CI = process.env.CI === 'true';
+/** The object types the service pushes, as the API guide (section 8) lists them, sorted. */
+export const PUSHED_TYPES = [
+  'asset',
+  'command',
+  'event',
+  'gensetdata',
+  'integrationStatus',
+  'location',
+  'notification',
+  'oemdata',
+  'reeferdata',
+  'sensordata',
+];
 
 // Cleanups run when the file ends, last registered first: apps close before their database is dropped.
 const cleanups: (() => Promise<unknown>)[] = [];
