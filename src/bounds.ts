@@ -74,6 +74,13 @@ export const BOUNDS = {
     what: 'items in one page of a list (`limit`)',
     past: '400 VALIDATION_FAILED naming /limit',
   },
+  pageBytes: {
+    setting: null,
+    value: MiB,
+    unit: 'bytes',
+    what: "the `data` (reefer, genset, OEM) or `jsonData` (booking) objects of one page of a list, as JSON, and of one export query's rows",
+    past: 'the page ends early (at least one item); its Link rel="next" goes on after its last item',
+  },
   requestSeconds: {
     setting: 'REQUEST_TIMEOUT_SECONDS',
     value: 30,

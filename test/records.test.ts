@@ -4,6 +4,7 @@
 // push shape, in the same transaction.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { BOUNDS } from '../src/bounds.js';
 import { ownerWithKey, startApp, type TestApp } from './helpers.js';
 
 async function setup(t: Parameters<typeof startApp>[0]) {
@@ -237,6 +238,51 @@ test('paging returns every row that existed at the first page exactly once while
   assert.ok(!times.includes(base + 20_000), 'to is exclusive');
   assert.ok(times.every((x: number) => x >= base + 10_000 && x < base + 20_000));
   assert.equal((await ta.call('GET', '/api/v1/locations?cursor=garbage', { token: key })).status, 400);
+});
+
+test('a page of large records ends at pageBytes of their data, with fewer than `limit` items and a Link that goes on: every record once; the export too', async (t) => {
+  const { ta, key, assetId } = await setup(t);
+  // 60 OEM records of about 60 KB each (3.6 MB): a page of limit=1000 holds those that start within 1 MiB.
+  const text = 'x'.repeat(60_000);
+  const base = Date.parse('2026-11-01T00:00:00Z');
+  const items = Array.from({ length: 60 }, (_, i) => ({
+    assetId,
+    payloadType: 1,
+    whenCreated: new Date(base + Math.floor(i / 2) * 1000).toISOString(),
+    data: { i, text },
+  }));
+  const stored = await ta.call('POST', '/api/v1/oem-data', { token: key, body: items });
+  assert.equal(stored.status, 201, stored.raw.slice(0, 300));
+  const ids = new Set<string>(stored.body.map((r: { id: string }) => r.id));
+  const next = (link: string | undefined) => {
+    const u = link ? new URL(/<([^>]+)>/.exec(link)![1]!) : undefined;
+    return u ? u.pathname + u.search : undefined;
+  };
+  for (const order of ['desc', 'asc']) {
+    const seen: string[] = [];
+    const sizes: number[] = [];
+    let url: string | undefined = `/api/v1/oem-data?limit=1000&order=${order}&assetId=${assetId}`;
+    while (url) {
+      const r = await ta.call('GET', url, { token: key });
+      assert.equal(r.status, 200, r.raw.slice(0, 300));
+      assert.ok(r.raw.length < BOUNDS.pageBytes.value + 70_000, `${order}: a page of ${r.raw.length} bytes`);
+      sizes.push(r.body.length);
+      seen.push(...r.body.map((x: { id: string }) => x.id));
+      url = next(r.headers.link as string | undefined);
+    }
+    assert.deepEqual(sizes, [18, 18, 18, 6], `${order}: pages of the records that start within 1 MiB`);
+    assert.equal(new Set(seen).size, seen.length, `${order}: no record twice`);
+    assert.deepEqual(new Set(seen), ids, `${order}: every record`);
+  }
+  // The NDJSON export reads its pages under the same budget: every record once.
+  const exported = await ta.call('GET', `/api/v1/oem-data?format=ndjson&assetId=${assetId}&from=2026-10-31T00:00:00Z`, { token: key });
+  assert.equal(exported.status, 200, exported.raw.slice(0, 300));
+  const lines = exported.raw
+    .trim()
+    .split('\n')
+    .map((l: string) => JSON.parse(l).id as string);
+  assert.equal(lines.length, 60);
+  assert.deepEqual(new Set(lines), ids);
 });
 
 test("another owner's records are invisible; a parent sees its child's", async (t) => {

@@ -86,6 +86,8 @@ export const bookingRoutes: FastifyPluginAsyncTypebox<{ db: Db; cfg: Config }> =
     idType: 'uuid',
     defaultOrder: 'asc',
     filters: { ownerId: filters.uuid('owner_id'), name: filters.equals('name', Str(50)) },
+    // Each carries a `jsonData` of up to 64 KiB: pages are bounded in bytes too.
+    sizeOf: 'COALESCE(octet_length(json_data::text), 0)',
   });
 
   app.post('/booking-data', {

@@ -27,9 +27,8 @@ async function* pagesOf(db: Queryable, spec: ListSpec, query: PageQuery, extra?:
     },
   };
   for (;;) {
-    const { rows, ks } = await pageRows<Row>(db, { ...query, limit: PAGE_ROWS, ...(cursor ? { cursor } : {}) }, list);
-    const more = rows.length > ks.limit;
-    const page = more ? rows.slice(0, ks.limit) : rows;
+    const { rows, ks, more } = await pageRows<Row>(db, { ...query, limit: PAGE_ROWS, ...(cursor ? { cursor } : {}) }, list);
+    const page = rows.length > ks.limit ? rows.slice(0, ks.limit) : rows;
     if (page.length) yield page;
     if (!more) return;
     const last = page[page.length - 1]!;

@@ -97,9 +97,10 @@ export function page<R extends { _cursor_ts?: string; id: string }>(
   ks: Keyset,
   rows: R[],
   baseUrl: string,
+  cut = false,
 ): R[] {
-  const more = rows.length > ks.limit;
-  const out = more ? rows.slice(0, ks.limit) : rows;
+  const more = cut || rows.length > ks.limit;
+  const out = rows.length > ks.limit ? rows.slice(0, ks.limit) : rows;
   const last = out[out.length - 1];
   if (more && last?._cursor_ts !== undefined) {
     const cursor = encodeCursor(last._cursor_ts, String(last.id), ks.order);
@@ -137,6 +138,25 @@ export interface ListSpec {
   idColumn?: string;
   /** Adds the resource's own filters: push values onto params, conditions onto where. */
   filters?: (params: unknown[], where: string[]) => void;
+  /**
+   * SQL for the bytes a row's large part takes as JSON (`octet_length(data::text)`), for lists whose
+   * rows carry objects of up to 64 KiB: a page then ends early at BOUNDS.pageBytes (see pageRows).
+   */
+  sizeOf?: string;
+}
+
+/**
+ * Drops the rows a page's byte budget leaves out: the database sums `sizeOf` over the page in its
+ * order and returns the rows that start within `maxBytes` (the first always), with how many the
+ * page had, so the caller knows more follow. 1000 OEM records of 64 KiB each were one 64 MB
+ * answer (and ten of them at once, per credential) in a service with a 128 MB heap.
+ */
+function withinBytes(inner: string, dir: string, maxBytesParam: string): string {
+  return `SELECT * FROM (
+      SELECT _b.*, sum(_b._size) OVER (ORDER BY _b._k_t ${dir}, _b._k_i ${dir} ROWS UNBOUNDED PRECEDING) - _b._size AS _start,
+             count(*) OVER () AS _rows
+        FROM (${inner}) _b) _c
+     WHERE _c._start < ${maxBytesParam} ORDER BY _c._k_t ${dir}, _c._k_i ${dir}`;
 }
 
 /**
@@ -145,6 +165,24 @@ export interface ListSpec {
  * shape every list and every export shares.
  */
 export async function pageRows<R extends { id: string }>(
+  db: { query<T>(text: string, params?: unknown[]): Promise<{ rows: T[] }> },
+  query: PageQuery,
+  spec: ListSpec,
+): Promise<{ rows: (R & { _cursor_ts: string })[]; ks: Keyset; more: boolean }> {
+  const { rows, ks } = await fetchRows<R>(db, query, spec);
+  // The page's byte budget cut it short: more follow from its last row.
+  const cut = rows.length > 0 && Number((rows[0] as { _rows?: unknown })._rows ?? rows.length) > rows.length;
+  if (spec.sizeOf) {
+    for (const r of rows as Record<string, unknown>[]) {
+      delete r._size;
+      delete r._start;
+      delete r._rows;
+    }
+  }
+  return { rows, ks, more: cut || rows.length > ks.limit };
+}
+
+async function fetchRows<R extends { id: string }>(
   db: { query<T>(text: string, params?: unknown[]): Promise<{ rows: T[] }> },
   query: PageQuery,
   spec: ListSpec,
@@ -170,11 +208,29 @@ export async function pageRows<R extends { id: string }>(
     const id = spec.idColumn ?? 'id';
     const dir = ks.order === 'asc' ? 'ASC' : 'DESC';
     const inner = [`${spec.owners.column} = _scope._owner`, ...where.slice(1), ...ks.where].join(' AND ');
-    const { rows } = await db.query<R & { _cursor_ts: string; _k_t?: unknown; _k_i?: unknown }>(
-      `SELECT x.* FROM unnest(${owners}) AS _scope(_owner) CROSS JOIN LATERAL (
-         SELECT ${spec.select}, ${cursorColumn(time)}, ${time} AS _k_t, ${id} AS _k_i FROM ${spec.from}
+    const size = spec.sizeOf ? `, ${spec.sizeOf} AS _size` : '';
+    const merged = `SELECT x.* FROM unnest(${owners}) AS _scope(_owner) CROSS JOIN LATERAL (
+         SELECT ${spec.select}, ${cursorColumn(time)}, ${time} AS _k_t, ${id} AS _k_i${size} FROM ${spec.from}
           WHERE ${inner} ORDER BY ${ks.orderBy} LIMIT ${ks.fetch}) x
-        ORDER BY x._k_t ${dir}, x._k_i ${dir} LIMIT ${ks.fetch}`,
+        ORDER BY x._k_t ${dir}, x._k_i ${dir} LIMIT ${ks.fetch}`;
+    if (spec.sizeOf) params.push(BOUNDS.pageBytes.value);
+    const { rows } = await db.query<R & { _cursor_ts: string; _k_t?: unknown; _k_i?: unknown }>(
+      spec.sizeOf ? withinBytes(merged, dir, `$${params.length}`) : merged,
+      params,
+    );
+    for (const r of rows) {
+      delete r._k_t;
+      delete r._k_i;
+    }
+    return { rows, ks };
+  }
+  if (spec.sizeOf) {
+    const id = spec.idColumn ?? 'id';
+    const inner = `SELECT ${spec.select}, ${cursorColumn(time)}, ${time} AS _k_t, ${id} AS _k_i, ${spec.sizeOf} AS _size FROM ${spec.from}
+      WHERE ${[...where, ...ks.where].join(' AND ')} ORDER BY ${ks.orderBy} LIMIT ${ks.fetch}`;
+    params.push(BOUNDS.pageBytes.value);
+    const { rows } = await db.query<R & { _cursor_ts: string; _k_t?: unknown; _k_i?: unknown }>(
+      withinBytes(inner, ks.order === 'asc' ? 'ASC' : 'DESC', `$${params.length}`),
       params,
     );
     for (const r of rows) {
@@ -198,6 +254,6 @@ export async function listPage<R extends { id: string }>(
   spec: ListSpec,
 ): Promise<R[]> {
   // A list reads the replica when one serves this request (db/reads.ts).
-  const { rows, ks } = await pageRows<R>(req.reads ?? db, req.query as PageQuery, spec);
-  return page(req, reply, ks, rows, req.server.publicUrl);
+  const { rows, ks, more } = await pageRows<R>(req.reads ?? db, req.query as PageQuery, spec);
+  return page(req, reply, ks, rows, req.server.publicUrl, more);
 }

@@ -503,6 +503,8 @@ export const recordRoutes: FastifyPluginAsync<{ db: Db; cfg: Config; hooks: Reco
       idType: 'int8',
       defaultOrder: 'desc',
       filters: { assetId: filters.anyUuid('asset_id'), ownerId: filters.uuid('owner_id'), ...def.filters },
+      // Reefer, genset and OEM records carry a `data` object of up to 64 KiB: their pages are bounded in bytes too.
+      ...(def.columns.some((c) => c.col === 'data') ? { sizeOf: 'COALESCE(octet_length(data::text), 0)' } : {}),
       export: { name: def.path.slice(1), geo: def.type === 'location', copy: copyColumns(def) },
     });
   }

@@ -27,6 +27,8 @@ export interface ReadSpec<T extends TObject, R> {
   idType: 'int8' | 'uuid';
   idColumn?: string;
   timeColumn?: string;
+  /** SQL for the JSON bytes of a row's large part: its pages end early at BOUNDS.pageBytes (paging.ts). */
+  sizeOf?: string;
   defaultOrder: 'asc' | 'desc';
   filters: Record<string, Filter>;
   /**
@@ -50,6 +52,7 @@ export function readRoutes<T extends TObject, R extends { id: string }>(app: Fas
       idType: spec.idType,
       ...(spec.idColumn ? { idColumn: spec.idColumn } : {}),
       ...(spec.timeColumn ? { timeColumn: spec.timeColumn } : {}),
+      ...(spec.sizeOf ? { sizeOf: spec.sizeOf } : {}),
       filters: (params, where) => applyFilters(spec.filters, req.query as Record<string, unknown>, params, where),
     };
     if (spec.export) {

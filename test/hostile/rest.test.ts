@@ -1,6 +1,7 @@
 // The hostile-tenant suite, the REST API's way in: tenant A drives each heavy path at its bounds
-// (the largest bulk, records dated far in the past and the future, zones at their limits with every
-// location inside every zone, a full export and reports) while tenant B's reads and writes are timed.
+// (the largest bulk and reading it back ten pages at once, records dated far in the past and the
+// future, zones at their limits with every location inside every zone, a full export and reports)
+// while tenant B's reads and writes are timed.
 // The service runs as its own process with `npm start`'s 128 MB heap (test/hostile/tenants.ts).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -30,6 +31,24 @@ test("the largest bulk (8 MiB of OEM data in one create) is stored, and B's requ
     assert.equal(r.status, 201, r.text.slice(0, 300));
   });
   log('largest bulk', seen);
+});
+
+test('A reads its largest records back ten at once (limit 1000 each): each page ends at pageBytes, the service stays up, B is not held', async () => {
+  // The bulk above stored 1000 records of about 8 KB: one page of them was an 8 MB answer, and ten
+  // at once (the credential's requestsInFlight) more than the service's heap could hold.
+  const seen = await whileBWorks(h, b, async () => {
+    for (let round = 0; round < 3; round++) {
+      const pages = await Promise.all(
+        Array.from({ length: BOUNDS.requestsInFlight.value }, () => h.call('GET', '/api/v1/oem-data?limit=1000', { key: a.key })),
+      );
+      for (const r of pages) {
+        assert.equal(r.status, 200, r.text.slice(0, 300));
+        assert.ok(r.text.length < BOUNDS.pageBytes.value + BOUNDS.dataObjectBytes.value, `a page of ${r.text.length} bytes`);
+        assert.match(r.headers.get('link') ?? '', /rel="next"/);
+      }
+    }
+  });
+  log('largest pages', seen);
 });
 
 test('records dated far in the past or the future are refused from REST and make no partition', async () => {
