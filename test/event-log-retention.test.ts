@@ -5,7 +5,8 @@
 // handed over still in the event log: an event it parks (its integration disabled) is read back
 // from the log's row by the retry queue. Messages Kafka deleted before the group read them (its
 // committed offset below the partition's earliest; made at once with DeleteRecords, as the topic's
-// retention would) are reported in /metrics and their rows kept. Kafka lane only (scripts/test.mjs).
+// retention would) are reported in /metrics and in integration health, and their rows kept. Kafka
+// lane only (scripts/test.mjs).
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { clientOptions, groupOffsets, kafkaLib } from '../src/eventlog/kafka.js';
@@ -103,7 +104,7 @@ test('a consumer group lagging across a retention pass loses nothing: every even
   }
 });
 
-test('messages Kafka deleted before the group read them are reported in /metrics and their rows kept, the offsets never reset', async () => {
+test('messages Kafka deleted before the group read them are reported in /metrics and integration health, their rows kept, the offsets never reset', async () => {
   const ta: TestApp = await startApp(undefined, env);
   const { db, cfg } = ta.app.services;
   rx.on('/lost', () => ({ status: 200 }));
@@ -154,5 +155,38 @@ test('messages Kafka deleted before the group read them are reported in /metrics
   assert.deepEqual(
     again.map((p) => p.committed),
     parts.map((p) => p.committed),
+  );
+
+  // Integration health (API guide 9): the delivery sweep finds the lost partitions and makes the
+  // integration failing, saying which; it stays so until an operator moves the group's offsets
+  // (here to the earliest, as `kafka-consumer-groups --reset-offsets --to-earliest` would).
+  const lost = again.filter((p) => (p.committed ?? 0n) < p.earliest).map((p) => p.partition);
+  assert.equal(lost.length, behind);
+  const integration = async () => ok(await ta.call('GET', `/api/v1/integrations/${f.integrationId}`, { token: ta.adminToken }), 200);
+  assert.equal((await integration()).health, 'ok');
+  await ta.app.services.engine!.sweep();
+  const failing = await integration();
+  assert.equal(failing.health, 'failing', JSON.stringify(failing.healthLog));
+  assert.equal(failing.healthLog[0].status, 'failing');
+  assert.match(failing.healthLog[0].detail, /lost messages Kafka deleted before they were read \(partitions? [\d, ]+\)/);
+  for (const p of lost) assert.match(failing.healthLog[0].detail, new RegExp(`\\b${p}\\b`));
+  await ta.app.services.engine!.sweep(); // recorded once
+  assert.equal((await integration()).healthLog.length, failing.healthLog.length);
+  const operator = new Admin(clientOptions(cfg, 'test-reset-offsets'));
+  try {
+    await operator.alterConsumerGroupOffsets({
+      groupId: cfg.EVENT_LOG_GROUP,
+      topics: [{ name: cfg.EVENT_LOG_TOPIC, partitionOffsets: again.map((p) => ({ partition: p.partition, offset: p.earliest })) }],
+    });
+  } finally {
+    await operator.close();
+  }
+  assert.equal(await lostGauge(), 0);
+  await ta.app.services.engine!.sweep();
+  const recovered = await integration();
+  assert.equal(recovered.health, 'ok', JSON.stringify(recovered.healthLog));
+  assert.deepEqual(
+    recovered.healthLog.slice(0, 2).map((h: { status: string }) => h.status),
+    ['recovered', 'failing'],
   );
 });

@@ -132,3 +132,38 @@ test('autoDisableAfterHours 0 never disables', async () => {
   const got = ok(await c.call('GET', `/integrations/${i.id}`), 200);
   assert.deepEqual([got.enabled, got.health], [true, 'failing']);
 });
+
+test("the event log's lost partitions (Kafka mode) make every enabled integration failing, naming them, until none is lost; while unknown, none recovers", async () => {
+  const c = await customer(ta, 'health-lost', { base: '/api/v1' });
+  rx.on('/health-lost', () => ({ status: 200 }));
+  const i = await webhook(c, '/health-lost', { objectTypes: ['location'] });
+  await webhook(c, '/health-lost-watch', { objectTypes: ['integrationStatus'] });
+  const log = async () =>
+    (ok(await c.call('GET', `/integrations/${i.id}`), 200).healthLog as { status: string; detail: string }[]).reverse();
+  // (The engine's own sweep, every minute, finds no partition lost in this mode: it may record the
+  // recovery first. So the integration's healthLog is what is checked, not its state at one moment.)
+  await sweepHealth(db, new Date(), [7, 3]);
+  const [lost] = await log();
+  assert.equal(lost?.status, 'failing');
+  assert.match(lost!.detail, /^The event log lost messages Kafka deleted before they were read \(partitions 3, 7\): /);
+  // Not known now (the cluster does not answer): this sweep recovers nothing.
+  assert.equal(await sweepHealth(db, new Date(), null), 0);
+  await sweepHealth(db, new Date(), []);
+  assert.deepEqual(
+    (await log()).map((h) => h.status),
+    ['failing', 'recovered'],
+  );
+  const pushed = () =>
+    rx
+      .for('/health-lost-watch')
+      .map((r) => JSON.parse(r.body))
+      .filter((s) => s.integrationId === i.id);
+  await rx.waitFor(() => pushed().length >= 2, 60_000, 'both changes pushed');
+  // (No order is promised across pushed objects: each says when it was seen.)
+  assert.deepEqual(
+    pushed()
+      .map((s) => s.status)
+      .sort(),
+    ['failing', 'recovered'],
+  );
+});

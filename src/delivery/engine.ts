@@ -622,7 +622,13 @@ export class DeliveryEngine {
 
   /** Integrations' health, retention, backlog expiry of disabled integrations and log pruning (API guide 9), in bulk. */
   async sweep(): Promise<number> {
-    await queue.sweepHealth(this.db);
+    // Partitions the event log lost unread make every integration failing until they are dealt with;
+    // while that cannot be known (the cluster does not answer), nothing recovers in this sweep.
+    const lost = await this.source.lostPartitions().catch((e) => {
+      this.log.warn({ err: e }, "integration health: the event log's lost partitions could not be read");
+      return null;
+    });
+    await queue.sweepHealth(this.db, new Date(), lost);
     return queue.sweep(this.db, { succeededDays: this.s.succeededRetentionDays, failedDays: this.s.failedRetentionDays });
   }
 }

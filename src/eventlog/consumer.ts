@@ -19,8 +19,8 @@ import { type Coverage, coverage, handedOver, parkEvents } from './relay-sql.js'
 import type { DueIntegration, FirstAttemptSource, TakenEvents } from './source.js';
 import { setAside } from '../ops/poison.js';
 import { covers, parseOwnerPath, type TopicEvent } from './coverage.js';
-import { recordConsumed } from './floor.js';
-import { clientOptions, type EventLogConfig, ensureTopic, kafkaLib } from './kafka.js';
+import { offsetsLost, recordConsumed } from './floor.js';
+import { clientOptions, type EventLogConfig, ensureTopic, groupOffsets, kafkaLib } from './kafka.js';
 import { EventLogRelay } from './relay.js';
 
 type Msg = Message<string, string, string, string>;
@@ -71,6 +71,9 @@ export class KafkaFirstAttempts implements FirstAttemptSource {
   private readonly recovering = new Map<number, { until: number; publishedBefore: number }>();
   private heldCount = 0;
   private paused = false;
+  /** How long the next join after a failure waits, and when the offsets were last found lost. */
+  private rejoinDelay = 500;
+  private lastOutOfRange = 0;
   private covered = new Map<string, Coverage>();
   private coveredAt = 0;
   private timer?: NodeJS.Timeout;
@@ -151,7 +154,14 @@ export class KafkaFirstAttempts implements FirstAttemptSource {
 
   private rejoin(consumer: Consumer<string, string, string, string>, e: unknown): void {
     if (!this.running || this.consumer !== consumer) return;
-    if ((e as { findBy?: (k: string, v: unknown) => unknown } | null)?.findBy?.('apiId', 'OFFSET_OUT_OF_RANGE')) {
+    const outOfRange = !!(e as { findBy?: (k: string, v: unknown) => unknown } | null)?.findBy?.('apiId', 'OFFSET_OUT_OF_RANGE');
+    // Each join makes the whole group rebalance: a partition whose offsets stay lost (they wait for
+    // an operator) is tried again later each time, up to every 30 s, not every 500 ms.
+    const now = Date.now();
+    this.rejoinDelay = outOfRange && now - this.lastOutOfRange < 60_000 ? Math.min(this.rejoinDelay * 2, 30_000) : 500;
+    if (outOfRange) this.lastOutOfRange = now;
+    const delay = this.rejoinDelay;
+    if (outOfRange) {
       // Kafka deleted messages the group had not read (the topic's retention passed them). The
       // offsets are never moved to the earliest or the latest: the partition waits for an operator
       // (event_log_consumer_offsets_lost in /metrics; API guide 17), its rows kept in the event log.
@@ -170,7 +180,10 @@ export class KafkaFirstAttempts implements FirstAttemptSource {
     this.starting = (async () => {
       await stream?.close().catch(() => {});
       await consumer.close().catch(() => {});
-      await new Promise((r) => setTimeout(r, 500));
+      // In short steps: stop() waits for this, and must not wait out a 30 s delay.
+      for (const until = Date.now() + delay; this.running && Date.now() < until; ) {
+        await new Promise((r) => setTimeout(r, Math.min(250, until - Date.now())));
+      }
       await this.connect();
     })();
   }
@@ -447,6 +460,11 @@ export class KafkaFirstAttempts implements FirstAttemptSource {
 
   counts() {
     return { published: this.relay.published, consumed: this.consumed, parked: this.parked };
+  }
+
+  /** The group's partitions whose committed offset fell below the earliest (one admin call to the cluster). */
+  async lostPartitions(): Promise<number[]> {
+    return (await groupOffsets(this.cfg)).filter(offsetsLost).map((p) => p.partition);
   }
 
   due(): DueIntegration[] {

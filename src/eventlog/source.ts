@@ -40,6 +40,11 @@ export interface FirstAttemptSource {
   settle(t: TakenEvents, committed: boolean): void;
   /** Events this process published (its relay), read from the topic, and parked (for /metrics). */
   counts(): { published: number; consumed: number; parked: number };
+  /**
+   * Partitions whose unread events the source can no longer hand over (Kafka deleted them before
+   * the group read them; API guide 17), for integration health. Throws when it cannot be known now.
+   */
+  lostPartitions(): Promise<number[]>;
 }
 
 /**
@@ -60,5 +65,8 @@ export class PostgresFirstAttempts implements FirstAttemptSource {
   settle(): void {}
   counts() {
     return { published: 0, consumed: 0, parked: 0 };
+  }
+  async lostPartitions(): Promise<number[]> {
+    return []; // the log is read from PostgreSQL, where nothing is removed unread
   }
 }

@@ -5,6 +5,10 @@
 //   disabled   ... for autoDisableAfterHours (0: never): the integration is disabled, saying why;
 //   recovered  a failing integration delivered again;
 //   enabled    a disabled one was enabled again (its streak starts afresh).
+// In the event log's Kafka mode an integration is failing too while the consumer group has lost
+// unread messages on a partition (Kafka deleted them: their events are not handed over until an
+// operator moves the group's offsets; API guide 17). Partitions are keyed by asset, so any enabled
+// integration may have events there: each is told, and recovers once no partition is lost.
 // Each change is one conditional UPDATE, so sweeps of several processes never record one twice.
 import type { Db, Queryable } from '../../db/db.js';
 import { sqlIso } from '../../db/sql.js';
@@ -71,8 +75,12 @@ const AUDIT_OWNER = 'COALESCE(i.creator_owner_id, CASE WHEN cardinality(i.owner_
 const LAST_ERROR = `(SELECT a.error FROM delivery_attempts a WHERE a.integration_id = i.id AND NOT a.success
                       ORDER BY a.when_attempted DESC LIMIT 1)`;
 
-/** The sweep: the changes of health due by `now`. Returns how many were recorded. */
-export async function sweepHealth(db: Db, now = new Date()): Promise<number> {
+/**
+ * The sweep: the changes of health due by `now`. `lost`: the event log's partitions whose unread
+ * messages were deleted (none in the PostgreSQL mode; null: not known now, so no integration
+ * recovers in this sweep). Returns how many changes were recorded.
+ */
+export async function sweepHealth(db: Db, now = new Date(), lost: number[] | null = []): Promise<number> {
   const n = await db.tx(async (q) => {
     const at = now.toISOString();
     const { rows: disabled } = await q.query<Changed>(
@@ -109,14 +117,31 @@ export async function sweepHealth(db: Db, now = new Date()): Promise<number> {
       [at],
     );
     await record(q, 'failing', failing);
-    const { rows: recovered } = await q.query<Changed>(
-      `UPDATE integrations i SET health = 'ok'
-         FROM integration_state s
-        WHERE s.integration_id = i.id AND i.deleted_at IS NULL AND i.health = 'failing' AND s.failing_since IS NULL
-        RETURNING i.id, i.name, i.channel, ${OWNER} AS owner_id, 'Delivering again' AS detail`,
-    );
-    await record(q, 'recovered', recovered);
-    return disabled.length + failing.length + recovered.length;
+    let unread: Changed[] = [];
+    if (lost?.length) {
+      const parts = [...lost].sort((a, b) => a - b).join(', ');
+      ({ rows: unread } = await q.query<Changed>(
+        `UPDATE integrations i SET health = 'failing'
+          WHERE i.deleted_at IS NULL AND i.enabled AND i.health = 'ok'
+          RETURNING i.id, i.name, i.channel, ${OWNER} AS owner_id, $1 AS detail`,
+        [
+          `The event log lost messages Kafka deleted before they were read (partition${lost.length > 1 ? 's' : ''} ${parts}): ` +
+            "their events are not sent until an operator moves the consumer group's offsets",
+        ],
+      ));
+      await record(q, 'failing', unread);
+    }
+    let recovered: Changed[] = [];
+    if (lost && !lost.length) {
+      ({ rows: recovered } = await q.query<Changed>(
+        `UPDATE integrations i SET health = 'ok'
+           FROM integration_state s
+          WHERE s.integration_id = i.id AND i.deleted_at IS NULL AND i.health = 'failing' AND s.failing_since IS NULL
+          RETURNING i.id, i.name, i.channel, ${OWNER} AS owner_id, 'Delivering again' AS detail`,
+      ));
+      await record(q, 'recovered', recovered);
+    }
+    return disabled.length + failing.length + unread.length + recovered.length;
   });
   if (n) wakeReaders(db);
   return n;
