@@ -260,7 +260,10 @@ export async function kafkaCluster(name: string, portBase: number, n = 3): Promi
   const names = bases.map((_, i) => `${name}-${i + 1}`);
   await stopKafkaCluster(names);
   for (const nm of names) fs.rmSync(path.join(CACHE_DIR, 'kafka-instances', nm), { recursive: true, force: true });
-  const clusterId = Buffer.from(crypto.randomUUID().replaceAll('-', ''), 'hex').toString('base64url');
+  // Kafka's own cluster ids never begin with '-' (its Uuid.randomUuid draws again): the storage
+  // tool would read `-t -Abc...` as an option and fail (one run in 64 did, in CI).
+  let clusterId = '-';
+  while (clusterId.startsWith('-')) clusterId = Buffer.from(crypto.randomUUID().replaceAll('-', ''), 'hex').toString('base64url');
   const voters = bases.map((b, i) => `${i + 1}@127.0.0.1:${b + 5}`).join(',');
   return Promise.all(
     names.map((nm, i) =>
