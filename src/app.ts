@@ -20,7 +20,7 @@ import { bootstrap, type BootstrapResult } from './bootstrap.js';
 import { clientError, installErrorEnvelope, installJsonParsers, installValidation } from './http/envelope.js';
 import { installAuthentication } from './auth/authenticate.js';
 import { installIdempotency } from './http/idempotency.js';
-import { installLimits, MemoryLimiter, RedisLimiter, type Limiter } from './http/limits.js';
+import { installBodyBudget, installLimits, MemoryLimiter, RedisLimiter, type Limiter } from './http/limits.js';
 import { ErrorSchema } from './http/schemas.js';
 import { completeOperation } from './http/openapi.js';
 import { pushWebhooks } from './eventlog/push-shapes.js';
@@ -386,6 +386,7 @@ export async function buildApp(
   // (limits), whether they asked this already (idempotency).
   installAuthentication(app, { db, tokens });
   installLimits(app, { limiter: app.services.limiter, rateLimitMax: cfg.RATE_LIMIT_MAX });
+  installBodyBudget(app, { maxBytes: cfg.RECORD_BODY_BYTES_IN_FLIGHT });
   // Reads from a streaming replica (src/replica/): which database a request's lists read.
   app.decorateRequest('reads', null);
   const readReplica = app.services.replica;

@@ -39,6 +39,20 @@ export const BOUNDS = {
     what: 'a body of the data-record creates (bulk)',
     past: '413 PAYLOAD_TOO_LARGE',
   },
+  recordBodyBytesPerCredential: {
+    setting: null,
+    value: 8 * MiB,
+    unit: 'bytes',
+    what: "a credential's request bodies over 1 MiB (data-record creates) in flight at once",
+    past: '429 TOO_MANY_CONCURRENT with Retry-After, before the body is read',
+  },
+  recordBodyBytesInFlight: {
+    setting: 'RECORD_BODY_BYTES_IN_FLIGHT',
+    value: 8 * MiB,
+    unit: 'bytes',
+    what: 'request bodies over 1 MiB (data-record creates) in flight at once, per instance',
+    past: '503 SERVICE_BUSY with Retry-After, before the body is read',
+  },
   recordsPerRequest: {
     setting: null,
     value: 1000,

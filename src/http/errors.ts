@@ -22,6 +22,7 @@ export const ERRORS = {
   TOO_MANY_CONCURRENT: { status: 429, title: 'Too Many Requests' },
   INTERNAL: { status: 500, title: 'Internal Server Error' },
   DATABASE_UNAVAILABLE: { status: 503, title: 'Service Unavailable' },
+  SERVICE_BUSY: { status: 503, title: 'Service Unavailable' },
 } as const;
 
 export type ErrorCode = keyof typeof ERRORS;

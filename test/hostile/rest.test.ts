@@ -33,6 +33,39 @@ test("the largest bulk (8 MiB of OEM data in one create) is stored, and B's requ
   log('largest bulk', seen);
 });
 
+test('ten of the largest bulks at once from one credential, and one from another tenant meanwhile: one at a time is taken, the others answered 429 or 503 with Retry-After; the service stays up and B is not held', async () => {
+  // Each 8 MiB bulk holds several times its size in the heap while it is stored and answered: ten
+  // at once (within the credential's ten requests in flight) ran `npm start`'s 128 MB heap out.
+  const c = await h.tenant('tenant-c', 1);
+  const bulk = (assetIds: string[]) =>
+    JSON.stringify(
+      Array.from({ length: BOUNDS.recordsPerRequest.value }, (_, i) => ({
+        assetId: assetIds[i % assetIds.length],
+        whenCreated: new Date(Date.now() - 60_000 + i).toISOString(),
+        payloadType: 2,
+        data: { text: 'y'.repeat(8000) },
+      })),
+    );
+  const fromA = bulk(a.assetIds);
+  const fromC = bulk(c.assetIds);
+  let answers: number[] = [];
+  const seen = await whileBWorks(h, b, async () => {
+    const post = (key: string, raw: string) =>
+      h.call('POST', '/api/v1/oem-data', { key, raw, headers: { 'content-type': 'application/json' } }).then((r) => {
+        if (r.status !== 201) {
+          assert.ok(r.status === 429 || r.status === 503, `${r.status} ${r.text.slice(0, 300)}`);
+          assert.equal(r.headers.get('retry-after'), '1');
+          assert.equal(r.body.code, r.status === 429 ? 'TOO_MANY_CONCURRENT' : 'SERVICE_BUSY');
+        }
+        return r.status;
+      });
+    answers = await Promise.all([...Array.from({ length: 10 }, () => post(a.key, fromA)), post(c.key, fromC)]);
+  });
+  log('ten largest bulks at once', { answers, ...seen });
+  assert.ok(answers.includes(201), `one was taken: ${answers}`);
+  assert.ok(answers.filter((x) => x === 429).length >= 9 - answers.filter((x) => x === 503).length, `${answers}`);
+});
+
 test('A reads its largest records back ten at once (limit 1000 each): each page ends at pageBytes, the service stays up, B is not held', async () => {
   // The bulk above stored 1000 records of about 8 KB: one page of them was an 8 MB answer, and ten
   // at once (the credential's requestsInFlight) more than the service's heap could hold.
