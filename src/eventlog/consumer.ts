@@ -158,7 +158,7 @@ export class KafkaFirstAttempts implements FirstAttemptSource {
     // Each join makes the whole group rebalance: a partition whose offsets stay lost (they wait for
     // an operator) is tried again later each time, up to every 30 s, not every 500 ms.
     const now = Date.now();
-    this.rejoinDelay = outOfRange && now - this.lastOutOfRange < 60_000 ? Math.min(this.rejoinDelay * 2, 30_000) : 500;
+    this.rejoinDelay = nextRejoinDelay(this.rejoinDelay, outOfRange, now - this.lastOutOfRange);
     if (outOfRange) this.lastOutOfRange = now;
     const delay = this.rejoinDelay;
     if (outOfRange) {
@@ -520,6 +520,15 @@ export class KafkaFirstAttempts implements FirstAttemptSource {
     await this.consumer?.close().catch(() => {});
     await this.relay.stop();
   }
+}
+
+/**
+ * How long the consumer waits before joining the group again after a failure (ms): 0.5 s, doubling
+ * up to 30 s while the group's offsets stay lost (OFFSET_OUT_OF_RANGE again within a minute of the
+ * last), since every join rebalances the whole group; 0.5 s after any other failure.
+ */
+export function nextRejoinDelay(previous: number, outOfRange: boolean, sinceLastOutOfRange: number): number {
+  return outOfRange && sinceLastOutOfRange < 60_000 ? Math.min(previous * 2, 30_000) : 500;
 }
 
 /** A message with its event and the integrations covering it, or why it is poison. */
