@@ -71,9 +71,6 @@ export class KafkaFirstAttempts implements FirstAttemptSource {
   private readonly recovering = new Map<number, { until: number; publishedBefore: number }>();
   private heldCount = 0;
   private paused = false;
-  /** How long the next join after a failure waits, and when the offsets were last found lost. */
-  private rejoinDelay = 500;
-  private lastOutOfRange = 0;
   private covered = new Map<string, Coverage>();
   private coveredAt = 0;
   private timer?: NodeJS.Timeout;
@@ -154,14 +151,7 @@ export class KafkaFirstAttempts implements FirstAttemptSource {
 
   private rejoin(consumer: Consumer<string, string, string, string>, e: unknown): void {
     if (!this.running || this.consumer !== consumer) return;
-    const outOfRange = !!(e as { findBy?: (k: string, v: unknown) => unknown } | null)?.findBy?.('apiId', 'OFFSET_OUT_OF_RANGE');
-    // Each join makes the whole group rebalance: a partition whose offsets stay lost (they wait for
-    // an operator) is tried again later each time, up to every 30 s, not every 500 ms.
-    const now = Date.now();
-    this.rejoinDelay = nextRejoinDelay(this.rejoinDelay, outOfRange, now - this.lastOutOfRange);
-    if (outOfRange) this.lastOutOfRange = now;
-    const delay = this.rejoinDelay;
-    if (outOfRange) {
+    if ((e as { findBy?: (k: string, v: unknown) => unknown } | null)?.findBy?.('apiId', 'OFFSET_OUT_OF_RANGE')) {
       // Kafka deleted messages the group had not read (the topic's retention passed them). The
       // offsets are never moved to the earliest or the latest: the partition waits for an operator
       // (event_log_consumer_offsets_lost in /metrics; API guide 17), its rows kept in the event log.
@@ -180,10 +170,7 @@ export class KafkaFirstAttempts implements FirstAttemptSource {
     this.starting = (async () => {
       await stream?.close().catch(() => {});
       await consumer.close().catch(() => {});
-      // In short steps: stop() waits for this, and must not wait out a 30 s delay.
-      for (const until = Date.now() + delay; this.running && Date.now() < until; ) {
-        await new Promise((r) => setTimeout(r, Math.min(250, until - Date.now())));
-      }
+      await new Promise((r) => setTimeout(r, 500));
       await this.connect();
     })();
   }
@@ -520,15 +507,6 @@ export class KafkaFirstAttempts implements FirstAttemptSource {
     await this.consumer?.close().catch(() => {});
     await this.relay.stop();
   }
-}
-
-/**
- * How long the consumer waits before joining the group again after a failure (ms): 0.5 s, doubling
- * up to 30 s while the group's offsets stay lost (OFFSET_OUT_OF_RANGE again within a minute of the
- * last), since every join rebalances the whole group; 0.5 s after any other failure.
- */
-export function nextRejoinDelay(previous: number, outOfRange: boolean, sinceLastOutOfRange: number): number {
-  return outOfRange && sinceLastOutOfRange < 60_000 ? Math.min(previous * 2, 30_000) : 500;
 }
 
 /** A message with its event and the integrations covering it, or why it is poison. */
