@@ -223,7 +223,7 @@ export function installLimits(app: FastifyInstance, deps: { limiter: Limiter; ra
  * instance's budget a 503, both with Retry-After and before a byte of the body is read. Smaller
  * bodies are not counted, so other callers' everyday requests never wait for someone's bulks.
  */
-export function installBodyBudget(app: FastifyInstance, deps: { maxBytes: number }): { inFlight(): number } {
+export function installBodyBudget(app: FastifyInstance, deps: { maxBytes: number }): void {
   const small = BOUNDS.bodyBytes.value;
   const share = BOUNDS.recordBodyBytesPerCredential.value;
   let total = 0;
@@ -257,5 +257,4 @@ export function installBodyBudget(app: FastifyInstance, deps: { maxBytes: number
     });
     return payload;
   });
-  return { inFlight: () => total };
 }

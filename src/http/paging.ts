@@ -97,9 +97,9 @@ export function page<R extends { _cursor_ts?: string; id: string }>(
   ks: Keyset,
   rows: R[],
   baseUrl: string,
-  cut = false,
+  /** Whether more rows follow (pageRows says so when the page's byte budget cut it short). */
+  more = rows.length > ks.limit,
 ): R[] {
-  const more = cut || rows.length > ks.limit;
   const out = rows.length > ks.limit ? rows.slice(0, ks.limit) : rows;
   const last = out[out.length - 1];
   if (more && last?._cursor_ts !== undefined) {
@@ -172,15 +172,14 @@ export async function pageRows<R extends { id: string }>(
   const { rows, ks } = await fetchRows<R>(db, query, spec);
   // The page's byte budget cut it short: more follow from its last row.
   const cut = rows.length > 0 && Number((rows[0] as { _rows?: unknown })._rows ?? rows.length) > rows.length;
-  if (spec.sizeOf) {
-    for (const r of rows as Record<string, unknown>[]) {
-      delete r._size;
-      delete r._start;
-      delete r._rows;
-    }
+  for (const r of rows as Record<string, unknown>[]) {
+    for (const helper of HELPER_COLUMNS) delete r[helper];
   }
   return { rows, ks, more: cut || rows.length > ks.limit };
 }
+
+/** Columns fetchRows selects for its own use (ordering the merge, the byte budget), never answered. */
+const HELPER_COLUMNS = ['_k_t', '_k_i', '_size', '_start', '_rows'];
 
 async function fetchRows<R extends { id: string }>(
   db: { query<T>(text: string, params?: unknown[]): Promise<{ rows: T[] }> },
@@ -218,10 +217,6 @@ async function fetchRows<R extends { id: string }>(
       spec.sizeOf ? withinBytes(merged, dir, `$${params.length}`) : merged,
       params,
     );
-    for (const r of rows) {
-      delete r._k_t;
-      delete r._k_i;
-    }
     return { rows, ks };
   }
   if (spec.sizeOf) {
@@ -233,10 +228,6 @@ async function fetchRows<R extends { id: string }>(
       withinBytes(inner, ks.order === 'asc' ? 'ASC' : 'DESC', `$${params.length}`),
       params,
     );
-    for (const r of rows) {
-      delete r._k_t;
-      delete r._k_i;
-    }
     return { rows, ks };
   }
   const { rows } = await db.query<R & { _cursor_ts: string }>(
