@@ -285,3 +285,24 @@ test('PUT replaces, PATCH merges (RFC 7396, into jsonData too), DELETE removes',
   bad(await a.call('DELETE', `/api/v1/booking-data/${b.id}`), 404, undefined, 'deleted twice');
   bad(await a.call('PATCH', `/api/v1/booking-data/${b.id}`, { name: 'x' }), 404, undefined, 'patch deleted');
 });
+
+test('a page of booking data ends at pageBytes of its jsonData (fewer than limit), and its Link goes on: every item once', async () => {
+  const a = await tenant(ta, 'pages');
+  const ids = new Set<string>();
+  for (let i = 0; i < 20; i++) ids.add((await a.create({ type: TYPE, name: `P-${i}`, jsonData: { i, text: 'z'.repeat(60_000) } })).id);
+  const sizes: number[] = [];
+  const seen: string[] = [];
+  let url: string | undefined = '/api/v1/booking-data?limit=1000';
+  while (url) {
+    const r = await a.call('GET', url);
+    const items = ok(r, 200, url) as { id: string }[];
+    sizes.push(items.length);
+    seen.push(...items.map((x) => x.id));
+    const link = /<([^>]+)>;\s*rel="next"/.exec(String(r.headers.link ?? ''))?.[1];
+    url = link ? new URL(link).pathname + new URL(link).search : undefined;
+  }
+  // Items that start within 1 MiB of jsonData: 18 of about 60 KB each, then the other 2.
+  assert.deepEqual(sizes, [18, 2]);
+  assert.equal(new Set(seen).size, seen.length, 'no item twice');
+  assert.deepEqual(new Set(seen), ids);
+});
