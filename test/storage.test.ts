@@ -356,6 +356,8 @@ test('a failed delivery keeps its event-log partition through the redelivery win
     integration.id,
   ]);
   await t.app.services.engine!.sweep();
+  // With the event log on Kafka, once the consumer group has committed what it handed over.
+  await eventLogHandedOver(t.app.services.db, t.app.services.cfg);
   await t.app.services.storage.runRetention();
   assert.equal((await t.app.services.db.query('SELECT 1 FROM event_log WHERE object_id = $1', [String(stored.id)])).rows.length, 0);
 });
