@@ -423,7 +423,7 @@ export async function buildApp(
     async (api) => {
       await api.register(ownerRoutes, { db, retentionDays: cfg.RETENTION_DAYS ?? null, graceSeconds: cfg.RETENTION_GRACE_SECONDS });
       await api.register(assetRoutes, { db });
-      await api.register(credentialRoutes, { db });
+      await api.register(credentialRoutes, { db, passwordCost: cfg.PASSWORD_HASH_COST });
       await api.register(recordRoutes, { db, cfg, hooks });
       await api.register(positionRoutes, { db });
       await api.register(zoneRoutes, { db, limits: cfg });

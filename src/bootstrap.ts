@@ -51,7 +51,11 @@ export async function bootstrap(db: Db, cfg: Config): Promise<BootstrapResult | 
       ownerId: result.ownerId,
       scopes: ['read', 'write', 'admin'],
     });
-    await createUser(q, { username: result.username, password, ownerId: result.ownerId, scopes: ['read', 'write', 'admin'] });
+    await createUser(
+      q,
+      { username: result.username, password, ownerId: result.ownerId, scopes: ['read', 'write', 'admin'] },
+      cfg.PASSWORD_HASH_COST,
+    );
     await ensureDashboardClient(q, result.ownerId);
     await q.query("INSERT INTO service_state (name, value) VALUES ('bootstrap', $1)", [
       JSON.stringify({ ownerId: result.ownerId, at: new Date().toISOString() }),

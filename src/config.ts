@@ -92,6 +92,8 @@ const spec = {
   AUTH_SESSION_CACHE_MS: [int(0, 9000), '5000'],
   AUTH_THROTTLE_FAILURES: [int(1, 1_000_000), '10'],
   AUTH_THROTTLE_WINDOW_SECONDS: [int(1, 86400), '300'],
+  // log2 of scrypt's N for passwords set from now on (2^17 is OWASP's advice at 128 MiB a hash).
+  PASSWORD_HASH_COST: [int(10, 17), '14'],
   BOOTSTRAP_OWNER_NAME: [str, 'operator'],
   BOOTSTRAP_CLIENT_ID: [str, undefined],
   BOOTSTRAP_CLIENT_SECRET: [str, undefined],

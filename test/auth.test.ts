@@ -7,6 +7,7 @@ import http from 'node:http';
 import { promisify } from 'node:util';
 import { test } from 'node:test';
 import * as jose from 'jose';
+import { DEFAULT_PASSWORD_COST, hashPassword } from '../src/auth/crypto.js';
 import { OPERATOR, ownerWithKey, passwordToken, startApp, basic, type TestApp } from './helpers.js';
 
 const exec = promisify(execFile);
@@ -297,7 +298,8 @@ test('behind a trusted proxy (TRUST_PROXY) throttling keys on X-Forwarded-For; o
 });
 
 test('a wrong password takes as long for an unknown user as for a real one', async (t) => {
-  const ta = await startApp(t, { AUTH_THROTTLE_FAILURES: '100000' });
+  // At the default cost (the other tests hash at a sixteenth of it): the time is scrypt's.
+  const ta = await startApp(t, { AUTH_THROTTLE_FAILURES: '100000', PASSWORD_HASH_COST: String(DEFAULT_PASSWORD_COST) });
   const form = (username: string) => new URLSearchParams({ grant_type: 'password', username, password: 'definitely-wrong' }).toString();
   const timed = async (username: string) => {
     const started = performance.now();
@@ -322,6 +324,31 @@ test('a wrong password takes as long for an unknown user as for a real one', asy
   const u = median(unknown);
   t.diagnostic(`wrong password, median of 15: known user ${k.toFixed(1)} ms, unknown user ${u.toFixed(1)} ms`);
   assert.ok(u >= 0.5 * k, `unknown user median ${u.toFixed(1)} ms vs known ${k.toFixed(1)} ms`);
+});
+
+test('passwords are stored at PASSWORD_HASH_COST; a sign-in stores a hash made at another cost again at the setting, and only then', async (t) => {
+  const ta = await startApp(t, { PASSWORD_HASH_COST: String(DEFAULT_PASSWORD_COST) });
+  const db = ta.app.services.db;
+  const hashOf = async (username: string) =>
+    (await db.query<{ password_hash: string }>('SELECT password_hash FROM users WHERE username = $1', [username])).rows[0]!.password_hash;
+  const costOf = async (username: string) => Number((await hashOf(username)).split('$')[1]);
+  assert.equal(await costOf(OPERATOR.username), 2 ** DEFAULT_PASSWORD_COST, 'the bootstrap user');
+  const owner = await ownerWithKey(ta, 'hash-cost-co');
+  const made = await ta.call('POST', '/api/v1/users', {
+    token: ta.adminToken,
+    body: { username: 'cost-user', password: 'cost-user-password', ownerId: owner.ownerId, scopes: ['read'] },
+  });
+  assert.equal(made.status, 201, made.raw);
+  assert.equal(await costOf('cost-user'), 2 ** DEFAULT_PASSWORD_COST, 'a user made over the API');
+  // A hash from before the setting changed (N=2^10): a wrong password leaves it, the right one replaces it.
+  await db.query('UPDATE users SET password_hash = $2 WHERE username = $1', ['cost-user', await hashPassword('cost-user-password', 10)]);
+  await assert.rejects(passwordToken(ta.call, 'cost-user', 'not-the-password'));
+  assert.equal(await costOf('cost-user'), 2 ** 10, 'a wrong password changes nothing');
+  await passwordToken(ta.call, 'cost-user', 'cost-user-password');
+  const stored = await hashOf('cost-user');
+  assert.equal(Number(stored.split('$')[1]), 2 ** DEFAULT_PASSWORD_COST, 'stored again at the setting');
+  await passwordToken(ta.call, 'cost-user', 'cost-user-password');
+  assert.equal(await hashOf('cost-user'), stored, 'a hash at the setting is left as it is');
 });
 
 test('forged tokens (wrong signature, alg none, wrong issuer, garbage) and missing credentials all answer 401', async (t) => {

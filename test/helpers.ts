@@ -3,6 +3,7 @@
 // runs the suite on both. A test whose external service is absent skips with how to start it on a
 // developer's machine; under CI=true it fails instead.
 import { dropEventLog, eventLogEnv, TEST_EVENT_LOG, TEST_KAFKA_BROKERS } from './event-log.js';
+import { TEST_PASSWORD_COST } from './service-process.js';
 import { consumerLag, type EventLogConfig } from '../src/eventlog/kafka.js';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -126,6 +127,7 @@ export function testConfig(env: Record<string, string> = {}, databaseUrl?: strin
     // Four test files run at once against the shared server's 100 connections, some with several
     // services each: a small pool per service (a file may ask for more).
     DB_POOL_SIZE: '6',
+    PASSWORD_HASH_COST: TEST_PASSWORD_COST,
     ...(databaseUrl ? { DATABASE_URL: databaseUrl } : {}),
     ...eventLogEnv(databaseUrl),
     ...env,

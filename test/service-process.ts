@@ -8,6 +8,14 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { eventLogEnv } from './event-log.js';
 
+/**
+ * PASSWORD_HASH_COST in the tests' services (here and helpers.ts's testConfig): scrypt N=2^10, not the
+ * default 2^14. The suite signs in thousands of times (throttling, revocation, each app's first
+ * token), each 16 times cheaper so. auth.test.ts's tests of the default cost and of equal timing,
+ * and the hostile-tenant suite, run at the default.
+ */
+export const TEST_PASSWORD_COST = '10';
+
 export interface ServiceProcess {
   /** The current process's base URL (changes with each start). */
   readonly base: string;
@@ -51,6 +59,7 @@ export async function serviceProcess(
     LOG_LEVEL: 'error',
     BOOTSTRAP_CLIENT_SECRET: 'child-secret',
     BOOTSTRAP_PASSWORD: 'child-password',
+    PASSWORD_HASH_COST: TEST_PASSWORD_COST,
     RATE_LIMIT_MAX: '1000000',
     RATE_LIMIT_CONCURRENT: '100',
     ...env,

@@ -17,7 +17,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Type, type Static } from '@sinclair/typebox';
 import type { Db } from '../db/db.js';
-import { digest, hashPassword, verifyPassword } from './crypto.js';
+import { digest, refreshPasswordHash, unknownPasswordHash, verifyPassword } from './crypto.js';
 import type { FailureThrottle } from './throttle.js';
 import type { Sessions } from './sessions.js';
 import { record as audit } from '../audit/audit.js';
@@ -82,6 +82,8 @@ export async function authorizeRoutes(
     prefixes: string[];
     sessions: Sessions;
     signInHours: number;
+    /** PASSWORD_HASH_COST. */
+    passwordCost: number;
   },
 ): Promise<void> {
   const { db, throttle, sessions } = deps;
@@ -123,7 +125,6 @@ export async function authorizeRoutes(
     if (p.state !== undefined) to.searchParams.set('state', p.state);
     return reply.redirect(to.toString(), 303);
   };
-  let unknownHash: Promise<string> | undefined;
 
   /** The checks before anything may be redirected: a known public client and one of its own redirects. */
   const checkRequest = async (p: AuthorizeQuery): Promise<{ client: Client; redirect: URL } | string> => {
@@ -254,8 +255,7 @@ export async function authorizeRoutes(
           loginForm(p, action, `Too many failed attempts; retry in ${wait} s.`, username),
         );
       // scrypt runs for an unknown user too: every refusal costs the same (no enumeration by timing).
-      unknownHash ??= hashPassword(crypto.randomBytes(32).toString('hex'));
-      const ok = await verifyPassword(p.password ?? '', user?.password_hash ?? (await unknownHash));
+      const ok = await verifyPassword(p.password ?? '', user?.password_hash ?? (await unknownPasswordHash(deps.passwordCost)));
       if (!user) {
         await deps.unknownSignIns.failed('user', req.ip, username, 'unknown username');
         return page(reply, 401, loginForm(p, action, 'Invalid username or password.', username));
@@ -272,6 +272,7 @@ export async function authorizeRoutes(
         return page(reply, 401, loginForm(p, action, 'Invalid username or password.', username));
       }
       await throttle.succeeded('user', username, req.ip);
+      await refreshPasswordHash(db, user, p.password ?? '', deps.passwordCost);
       const value = crypto.randomBytes(32).toString('base64url');
       const signInId = crypto.randomUUID();
       await db.tx(async (q) => {

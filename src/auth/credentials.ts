@@ -70,12 +70,16 @@ const userApi = (r: UserRow) => ({
   whenUpdated: iso(r.when_updated)!,
 });
 
-export async function createUser(q: Queryable, u: { username: string; password: string; ownerId: string; scopes: Scope[] }) {
+export async function createUser(
+  q: Queryable,
+  u: { username: string; password: string; ownerId: string; scopes: Scope[] },
+  passwordCost: number,
+) {
   const id = crypto.randomUUID();
   await q.query('INSERT INTO users (id, username, password_hash, owner_id, scopes) VALUES ($1, $2, $3, $4, $5)', [
     id,
     u.username,
-    await hashPassword(u.password),
+    await hashPassword(u.password, passwordCost),
     u.ownerId,
     u.scopes,
   ]);
@@ -214,7 +218,7 @@ export async function createApiKey(q: Queryable, k: { name: string; ownerId: str
 
 // ---- routes --------------------------------------------------------------------------------
 
-export const credentialRoutes: FastifyPluginAsyncTypebox<{ db: Db }> = async (app, { db }) => {
+export const credentialRoutes: FastifyPluginAsyncTypebox<{ db: Db; passwordCost: number }> = async (app, { db, passwordCost }) => {
   const admin = { scope: 'admin' as const };
   const { sessions } = app.services.tokens;
   const param = (req: { params: { id: string } }, what: string) => {
@@ -235,7 +239,7 @@ export const credentialRoutes: FastifyPluginAsyncTypebox<{ db: Db }> = async (ap
       const b = req.body;
       await req.tenancy.assertOwner(b.ownerId);
       const out = await db.tx(async (q) => {
-        const id = await createUser(q, b);
+        const id = await createUser(q, b, passwordCost);
         if (b.disabled) await q.query('UPDATE users SET disabled = true WHERE id = $1', [id]);
         const user = userApi(
           await req.tenancy.one<UserRow>(q, { select: USER_SELECT, from: 'users', ownerColumn: 'owner_id' }, id, 'user'),
@@ -267,7 +271,7 @@ export const credentialRoutes: FastifyPluginAsyncTypebox<{ db: Db }> = async (ap
     handler: async (req) => {
       const id = param(req, 'user');
       const b = req.body;
-      const hash = b.password === undefined ? null : await hashPassword(b.password);
+      const hash = b.password === undefined ? null : await hashPassword(b.password, passwordCost);
       const { user, revoked } = await db.tx(async (q) => {
         const cur = await req.tenancy.one<UserRow>(q, { select: USER_SELECT, from: 'users', ownerColumn: 'owner_id' }, id, 'user', true);
         if (b.ownerId) await req.tenancy.assertOwner(b.ownerId, '/ownerId', q);

@@ -6,6 +6,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import type { Config } from '../config.js';
+import type { Queryable } from '../db/db.js';
 
 const scrypt = promisify(crypto.scrypt) as (
   password: string,
@@ -56,12 +57,33 @@ export function safeEqual(a: string, b: string): boolean {
   return ab.length === bb.length && crypto.timingSafeEqual(ab, bb);
 }
 
-// Passwords are low-entropy: scrypt (N=2^14, r=8, p=1), stored as scrypt$N$r$p$salt$hash.
-const SCRYPT = { N: 16384, r: 8, p: 1 };
-export async function hashPassword(password: string): Promise<string> {
+// Passwords are low-entropy: scrypt (N=2^cost, r=8, p=1), stored as scrypt$N$r$p$salt$hash, so a
+// hash keeps the cost it was made with and a change of PASSWORD_HASH_COST applies to new passwords
+// (and to a user's next sign-in, which stores the password again at the new cost).
+/** log2 of scrypt's N by default (PASSWORD_HASH_COST): 16 MiB and some 50-100 ms of one core per hash. */
+export const DEFAULT_PASSWORD_COST = 14;
+const SCRYPT = { r: 8, p: 1 };
+/** What scrypt may allocate for N and r: the 128 * N * r bytes it needs, doubled. */
+const maxmem = (n: number, r = SCRYPT.r) => 2 * 128 * n * r;
+export async function hashPassword(password: string, cost: number): Promise<string> {
+  const N = 2 ** cost;
   const salt = crypto.randomBytes(16);
-  const hash = await scrypt(password, salt, 32, { ...SCRYPT, maxmem: 64 * 1024 * 1024 });
-  return ['scrypt', SCRYPT.N, SCRYPT.r, SCRYPT.p, salt.toString('base64'), hash.toString('base64')].join('$');
+  const hash = await scrypt(password, salt, 32, { N, ...SCRYPT, maxmem: maxmem(N) });
+  return ['scrypt', N, SCRYPT.r, SCRYPT.p, salt.toString('base64'), hash.toString('base64')].join('$');
+}
+
+const unknownHashes = new Map<number, Promise<string>>();
+/**
+ * A hash of nothing anyone knows, at `cost`: checked in place of an unknown user's, so that a refusal
+ * takes the time of a wrong password (no enumeration by timing).
+ */
+export function unknownPasswordHash(cost: number): Promise<string> {
+  let h = unknownHashes.get(cost);
+  if (!h) {
+    h = hashPassword(crypto.randomBytes(32).toString('hex'), cost);
+    unknownHashes.set(cost, h);
+  }
+  return h;
 }
 
 export async function verifyPassword(password: string, stored: string): Promise<boolean> {
@@ -72,7 +94,20 @@ export async function verifyPassword(password: string, stored: string): Promise<
     N: Number(n),
     r: Number(r),
     p: Number(p),
-    maxmem: 64 * 1024 * 1024,
+    maxmem: maxmem(Number(n), Number(r)),
   });
   return crypto.timingSafeEqual(actual, expected);
+}
+
+/**
+ * After a sign-in with the right password: a hash made at another cost than PASSWORD_HASH_COST is
+ * stored again at the setting's cost (unless the password changed meanwhile).
+ */
+export async function refreshPasswordHash(q: Queryable, user: { id: string; password_hash: string }, password: string, cost: number) {
+  if (user.password_hash.split('$')[1] === String(2 ** cost)) return;
+  await q.query('UPDATE users SET password_hash = $2 WHERE id = $1 AND password_hash = $3', [
+    user.id,
+    await hashPassword(password, cost),
+    user.password_hash,
+  ]);
 }

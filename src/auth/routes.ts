@@ -10,7 +10,7 @@ import type { Config } from '../config.js';
 import type { Db, Queryable } from '../db/db.js';
 import { type Actor, record as audit } from '../audit/audit.js';
 import { UnknownSignIns } from '../audit/unknown-sign-ins.js';
-import { digest, hashPassword, safeEqual, verifyPassword } from './crypto.js';
+import { digest, safeEqual, refreshPasswordHash, unknownPasswordHash, verifyPassword } from './crypto.js';
 import { FailureThrottle } from './throttle.js';
 import { authorizeRoutes, verifierMatches } from './authorize.js';
 import { isScope } from '../tenancy/tenancy.js';
@@ -85,8 +85,6 @@ const userSubject = (user: UserRow, client: ClientRow): TokenSubject => ({
 
 // Stand-ins checked when the user or client is unknown, so a refusal costs the same either way.
 const UNKNOWN_CLIENT_DIGEST = digest(crypto.randomBytes(32).toString('hex'));
-let unknownHash: Promise<string> | undefined;
-const unknownUserHash = () => (unknownHash ??= hashPassword(crypto.randomBytes(32).toString('hex')));
 
 /**
  * Client credentials from HTTP Basic (user:password in the URL, as curl sends it) or the form body; a
@@ -207,7 +205,7 @@ export async function authRoutes(app: FastifyInstance, opts: { db: Db; cfg: Conf
         if (userWait) throw refused(userWait, 'user');
         // scrypt runs for an unknown user too (against a hash of nothing anyone knows) and for a
         // disabled one: every refusal takes the time of a wrong password (no enumeration by timing).
-        const passwordOk = await verifyPassword(password, user?.password_hash ?? (await unknownUserHash()));
+        const passwordOk = await verifyPassword(password, user?.password_hash ?? (await unknownPasswordHash(cfg.PASSWORD_HASH_COST)));
         if (!user) {
           await unknownSignIns.failed('user', address, username, 'unknown username');
           throw new OAuthError(400, 'invalid_grant', 'Invalid user credentials.');
@@ -221,6 +219,7 @@ export async function authRoutes(app: FastifyInstance, opts: { db: Db; cfg: Conf
           throw new OAuthError(400, 'invalid_grant', 'Invalid user credentials.');
         }
         await throttle.succeeded('user', username, address);
+        await refreshPasswordHash(db, user, password, cfg.PASSWORD_HASH_COST);
         subject = userSubject(user, client);
         const jti = crypto.randomUUID();
         refreshJti = jti;
@@ -343,6 +342,7 @@ export async function authRoutes(app: FastifyInstance, opts: { db: Db; cfg: Conf
     prefixes: ['/auth/realms/:realm', '/realms/:realm'],
     sessions: tokens.sessions,
     signInHours: cfg.SIGN_IN_SESSION_HOURS,
+    passwordCost: cfg.PASSWORD_HASH_COST,
   });
 
   for (const prefix of ['/auth/realms/:realm', '/realms/:realm']) {

@@ -15,6 +15,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { Agent, fetch as undiciFetch } from 'undici';
+import { DEFAULT_PASSWORD_COST } from '../../src/auth/crypto.js';
 import { atEnd, createTestDatabase, TEST_DB } from '../helpers.js';
 import { type ServiceProcess, serviceProcess } from '../service-process.js';
 
@@ -107,7 +108,11 @@ export async function hostileService(env: Record<string, string> = {}): Promise<
   }
   // HOSTILE_NODE_FLAGS adds flags (a profile of A's work: --cpu-prof --cpu-prof-dir=/tmp/prof).
   const extra = process.env.HOSTILE_NODE_FLAGS?.split(/\s+/).filter(Boolean) ?? [];
-  const svc = await serviceProcess(database, { LOG_LEVEL: 'warn', ...env }, { nodeArgs: [...START_FLAGS, ...extra] });
+  const svc = await serviceProcess(
+    database,
+    { LOG_LEVEL: 'warn', PASSWORD_HASH_COST: String(DEFAULT_PASSWORD_COST), ...env },
+    { nodeArgs: [...START_FLAGS, ...extra] },
+  );
   atEnd(() => svc.stop());
   // A's requests wait as long as A's work takes (fetch's own 300 s headers timeout cut off the zone
   // count case's bulk on a loaded machine): A's time is A's own; B's is what the suite bounds.

@@ -36,6 +36,7 @@ test("defaults: the embedded database, port 8080 on the loopback, the specificat
   assert.equal(c.HOST, '127.0.0.1');
   assert.equal(c.publicUrl, 'http://127.0.0.1:8080');
   assert.equal(c.TOKEN_LIFE_SECONDS, 1200);
+  assert.equal(c.PASSWORD_HASH_COST, 14, 'passwords at scrypt N=2^14 unless the operator says otherwise');
   assert.equal(c.RATE_LIMIT_MAX, 1000);
   assert.equal(c.RATE_LIMIT_CONCURRENT, 10);
   assert.equal(c.ALERT_MAX_CODES_PER_LIST, 32);
