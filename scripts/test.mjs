@@ -13,6 +13,13 @@
 // lane, the slowest files, and a closing "tests: N passed, N failed, N skipped" line; the exit
 // code is non-zero when any file failed.
 //
+// The files run as JavaScript: the runner compiles the repository's TypeScript once per run (esbuild,
+// file by file, as tsx would, with source maps back to the .ts) into a mirror of the repository in its
+// temporary folder (every other file and folder there is a link to the real one, so paths taken from
+// import.meta.url still lead where they should), and the processes share one V8 compile cache. A
+// test process then starts in about half the CPU time it takes under tsx (0.7 s instead of 1.65 s to
+// load the service here), and the suite starts some 300. TEST_COMPILED=off runs the .ts files under tsx.
+//
 // Arguments name the lanes to run (default all three; TEST_LANES="unit postgres" too);
 // TEST_FILES="test/a.test.ts test/unit/b.test.ts" narrows to some files; TEST_BROWSER=off leaves out the browser tests. The services the tests
 // talk to are started first when down (scripts/services.sh); TEST_SERVICES=off leaves them to you.
@@ -20,6 +27,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import * as esbuild from 'esbuild';
 
 const LANES = ['unit', 'postgres', 'pglite', 'kafka'];
 const DURATIONS = path.join('.cache', 'test-durations.json');
@@ -98,15 +106,54 @@ const [major, minor] = process.versions.node.split('.').map(Number);
 const inProcess = major > 23 || (major === 23 && minor >= 6) ? '--test-isolation=none' : '--experimental-test-isolation=none';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tracking-tests-'));
+
+/** The folders whose TypeScript the tests load; everything else in the mirror is a link. */
+const COMPILED = ['src', 'test', 'sim', 'bench', 'scripts'];
+/**
+ * Mirrors the repository into `into`: each .ts file of COMPILED compiled to .js beside a linked
+ * source map, every other file and folder a symbolic link to the original. Returns `into`.
+ */
+async function compileTree(into) {
+  const sources = [];
+  const mirror = (rel) => {
+    fs.mkdirSync(path.join(into, rel), { recursive: true });
+    for (const e of fs.readdirSync(rel || '.', { withFileTypes: true })) {
+      const from = path.join(rel, e.name);
+      if (!rel && ['.git', '.cache'].includes(e.name)) continue;
+      if (e.isDirectory() && e.name !== 'node_modules' && (rel || COMPILED.includes(e.name))) mirror(from);
+      else if (e.isFile() && e.name.endsWith('.ts') && !e.name.endsWith('.d.ts') && rel) sources.push(from);
+      else fs.symlinkSync(path.resolve(from), path.join(into, from));
+    }
+  };
+  mirror('');
+  await esbuild.build({
+    entryPoints: sources,
+    outdir: into,
+    outbase: '.',
+    format: 'esm',
+    platform: 'node',
+    target: `node${process.versions.node.split('.')[0]}`,
+    sourcemap: 'linked',
+    logLevel: 'warning',
+  });
+  return into;
+}
+const compiled = process.env.TEST_COMPILED === 'off' ? null : await compileTree(path.join(tmp, 'tree'));
+/** The file a job runs: its compiled twin, or the .ts itself under tsx. */
+const runnable = (file) => (compiled ? path.join(compiled, file.replace(/\.ts$/, '.js')) : file);
+const nodeArgs = compiled ? ['--enable-source-maps'] : ['--import', 'tsx'];
+/** One V8 compile cache for the run's processes (each file is loaded by hundreds). */
+const compileCache = compiled ? { NODE_COMPILE_CACHE: path.join(tmp, 'compile-cache') } : {};
 const results = [];
 const started = Date.now();
 
 // Migrated databases every test app starts from (test/templates.ts): a template database on
 // PostgreSQL, a saved data folder for PGlite. Without them (PostgreSQL down) each app migrates its own.
-const tsx = (...a) => spawnSync(process.execPath, ['--import', 'tsx', 'test/templates.ts', ...a], { encoding: 'utf8' });
+const templatesScript = (...a) =>
+  spawnSync(process.execPath, [...nodeArgs, runnable('test/templates.ts'), ...a], { encoding: 'utf8', env: { ...process.env, ...compileCache } });
 let templates = {};
 if (jobs.some((j) => j.lane !== 'unit')) {
-  const made = tsx('make', tmp);
+  const made = templatesScript('make', tmp);
   if (made.status === 0) templates = JSON.parse(made.stdout.trim().split('\n').at(-1));
   else console.error(`No template databases (each test app will migrate its own):\n${made.stderr}`);
 }
@@ -138,8 +185,7 @@ function run(job, n) {
     const cpuFile = path.join(tmp, `${n}.cpu`);
     const argv = [
       process.execPath,
-      '--import',
-      'tsx',
+      ...nodeArgs,
       '--test',
       inProcess,
       `--test-timeout=${TEST_TIMEOUT_MS}`,
@@ -147,13 +193,14 @@ function run(job, n) {
       '--test-reporter-destination=stdout',
       '--test-reporter=tap',
       `--test-reporter-destination=${tap}`,
-      job.file,
+      runnable(job.file),
     ];
     // GNU time, where there is one, counts the CPU seconds of the file's process and of every
     // process it started and waited for (its services, brokers, browsers; not the database server's).
     const child = spawn(TIME ?? argv[0], TIME ? ['-f', '%U %S', '-o', cpuFile, ...argv] : argv.slice(1), {
       env: {
         ...process.env,
+        ...compileCache,
         ...(job.lane === 'unit'
           ? {}
           : job.lane === 'kafka'
@@ -211,7 +258,7 @@ await Promise.all(
     }
   }),
 );
-if (templates.postgres) tsx('drop', templates.postgres);
+if (templates.postgres) templatesScript('drop', templates.postgres);
 fs.rmSync(tmp, { recursive: true, force: true });
 
 // Kept for the next run's order; a narrowed run adds to what is known.

@@ -10,6 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import { TEST_DB } from './helpers.js';
+import { entryArgs } from './service-process.js';
 
 // PGlite whatever TEST_DB says: run it in one stage only.
 if (TEST_DB === 'postgres') {
@@ -17,7 +18,7 @@ if (TEST_DB === 'postgres') {
     timeout: 240_000,
   }, async () => {
     const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'demo-'));
-    const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/demo.ts'], {
+    const child = spawn(process.execPath, entryArgs('scripts/demo.ts'), {
       env: { ...process.env, DEMO_PORT: '0', DEMO_DATA_DIR: dataDir, DEMO_ASSETS: '9', DEMO_RATE: '60' },
       stdio: ['ignore', 'pipe', 'pipe'],
     });

@@ -1,4 +1,5 @@
-// The service as a child process (`node --import tsx src/main.ts`), for tests that SIGKILL it: it
+// The service as a child process (`node src/main.js` in the runner's compiled tree, `node --import tsx
+// src/main.ts` when a test file runs as TypeScript), for tests that SIGKILL it: it
 // listens on a port the system gives (PORT=0) and the test reads the port from its log line; a
 // fixed PUBLIC_URL keeps the token issuer, so one token serves every restart.
 import assert from 'node:assert/strict';
@@ -6,7 +7,19 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { eventLogEnv } from './event-log.js';
+
+const here = fileURLToPath(import.meta.url);
+/**
+ * The node arguments that run one of the repository's entry files (`src/main.ts`, `scripts/demo.ts`)
+ * the way this test runs: from the compiled JavaScript tree the runner made (scripts/test.mjs), where
+ * this file is `test/service-process.js`, or as TypeScript under tsx.
+ */
+export function entryArgs(file: string): string[] {
+  if (here.endsWith('.ts')) return ['--import', 'tsx', file];
+  return ['--enable-source-maps', path.join(path.dirname(here), '..', file.replace(/\.ts$/, '.js'))];
+}
 
 /**
  * PASSWORD_HASH_COST in the tests' services (here and helpers.ts's testConfig): scrypt N=2^10, not the
@@ -69,7 +82,7 @@ export async function serviceProcess(
   let token = '';
   const start = async () => {
     // Its own process group, so a kill takes the service's delivery processes with it.
-    const c = spawn(process.execPath, [...(opts.nodeArgs ?? []), '--import', 'tsx', 'src/main.ts'], {
+    const c = spawn(process.execPath, [...(opts.nodeArgs ?? []), ...entryArgs('src/main.ts')], {
       env: fullEnv,
       stdio: ['ignore', 'pipe', 'inherit'],
       detached: true,
