@@ -150,7 +150,10 @@ const started = Date.now();
 // Migrated databases every test app starts from (test/templates.ts): a template database on
 // PostgreSQL, a saved data folder for PGlite. Without them (PostgreSQL down) each app migrates its own.
 const templatesScript = (...a) =>
-  spawnSync(process.execPath, [...nodeArgs, runnable('test/templates.ts'), ...a], { encoding: 'utf8', env: { ...process.env, ...compileCache } });
+  spawnSync(process.execPath, [...nodeArgs, runnable('test/templates.ts'), ...a], {
+    encoding: 'utf8',
+    env: { ...process.env, ...compileCache },
+  });
 let templates = {};
 if (jobs.some((j) => j.lane !== 'unit')) {
   const made = templatesScript('make', tmp);
