@@ -17,7 +17,7 @@ import { TokenService } from './auth/tokens.js';
 import { authRoutes } from './auth/routes.js';
 import { credentialRoutes } from './auth/credentials.js';
 import { bootstrap, type BootstrapResult } from './bootstrap.js';
-import { clientError, installErrorEnvelope, installJsonParsers, installValidation } from './http/envelope.js';
+import { clientError, installErrorEnvelope, installJsonParsers, installSerializer, installValidation } from './http/envelope.js';
 import { installAuthentication } from './auth/authenticate.js';
 import { installIdempotency } from './http/idempotency.js';
 import { installBodyBudget, installLimits, MemoryLimiter, RedisLimiter, type Limiter } from './http/limits.js';
@@ -341,6 +341,7 @@ export async function buildApp(
   // JSON must be UTF-8; PATCH bodies are JSON merge patches (RFC 7396): their own media type too.
   installJsonParsers(app);
   installValidation(app);
+  installSerializer(app);
   installErrorEnvelope(app);
   // Every documented route answers errors in the one envelope: say so in the OpenAPI document.
   app.addHook('onRoute', (r) => {

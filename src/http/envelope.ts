@@ -6,6 +6,7 @@ import type { Duplex } from 'node:stream';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import addFormatsModule from 'ajv-formats';
+import fastJsonStringify from 'fast-json-stringify';
 import { fullFormats } from 'ajv-formats/dist/formats.js';
 import FindMyWay from 'find-my-way';
 import { ApiError, errorBody, isDatabaseUnavailable, pointer, type ErrorCode } from './errors.js';
@@ -32,12 +33,39 @@ function withFormats(ajv: Ajv): Ajv {
   return ajv;
 }
 
+// Bodies: no coercion ("12" is not a number), defaults applied, unknown members refused (verbose:
+// the error carries the schema, so the message can list the known members).
+const bodyAjv = withFormats(new Ajv({ coerceTypes: false, useDefaults: true, strict: false, allErrors: false, verbose: true }));
+// Query strings and path params arrive as text: coerce, and allow repeated params as arrays.
+const queryAjv = withFormats(new Ajv({ coerceTypes: 'array', useDefaults: true, strict: false, allErrors: false }));
+
+/**
+ * Compiled validators and serializers are kept for the process, by the schema's text (each app
+ * builds its own schema objects): an app compiles some 300 schemas, about 1 s of CPU, the same ones
+ * for every app a process builds (the service builds one; a test process several). The routes are
+ * the code's, so the cache is bounded by it.
+ */
+const compiled = new Map<string, unknown>();
+function once<F>(kind: string, schema: unknown, make: () => F): F {
+  const key = `${kind} ${JSON.stringify(schema)}`;
+  let f = compiled.get(key) as F | undefined;
+  if (f === undefined) {
+    f = make();
+    compiled.set(key, f);
+  }
+  return f;
+}
+const compile = (ajv: Ajv, kind: string, schema: object): ValidateFunction => once(kind, schema, () => ajv.compile(schema));
+
+/**
+ * Responses are serialised by fast-json-stringify, as Fastify's own serializer compiler does (the
+ * service adds no shared schemas), compiled once per process (see `once`).
+ */
+export function installSerializer(app: FastifyInstance): void {
+  app.setSerializerCompiler(({ schema }) => once('response', schema, () => fastJsonStringify(schema as object)));
+}
+
 export function installValidation(app: FastifyInstance): void {
-  // Bodies: no coercion ("12" is not a number), defaults applied, unknown members refused (verbose:
-  // the error carries the schema, so the message can list the known members).
-  const bodyAjv = withFormats(new Ajv({ coerceTypes: false, useDefaults: true, strict: false, allErrors: false, verbose: true }));
-  // Query strings and path params arrive as text: coerce, and allow repeated params as arrays.
-  const queryAjv = withFormats(new Ajv({ coerceTypes: 'array', useDefaults: true, strict: false, allErrors: false }));
   // API guide 1: what a route's 2xx responses carry is ignored in its body (requestBodySchema).
   // Form bodies (the OAuth token endpoint) stay open: RFC 6749 section 3.1 says unknown parameters
   // are ignored. Query strings stay lenient too: links carry cache busters and tracking parameters.
@@ -59,19 +87,19 @@ export function installValidation(app: FastifyInstance): void {
     return { error: Object.assign(new Error('body validation failed'), { validation: v.errors ?? [], validationContext: 'body' }) };
   };
   app.setValidatorCompiler(({ schema, httpPart, method, url }) => {
-    if (httpPart !== 'body') return queryAjv.compile(lenientSchema(schema) as object);
+    if (httpPart !== 'body') return compile(queryAjv, 'query', lenientSchema(schema) as object);
     const route = routes.get(`${[method].flat()[0]} ${url}`);
-    if (route?.form) return bodyAjv.compile(lenientSchema(schema) as object);
+    if (route?.form) return compile(bodyAjv, 'body', lenientSchema(schema) as object);
     const { schema: body, strip } = requestBodySchema(schema, route?.responses ?? []);
     const s = body as { 'x-bulk'?: boolean; anyOf?: object[] };
     if (s['x-bulk'] && s.anyOf?.length === 2) {
       // One record or an array of them: validate the branch the body's shape picks, so an error
       // names the item (`/3/latitude`) instead of "must match a schema in anyOf".
-      const one = checked(bodyAjv.compile(s.anyOf[0]!), strip);
-      const many = checked(bodyAjv.compile(s.anyOf[1]!), strip);
+      const one = checked(compile(bodyAjv, 'body', s.anyOf[0]!), strip);
+      const many = checked(compile(bodyAjv, 'body', s.anyOf[1]!), strip);
       return (data: unknown) => (Array.isArray(data) ? many : one)(data);
     }
-    return checked(bodyAjv.compile(body as object), strip);
+    return checked(compile(bodyAjv, 'body', body as object), strip);
   });
 
   // API guide 1: a NUL anywhere in a string (keys included), or a number that is not finite,
