@@ -16,6 +16,8 @@ import { buildApp } from '../src/app.js';
 import { loadConfig, type Config } from '../src/config.js';
 import { createPglite, type Queryable } from '../src/db/db.js';
 import { pendingTotal } from '../src/delivery/queue/index.js';
+import { listPartitions } from '../src/storage/partitions.js';
+import { PARTITIONED } from '../src/storage/tables.js';
 
 export const TEST_DB = (process.env.TEST_DB ?? 'postgres') as 'postgres' | 'pglite';
 /**
@@ -152,6 +154,11 @@ export interface Res {
   raw: string;
 }
 
+/** Drops every partition of the partitioned tables (each is empty in a new test database). */
+async function dropPartitions(q: Queryable): Promise<void> {
+  for (const t of PARTITIONED) for (const p of await listPartitions(q, t.name)) await q.query(`DROP TABLE ${p.name}`);
+}
+
 /** Starts the whole service for this test file on the engine TEST_DB selects, listening on a port the system gives. */
 export async function startApp(
   _t: TestContext | undefined,
@@ -174,6 +181,20 @@ export async function startApp(
   const template = TEST_DB === 'pglite' && !databaseUrl ? pgliteTemplate() : undefined;
   const db = template ? await createPglite(undefined, template) : undefined;
   if (db) atEnd(() => db.close());
+  // The templates hold the default interval's partitions (test/templates.ts): an app on another
+  // starts without them, as it would from a fresh database.
+  if ((env.PARTITION_INTERVAL ?? 'week') !== 'week' && !opts.databaseUrl) {
+    if (db) await dropPartitions(db);
+    else if (databaseUrl) {
+      const c = new pg.Client({ connectionString: databaseUrl });
+      await c.connect();
+      try {
+        await dropPartitions(c as unknown as Queryable);
+      } finally {
+        await c.end();
+      }
+    }
+  }
   const app = await buildApp(cfg0, { logger: { level: env.LOG_LEVEL ?? 'error' }, ...(db ? { db } : {}) });
   atEnd(() => app.close());
   await app.listen({ port: 0, host: '127.0.0.1' });
