@@ -9,7 +9,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import pg from 'pg';
-import { createTestDatabase, TEST_DB, undelivered } from './helpers.js';
+import { createTestDatabase, eventsInTimedOutAttempts, TEST_DB, undelivered } from './helpers.js';
 import { Receiver } from './receiver.js';
 import { serviceProcess } from './service-process.js';
 
@@ -164,12 +164,7 @@ if (TEST_DB === 'postgres') {
     //    `concurrency` requests of `batch` events are unwritten when a process dies.
     let duplicates = 0;
     for (const n of delivered.values()) duplicates += n - 1;
-    // Events carried by timed-out attempts (an attempt row is one request: a batch of events).
-    const timedOut = (
-      await db.query<{ n: number }>(
-        "SELECT COALESCE(sum(cardinality(log_ids)), 0)::int AS n FROM delivery_attempts WHERE error LIKE 'timed out%'",
-      )
-    ).rows[0]!.n;
+    const timedOut = await eventsInTimedOutAttempts(db);
     const bound = kills * BATCH * CONCURRENCY;
     const byKills = Math.max(0, duplicates - timedOut);
     console.log(

@@ -10,7 +10,7 @@ import crypto from 'node:crypto';
 import { test } from 'node:test';
 import pg from 'pg';
 import { kafkaCluster, stopKafkaCluster } from './brokers.js';
-import { createTestDatabase, undelivered } from './helpers.js';
+import { createTestDatabase, eventsInTimedOutAttempts, undelivered } from './helpers.js';
 import { Receiver } from './receiver.js';
 import { type ServiceProcess, serviceProcess } from './service-process.js';
 
@@ -121,11 +121,7 @@ test('3 brokers, 3 instances: SIGKILL of one instance and a broker stopped while
   // a relay published twice.
   let duplicates = 0;
   for (const n of delivered.values()) duplicates += n - 1;
-  const timedOut = (
-    await db.query<{ n: number }>(
-      "SELECT COALESCE(sum(cardinality(log_ids)), 0)::int AS n FROM delivery_attempts WHERE error LIKE 'timed out%'",
-    )
-  ).rows[0]!.n;
+  const timedOut = await eventsInTimedOutAttempts(db);
   const bound = KILLS * BATCH * CONCURRENCY;
   const byKills = Math.max(0, duplicates - timedOut);
 

@@ -355,6 +355,17 @@ export async function undelivered(q: Pick<pg.ClientBase, 'query'> | Queryable): 
 }
 
 /**
+ * The events carried by attempts the sender gave up on (its timeout): sent again by design, so
+ * duplicates a receiver may count (an attempt row is one request: a batch of events).
+ */
+export async function eventsInTimedOutAttempts(q: Pick<pg.ClientBase, 'query'>): Promise<number> {
+  const { rows } = await q.query<{ n: number }>(
+    "SELECT COALESCE(sum(cardinality(log_ids)), 0)::int AS n FROM delivery_attempts WHERE error LIKE 'timed out%'",
+  );
+  return rows[0]!.n;
+}
+
+/**
  * With the event log on Kafka (the kafka lane): the events on this database's topic that the
  * consumer group has not handed over yet (0 in the PostgreSQL mode, or when the topic is not there).
  */
