@@ -301,7 +301,9 @@ if (TEST_DB === 'postgres') {
     // A failed delivery, redelivered from its row once the endpoint answers again.
     healthy = false;
     ok(await ta.call('POST', '/api/v1/locations', { token: shipper.key, body: { assetId: asset.id, latitude: 1, longitude: 2 } }), 201);
-    await page.waitForSelector('table.attempts tbody tr.failed');
+    // The attempt fails at the engine's pace, then reaches the page over the result stream: on a
+    // loaded machine that takes longer than Playwright's default 30 s, so wait for it, not for a time.
+    await page.waitForSelector('table.attempts tbody tr.failed', { timeout: 180_000 });
     healthy = true;
     await page.locator('table.attempts tbody tr.failed button', { hasText: 'Redeliver' }).first().click();
     await page.waitForSelector('text=queued again');
