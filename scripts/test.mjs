@@ -21,7 +21,9 @@
 // load the service here), and the suite starts some 300. TEST_COMPILED=off runs the .ts files under tsx.
 //
 // Arguments name the lanes to run (default all three; TEST_LANES="unit postgres" too);
-// TEST_FILES="test/a.test.ts test/unit/b.test.ts" narrows to some files; TEST_BROWSER=off leaves out the browser tests. The services the tests
+// TEST_FILES="test/a.test.ts test/unit/b.test.ts" narrows to some files; TEST_BROWSER=off leaves out the browser tests;
+// TEST_OTHER_NODES="<folder holding node>=unit,postgres" also runs those lanes' files on another Node.js in
+// the same pool (CI's oldest supported line; their lanes read unit@node22 and so on). The services the tests
 // talk to are started first when down (scripts/services.sh); TEST_SERVICES=off leaves them to you.
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -92,18 +94,48 @@ const readJson = (file) => {
 const kept = readJson(KEPT_DURATIONS);
 const known = readJson(DURATIONS);
 const guess = (job) => {
-  const last = known[job.key] ?? kept[job.key];
+  // A file on another Node not timed there yet takes about as long as on the runner's own.
+  const last = known[job.key] ?? kept[job.key] ?? known[job.alike] ?? kept[job.alike];
   if (typeof last === 'number') return last;
   return job.lane === 'unit' ? 0 : UNKNOWN_SECONDS;
 };
-const jobs = lanes
-  .flatMap((lane) => filesOf(lane).map((file) => ({ lane, file, key: `${lane} ${file}` })))
-  .sort((a, b) => guess(b) - guess(a));
-
-// The file runs in the runner's own process (one process per file, not two); Node 22 names the
-// flag as experimental.
-const [major, minor] = process.versions.node.split('.').map(Number);
-const inProcess = major > 23 || (major === 23 && minor >= 6) ? '--test-isolation=none' : '--experimental-test-isolation=none';
+/** A Node.js the files run on: the runner's own, or one of TEST_OTHER_NODES. */
+const nodeOf = (exec) => {
+  const version =
+    exec === process.execPath
+      ? process.versions.node
+      : spawnSync(exec, ['-p', 'process.versions.node'], { encoding: 'utf8' }).stdout?.trim();
+  if (!/^\d+\.\d+\.\d+$/.test(version ?? '')) throw new Error(`${exec} is not a working node (TEST_OTHER_NODES)`);
+  const [major, minor] = version.split('.').map(Number);
+  // The file runs in the test runner's own process (one process per file, not two); Node 22 names
+  // the flag as experimental.
+  const inProcess = major > 23 || (major === 23 && minor >= 6) ? '--test-isolation=none' : '--experimental-test-isolation=none';
+  return { exec, version, major, inProcess, tag: exec === process.execPath ? '' : `@node${major}` };
+};
+const ownNode = nodeOf(process.execPath);
+// TEST_OTHER_NODES="<folder holding node>=<lane>,<lane> ...": the same files also run on those
+// Node.js binaries, in the same pool (CI: the oldest supported line runs the unit and PostgreSQL
+// lanes beside the newest's; one pool keeps both cores busy while the other's files wait on
+// brokers and restarts). Their files are told apart as lane@nodeNN; browser tests run on the
+// runner's own Node only (the page is the same on every Node).
+const otherNodes = (process.env.TEST_OTHER_NODES ?? '')
+  .split(/\s+/)
+  .filter(Boolean)
+  .map((entry) => {
+    const [dir, laneList = 'unit,postgres'] = entry.split('=');
+    const ls = laneList.split(',').filter(Boolean);
+    for (const l of ls) if (!LANES.includes(l)) throw new Error(`unknown lane ${l} in TEST_OTHER_NODES; known: ${LANES.join(', ')}`);
+    return { node: nodeOf(path.join(path.resolve(dir), 'node')), lanes: ls };
+  });
+const jobsOn = (node, ls, browser) =>
+  ls.flatMap((lane) =>
+    filesOf(lane)
+      .filter((file) => browser || !isBrowserTest(file))
+      .map((file) => ({ lane, file, node, key: `${lane}${node.tag} ${file}`, alike: `${lane} ${file}` })),
+  );
+const jobs = [...jobsOn(ownNode, lanes, true), ...otherNodes.flatMap((o) => jobsOn(o.node, o.lanes, false))].sort(
+  (a, b) => guess(b) - guess(a),
+);
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tracking-tests-'));
 
@@ -132,7 +164,8 @@ async function compileTree(into) {
     outbase: '.',
     format: 'esm',
     platform: 'node',
-    target: `node${process.versions.node.split('.')[0]}`,
+    // For the oldest Node the files run on.
+    target: `node${Math.min(ownNode.major, ...otherNodes.map((o) => o.node.major))}`,
     sourcemap: 'linked',
     logLevel: 'warning',
   });
@@ -187,10 +220,10 @@ function run(job, n) {
     let out = '';
     const cpuFile = path.join(tmp, `${n}.cpu`);
     const argv = [
-      process.execPath,
+      job.node.exec,
       ...nodeArgs,
       '--test',
-      inProcess,
+      job.node.inProcess,
       `--test-timeout=${TEST_TIMEOUT_MS}`,
       '--test-reporter=spec',
       '--test-reporter-destination=stdout',
@@ -210,6 +243,8 @@ function run(job, n) {
             ? { TEST_DB: 'postgres', TEST_EVENT_LOG: 'kafka', ...templateEnv }
             : { TEST_DB: job.lane, ...templateEnv }),
         FORCE_COLOR: process.stdout.isTTY ? '1' : '0',
+        // What the file starts by name (npm, node) runs on the file's own Node too.
+        ...(job.node === ownNode ? {} : { PATH: `${path.dirname(job.node.exec)}${path.delimiter}${process.env.PATH}` }),
       },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -243,7 +278,7 @@ function run(job, n) {
       if (!r.ok && r.failed === 0) r.failed = 1;
       const cpu = r.cpu === null ? '' : ` (${r.cpu.toFixed(1)} s of CPU)`;
       console.log(
-        `\n── ${job.lane} ${job.file}: ${r.ok ? 'passed' : `FAILED (${signal ?? `exit ${code}`})`} in ${r.seconds.toFixed(1)} s${cpu}`,
+        `\n── ${job.lane}${job.node.tag} ${job.file}: ${r.ok ? 'passed' : `FAILED (${signal ?? `exit ${code}`})`} in ${r.seconds.toFixed(1)} s${cpu}`,
       );
       process.stdout.write(out);
       results.push(r);
@@ -252,12 +287,34 @@ function run(job, n) {
   });
 }
 
-let next = 0;
+// A file never runs in one lane on two Nodes at once: its brokers and servers are named and
+// numbered per file and lane (`mqtt-ingest-postgres` on its port base), and two copies would take
+// each other's. A process that is free takes the slowest job whose twin is not running; when only
+// such twins are left, it waits for one to end.
+const waiting = jobs.map((job, n) => ({ job, n }));
+const running = new Set();
+let ended = () => {};
 await Promise.all(
   Array.from({ length: Math.min(concurrency, jobs.length) }, async () => {
-    while (next < jobs.length) {
-      const n = next++;
-      await run(jobs[n], n);
+    while (waiting.length) {
+      const i = waiting.findIndex((w) => !running.has(w.job.alike));
+      if (i < 0) {
+        await new Promise((r) => {
+          const before = ended;
+          ended = () => {
+            before();
+            r();
+          };
+        });
+        continue;
+      }
+      const [{ job, n }] = waiting.splice(i, 1);
+      running.add(job.alike);
+      await run(job, n);
+      running.delete(job.alike);
+      const wake = ended;
+      ended = () => {};
+      wake();
     }
   }),
 );
@@ -278,23 +335,26 @@ try {
 
 const sum = (rs, k) => rs.reduce((n, r) => n + r[k], 0);
 console.log(
-  `\nTest lanes (node ${process.version}, ${concurrency} files at a time, ${Math.round((Date.now() - started) / 1000)} s in all):`,
+  `\nTest lanes (node ${[ownNode, ...otherNodes.map((o) => o.node)].map((n) => `v${n.version}`).join(' and ')}, ${concurrency} files at a time, ${Math.round((Date.now() - started) / 1000)} s in all):`,
 );
-for (const lane of lanes) {
-  const rs = results.filter((r) => r.lane === lane);
+const laneNames = [...new Set(jobs.map((j) => `${j.lane}${j.node.tag}`))].sort(
+  (x, y) => LANES.indexOf(x.split('@')[0]) - LANES.indexOf(y.split('@')[0]) || x.localeCompare(y),
+);
+for (const lane of laneNames) {
+  const rs = results.filter((r) => `${r.lane}${r.node.tag}` === lane);
   const ok = rs.every((r) => r.ok);
   console.log(
-    `  ${lane.padEnd(9)} ${ok ? 'passed' : 'FAILED'}: ${sum(rs, 'passed')} passed, ${sum(rs, 'failed')} failed, ${sum(rs, 'skipped')} skipped; ${rs.length} files, ${Math.round(sum(rs, 'seconds'))} s of process time`,
+    `  ${lane.padEnd(16)} ${ok ? 'passed' : 'FAILED'}: ${sum(rs, 'passed')} passed, ${sum(rs, 'failed')} failed, ${sum(rs, 'skipped')} skipped; ${rs.length} files, ${Math.round(sum(rs, 'seconds'))} s of process time`,
   );
 }
 const failedFiles = results.filter((r) => !r.ok);
-for (const r of failedFiles) console.log(`  failed: ${r.lane} ${r.file}`);
+for (const r of failedFiles) console.log(`  failed: ${r.lane}${r.node.tag} ${r.file}`);
 console.log(
   '  slowest:',
   [...results]
     .sort((a, b) => b.seconds - a.seconds)
     .slice(0, 6)
-    .map((r) => `${r.lane} ${path.basename(r.file)} ${r.seconds.toFixed(0)} s`)
+    .map((r) => `${r.lane}${r.node.tag} ${path.basename(r.file)} ${r.seconds.toFixed(0)} s`)
     .join(', '),
 );
 const measured = results.filter((r) => r.cpu !== null);
@@ -305,7 +365,7 @@ if (measured.length) {
     `  CPU: ${Math.round(sum(measured, 'cpu'))} s in all; most:`,
     top
       .slice(0, 8)
-      .map((r) => `${r.lane} ${path.basename(r.file)} ${r.cpu.toFixed(0)} s`)
+      .map((r) => `${r.lane}${r.node.tag} ${path.basename(r.file)} ${r.cpu.toFixed(0)} s`)
       .join(', '),
   );
 }
