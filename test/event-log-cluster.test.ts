@@ -51,7 +51,8 @@ test('3 brokers, 3 instances: SIGKILL of one instance and a broker stopped while
     DELIVERY_LEASE_SECONDS: '5',
     DELIVERY_POLL_MS: '200',
     DB_POOL_SIZE: '5',
-    LOG_LEVEL: process.env.TEST_SERVICE_LOG_LEVEL ?? 'error',
+    // Warnings too: what the consumers met while the broker was away is the story of a failure.
+    LOG_LEVEL: process.env.TEST_SERVICE_LOG_LEVEL ?? 'warn',
   };
   const svcs: ServiceProcess[] = [];
   for (let i = 0; i < 3; i++) {
@@ -98,7 +99,26 @@ test('3 brokers, 3 instances: SIGKILL of one instance and a broker stopped while
     (r) => r.event_id,
   );
   assert.equal(events.length, RECORDS);
-  await rx.waitFor(() => events.every((e) => delivered.has(e)), 300_000, 'every event delivered');
+  // A failure's story: each instance's exit and its last log lines.
+  const story = () => svcs.map((s, i) => `--- instance ${i} (exit ${JSON.stringify(s.exit)}):\n${s.logTail().slice(-16_000)}`).join('\n');
+  await rx
+    .waitFor(() => events.every((e) => delivered.has(e)), 300_000, 'every event delivered')
+    .catch(async (e) => {
+      // Which events are missing (by asset: an asset's events share a partition) and the deliveries' states.
+      const missing = new Set(events.filter((id) => !delivered.has(id)));
+      const byAsset = new Map<string, number>();
+      for (const r of (
+        await db.query<{ event_id: string; asset: string }>(
+          "SELECT event_id, payload ->> 'assetId' AS asset FROM event_log WHERE object_type = 'location'",
+        )
+      ).rows) {
+        if (missing.has(r.event_id)) byAsset.set(r.asset, (byAsset.get(r.asset) ?? 0) + 1);
+      }
+      const states = (await db.query('SELECT status, count(*)::int AS n FROM deliveries GROUP BY status')).rows;
+      throw new Error(
+        `${(e as Error).message}; ${missing.size} events missing over ${byAsset.size} assets; deliveries ${JSON.stringify(states)}\n${story()}`,
+      );
+    });
   const deadline = Date.now() + 120_000;
   for (;;) {
     const n = await undelivered(db);
@@ -110,7 +130,7 @@ test('3 brokers, 3 instances: SIGKILL of one instance and a broker stopped while
   const metric = async (name: string) =>
     Number(new RegExp(`^${name} (-?[\\d.]+)$`, 'm').exec(await (await fetch(`${a.base}/metrics`)).text())?.[1]);
   for (const end = Date.now() + 60_000; (await metric('event_log_consumer_lag')) !== 0; ) {
-    assert.ok(Date.now() < end, `consumer lag ${await metric('event_log_consumer_lag')}`);
+    assert.ok(Date.now() < end, `consumer lag ${await metric('event_log_consumer_lag')}\n${story()}`);
     await new Promise((r) => setTimeout(r, 500));
   }
   // Duplicates, derived as the crash test derives them. A request the sender gave up on (its

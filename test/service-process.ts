@@ -44,7 +44,11 @@ export interface ServiceProcess {
   stop(): Promise<void>;
   /** How the current process ended (out of heap, a crash), or undefined while it runs. */
   readonly exit: { code: number | null; signal: string | null } | undefined;
+  /** The last LOG_TAIL_BYTES of what its processes logged (stdout), over every start: a failing test's story. */
+  logTail(): string;
 }
+
+const LOG_TAIL_BYTES = 64 * 1024;
 
 export interface ServiceProcessOptions {
   /** Node's own flags, e.g. `npm start`'s `--max-old-space-size=128`. */
@@ -79,6 +83,11 @@ export async function serviceProcess(
   };
   let child: ChildProcess | undefined;
   let base = '';
+  let tail = '';
+  const keep = (d: string) => {
+    tail += d;
+    if (tail.length > 2 * LOG_TAIL_BYTES) tail = tail.slice(-LOG_TAIL_BYTES);
+  };
   let token = '';
   const start = async () => {
     // Its own process group, so a kill takes the service's delivery processes with it.
@@ -109,7 +118,10 @@ export async function serviceProcess(
     if (process.env.TEST_SERVICE_LOG_DIR) {
       const file = path.join(process.env.TEST_SERVICE_LOG_DIR, `service-${c.pid}.log`);
       c.stdout!.pipe(fs.createWriteStream(file));
-    } else c.stdout!.resume();
+    }
+    c.stdout!.on('data', keep);
+    keep(out);
+    c.once('exit', (code, signal) => keep(`\n[process ${c.pid} ended: code ${code}, signal ${signal}]\n`));
     assert.equal((await fetch(`${base}/readyz`)).status, 200, 'ready once listening');
   };
   await start();
@@ -150,6 +162,7 @@ export async function serviceProcess(
       const text = await r.text();
       return { status: r.status, body: text ? JSON.parse(text) : undefined };
     },
+    logTail: () => tail.slice(-LOG_TAIL_BYTES),
     kill: killAll,
     start,
     async stop() {
