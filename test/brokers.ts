@@ -292,8 +292,12 @@ async function withAdmin<T>(broker: string, fn: (admin: Admin) => Promise<T>): P
   }
 }
 
-const apiIds = (e: unknown): string[] =>
-  ((e as { errors?: { apiId?: string }[] }).errors ?? []).map((x) => x.apiId ?? '').concat((e as { apiId?: string }).apiId ?? '');
+/** Every apiId in a Kafka client error and the errors it wraps (2.x nests them: MultipleErrors > ResponseError > ProtocolError). */
+const apiIds = (e: unknown): string[] => {
+  const x = e as { apiId?: string; errors?: unknown[] } | null;
+  if (!x || typeof x !== 'object') return [];
+  return [x.apiId ?? '', ...(x.errors ?? []).flatMap(apiIds)];
+};
 
 /**
  * Creates a topic (replication factor 1) on the broker at "host:port" (a PLAINTEXT listener) and waits
