@@ -293,28 +293,21 @@ function run(job, n) {
 // such twins are left, it waits for one to end.
 const waiting = jobs.map((job, n) => ({ job, n }));
 const running = new Set();
-let ended = () => {};
+let ended = Promise.withResolvers(); // resolved (and replaced) whenever a file ends
 await Promise.all(
   Array.from({ length: Math.min(concurrency, jobs.length) }, async () => {
     while (waiting.length) {
       const i = waiting.findIndex((w) => !running.has(w.job.alike));
       if (i < 0) {
-        await new Promise((r) => {
-          const before = ended;
-          ended = () => {
-            before();
-            r();
-          };
-        });
+        await ended.promise;
         continue;
       }
       const [{ job, n }] = waiting.splice(i, 1);
       running.add(job.alike);
       await run(job, n);
       running.delete(job.alike);
-      const wake = ended;
-      ended = () => {};
-      wake();
+      ended.resolve();
+      ended = Promise.withResolvers();
     }
   }),
 );

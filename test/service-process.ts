@@ -99,16 +99,20 @@ export async function serviceProcess(
     child = c;
     let out = '';
     c.stdout!.setEncoding('utf8');
+    c.stdout!.on('data', keep);
+    c.once('exit', (code, signal) => keep(`\n[process ${c.pid} ended: code ${code}, signal ${signal}]\n`));
     base = await new Promise<string>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`service did not start in 120 s:\n${out}`)), 120_000);
-      c.stdout!.on('data', (d: string) => {
+      const read = (d: string) => {
         out += d;
         const m = /listening on (http:\/\/\S+) /.exec(out);
         if (m) {
           clearTimeout(timer);
+          c.stdout!.off('data', read); // what follows goes to the tail only
           resolve(m[1]!);
         }
-      });
+      };
+      c.stdout!.on('data', read);
       c.once('exit', (code) => {
         clearTimeout(timer);
         reject(new Error(`service exited (${code}) before listening:\n${out}`));
@@ -119,9 +123,6 @@ export async function serviceProcess(
       const file = path.join(process.env.TEST_SERVICE_LOG_DIR, `service-${c.pid}.log`);
       c.stdout!.pipe(fs.createWriteStream(file));
     }
-    c.stdout!.on('data', keep);
-    keep(out);
-    c.once('exit', (code, signal) => keep(`\n[process ${c.pid} ended: code ${code}, signal ${signal}]\n`));
     assert.equal((await fetch(`${base}/readyz`)).status, 200, 'ready once listening');
   };
   await start();
