@@ -276,6 +276,41 @@ test('fresh events are claimed beside a large retry backlog', async () => {
   assert.ok(at >= 0 && at <= 1, `the fresh event went as request ${at} of ${sent.length} after enabling`);
 });
 
+test('a claim taken while few requests were free gets the requests that free up after it: its events do not wait behind each other', async () => {
+  const f = await hookFleet({ webhook: { maxConcurrentRequests: 4 } });
+  // The first three requests are held until released; every later one takes 200 ms, and the most of
+  // them open at once is counted.
+  let release!: () => void;
+  const held = new Promise<void>((r) => {
+    release = r;
+  });
+  let open = 0;
+  let peak = 0;
+  rx.on(f.path, async (_r, k) => {
+    if (k <= 3) {
+      await held;
+      return { status: 200 };
+    }
+    open++;
+    peak = Math.max(peak, open);
+    await new Promise((r) => setTimeout(r, 200));
+    open--;
+    return { status: 200 };
+  });
+  await f.store([0, 1, 2]);
+  await rx.waitFor(() => rx.for(f.path).length === 3, 30_000, 'the first three requests');
+  // One request of the four is free: the next claim takes these 16 events with one slot.
+  await f.store(Array.from({ length: 16 }, (_, i) => 10 + i));
+  await rx.waitFor(() => rx.for(f.path).length === 4, 30_000, 'the claim of the 16');
+  assert.equal(peak, 1);
+  release();
+  await until(f.integrationId, (d) => d.length === 19 && d.every((x) => x.status === 'SUCCEEDED'));
+  // The log has nothing newer: the three requests freed go to the claim holding the 16, which then
+  // sends up to four at a time (before, it sent its 16 one after another).
+  assert.ok(peak >= 2, `at most ${peak} of the 16 were sent at once`);
+  assert.equal(locationsAt(f.path).length, 19, 'each once');
+});
+
 test('stats: pending, delivered, failed, last error and latency', async () => {
   const f = await hookFleet({});
   rx.on(f.path, (r) => (JSON.parse(r.body).latitude === 7 ? { status: 400 } : { status: 200 }));

@@ -11,7 +11,8 @@
 // integration's state row is locked, so they hold across every process and instance.
 //
 // Claims. A claim of the event log takes up to sixteen requests per slot at once and sends them as its
-// slots free, under a lease it renews; a stopping process hands its claims back.
+// slots free, under a lease it renews; a claim with messages waiting for a slot gets the integration's
+// free requests before newer events do; a stopping process hands its claims back.
 //
 // Waking. A commit that stores events wakes this process at once (and other instances through
 // LISTEN/NOTIFY); written results wake it to use the slots they free; events held above the
@@ -305,6 +306,14 @@ export class DeliveryEngine {
     const { due, waiting } = await queue.dueIntegrations(this.db, this.source.readsPositions);
     const seen = new Set(due.map((d) => d.id));
     for (const d of this.source.due()) if (!seen.has(d.id)) due.push(d);
+    // An integration whose claims here have messages waiting for a slot has work, new events or not.
+    for (const c of this.claims.values()) {
+      const known = this.configs.get(c.integrationId);
+      if (c.queue.length && !c.abandoned && known && !seen.has(c.integrationId)) {
+        seen.add(c.integrationId);
+        due.push({ id: c.integrationId, whenUpdated: new Date(known.whenUpdated) });
+      }
+    }
     if (!due.length) return { busy: false, waiting };
     const heldBy = this.heldBy();
     const active = new Set([...due.map((d) => d.id), ...[...heldBy].filter(([, n]) => n > 0).map(([id]) => id)]);
@@ -333,7 +342,12 @@ export class DeliveryEngine {
         throw e;
       }
       for (const t of taken) this.source.settle(t, true);
-      const { claims, retries, moved } = result;
+      const { claims, retries, moved, grown } = result;
+      for (const [c, add] of grown) {
+        c.slots += add;
+        left -= add;
+        this.pump(c);
+      }
       for (const c of claims) {
         this.claims.set(c.id, c);
         this.pump(c);
@@ -341,7 +355,7 @@ export class DeliveryEngine {
       }
       for (const job of retries) this.startJob(job);
       left -= retries.length;
-      busy ||= claims.length > 0 || retries.length > 0 || moved;
+      busy ||= claims.length > 0 || retries.length > 0 || moved || grown.size > 0;
       if (left <= 0) break;
     }
     return { busy, waiting };
@@ -380,17 +394,18 @@ export class DeliveryEngine {
     channel: Channel,
     budget: number,
     taken: TakenEvents[],
-  ): Promise<{ claims: LocalClaim[]; retries: Job[]; moved: boolean }> {
+  ): Promise<{ claims: LocalClaim[]; retries: Job[]; moved: boolean; grown: Map<LocalClaim, number> }> {
     const lim: ChannelLimits = channel.limits(cfg);
+    const grown = new Map<LocalClaim, number>();
     const perMinute = lim.maxItemsPerMinute;
     // Bucket: capacity of one second's worth (at least one request's items), refilled so that
     // capacity plus a minute's refill never exceeds maxItemsPerMinute in any 60 s window.
     const capacity = perMinute === null ? 0 : Math.max(1, Math.min(perMinute, Math.ceil(perMinute / 60)));
     const rate = perMinute === null ? 0 : Math.max(perMinute - capacity, 1) / 60;
     const st = await queue.lockState(q, cfg.id, capacity);
-    if (!st || st.paused) return { claims: [], retries: [], moved: false };
+    if (!st || st.paused) return { claims: [], retries: [], moved: false, grown };
     let requests = Math.min(budget, lim.maxConcurrentRequests - st.inFlight);
-    if (requests <= 0) return { claims: [], retries: [], moved: false };
+    if (requests <= 0) return { claims: [], retries: [], moved: false, grown };
     let tokens = perMinute === null ? Infinity : Math.min(capacity, st.tokens + rate * st.elapsedSeconds);
     const lease = Math.max(this.s.leaseSeconds, lim.timeoutMs / 1000 + 5);
     const claims: LocalClaim[] = [];
@@ -411,6 +426,30 @@ export class DeliveryEngine {
       c.queue = msgs.map((msg) => ({ cfg, channel, msg, claim: c, prior: none }));
       return c;
     };
+
+    // This process's own claims of the integration whose messages outnumber their slots (taken when
+    // few requests were free, after a stall) hold older events than the log has: free requests go to
+    // them first, so that no event waits behind its claim's other messages while requests it could
+    // use go to newer events. Their rows say so (the requests in flight stay counted for every
+    // instance); the slots are theirs once this transaction commits.
+    const behind = [...this.claims.values()].filter((c) => c.integrationId === cfg.id && !c.abandoned && c.queue.length > 0);
+    if (behind.length) {
+      const want = new Map<LocalClaim, number>();
+      for (const c of behind) {
+        const add = Math.min(c.queue.length, requests);
+        if (add <= 0) break;
+        want.set(c, add);
+        requests -= add;
+      }
+      const ok = await queue.growClaims(
+        q,
+        [...want].map(([c, add]) => ({ id: c.id, generation: c.generation, add })),
+      );
+      for (const [c, add] of want) {
+        if (ok.has(c.id)) grown.set(c, add);
+        else requests += add;
+      }
+    }
 
     // A claim whose worker died: the oldest work there is.
     if (st.expiredClaims > 0) {
@@ -494,7 +533,7 @@ export class DeliveryEngine {
     if (positionMoved(position, next) || claim || perMinute !== null) {
       await queue.saveClaim(q, cfg.id, { position: next, tokens: perMinute === null ? null : Math.max(tokens, 0), at: st.at, claim });
     }
-    return { claims, retries, moved };
+    return { claims, retries, moved, grown };
   }
 
   /** Sends a claim's next messages while it has free slots. */

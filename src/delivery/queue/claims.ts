@@ -206,6 +206,24 @@ export async function setClaimRequests(q: Queryable, claimId: string, requests: 
 }
 
 /**
+ * Gives claims more slots (their worker sends more of their messages at once), where the claim is
+ * still the worker's (its generation): the caller holds the integration's state locked and has
+ * counted the slots as free. Answers the claims that grew.
+ */
+export async function growClaims(q: Queryable, grow: { id: string; generation: number; add: number }[]): Promise<Set<string>> {
+  if (!grow.length) return new Set();
+  const { rows } = await q.query<{ id: string }>(
+    `UPDATE delivery_claims c SET slots = c.slots + g.add
+       FROM unnest($1::uuid[], $2::int[], $3::int[]) AS g(id, generation, add)
+      WHERE c.id = g.id AND c.generation = g.generation
+      RETURNING c.id::text`,
+    [grow.map((g) => g.id), grow.map((g) => g.generation), grow.map((g) => g.add)],
+    'delivery_grow_claims',
+  );
+  return new Set(rows.map((r) => r.id));
+}
+
+/**
  * Renews the leases of claims a worker is still sending. Returns the claims it no longer holds
  * (taken over after a stall, or ended by a delete): the worker stops sending what is left of them.
  */
