@@ -420,10 +420,13 @@ export async function rawClient(url: string, bodies: string[], concurrency: numb
  */
 export async function storeTimes(db: pg.Pool, ids: string[], since = 0): Promise<Map<string, number>> {
   const out = new Map<string, number>();
+  // A baseline from before the event log (bench/baseline.ts) kept the same columns in `outbox`.
+  const { rows: named } = await db.query<{ log: string | null }>(`SELECT to_regclass('event_log')::text AS log`);
+  const table = named[0]?.log ? 'event_log' : 'outbox';
   for (let i = 0; i < ids.length; i += 50_000) {
     const { rows } = await db.query<{ object_id: string; at: number }>(
       `SELECT object_id, (extract(epoch FROM when_created) * 1000)::float8 AS at
-         FROM event_log WHERE when_created >= to_timestamp($2::float8 / 1000) AND object_type = 'location' AND object_id = ANY($1::text[])`,
+         FROM ${table} WHERE when_created >= to_timestamp($2::float8 / 1000) AND object_type = 'location' AND object_id = ANY($1::text[])`,
       [ids.slice(i, i + 50_000), since],
     );
     for (const r of rows) out.set(r.object_id, Number(r.at));
@@ -470,6 +473,29 @@ export function rssGrowth(pid: number): { stop(): number } {
   };
 }
 
+/**
+ * CPU seconds (user + system) a process and its child processes (the service's delivery
+ * processes) have used so far; NaN when unreadable. Take it before and after a window.
+ */
+export function cpuSeconds(pid: number | undefined): number {
+  if (pid === undefined) return NaN;
+  try {
+    // Fields after the command's closing parenthesis: utime and stime are the 12th and 13th.
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    let s = (Number(f[11]) + Number(f[12])) / CLOCK_TICKS;
+    for (const child of fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').split(' ').filter(Boolean)) {
+      const c = cpuSeconds(Number(child));
+      if (Number.isFinite(c)) s += c;
+    }
+    return s;
+  } catch {
+    return NaN;
+  }
+}
+/** The kernel's clock ticks per second (USER_HZ), 100 on Linux. */
+const CLOCK_TICKS = 100;
+
 export function peakRssMiB(pid: number | undefined): number {
   if (pid === undefined) return NaN;
   try {
@@ -504,11 +530,12 @@ export async function startNode(
   ready: RegExp,
   timeoutMs = 90_000,
   nodeArgs = ['--import', 'tsx'],
+  cwd = ROOT,
 ): Promise<Child & { match: RegExpExecArray }> {
   // BENCH_NODE_ARGS adds node flags to the child (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof" to profile it).
   const extra = (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean);
   const proc = spawn(process.execPath, [...extra, ...nodeArgs, script], {
-    cwd: ROOT,
+    cwd,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -598,11 +625,11 @@ export function serviceEnv(extra: Record<string, string>): Record<string, string
  * The service as `npm start` runs it (built to dist/ when a source changed, then `node` with the
  * start script's flags, `dist/main.js`), as a child process; `base` is its address.
  */
-export async function startService(extra: Record<string, string>): Promise<Child & { base: string }> {
-  const built = spawnSync(process.execPath, ['scripts/build-if-changed.mjs'], { cwd: ROOT, stdio: 'inherit' });
+export async function startService(extra: Record<string, string>, root = ROOT): Promise<Child & { base: string }> {
+  const built = spawnSync(process.execPath, ['scripts/build-if-changed.mjs'], { cwd: root, stdio: 'inherit' });
   if (built.status !== 0) throw new Error('the service did not build');
-  const start = (JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { scripts: { start: string } }).scripts.start;
+  const start = (JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8')) as { scripts: { start: string } }).scripts.start;
   const flags = /&& node (.*?)dist\/main\.js/.exec(start)?.[1]?.split(' ').filter(Boolean) ?? [];
-  const child = await startNode('dist/main.js', serviceEnv(extra), /listening on (http:\/\/\S+)/, 90_000, flags);
+  const child = await startNode('dist/main.js', serviceEnv(extra), /listening on (http:\/\/\S+)/, 90_000, flags, root);
   return { ...child, base: child.match[1]! };
 }

@@ -5,9 +5,11 @@
 // `id`) first arrives. Store times come from event_log.when_created, joined on object_id = that `id`.
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
+import { baselineRoot } from './baseline.js';
 import {
   Api,
   type Child,
+  cpuSeconds,
   freshDatabase,
   ingestClosedLoop,
   ingestPaced,
@@ -233,9 +235,11 @@ async function steady(ctx: Ctx, rate: number, bulk: number) {
   const integ = await integration(ctx, `bench-steady-${rate}`, ownerId, sink, webhook('single'));
   await sleep(500);
   const since = Date.now() - 60_000;
+  const cpu0 = cpuSeconds(ctx.svc.proc.pid);
   const r = await ingestPaced(ctx.api, assets, { bulk, intervalMs: (bulk / rate) * 1000, seconds: STEADY_SECONDS });
   const deliveredAtWindowEnd = sink.count;
   const complete = await waitArrivals(sink, r.stored, deadlineFor(r.stored));
+  const cpu = cpuSeconds(ctx.svc.proc.pid) - cpu0;
   await retire(ctx.api, integ.id);
   const lat = latencies(sink, await storeTimes(ctx.db, r.ids, since), r.ids);
   return {
@@ -248,6 +252,8 @@ async function steady(ctx: Ctx, rate: number, bulk: number) {
     complete,
     ...stats(lat),
     ...(await tail(ctx.db, integ.id)),
+    /** The service's CPU (all its processes) per 1,000 records stored and delivered, ms. */
+    serviceCpuMsPer1k: round((cpu / r.stored) * 1e6),
     serviceRssMiB: ctx.svc.peakRssMiB(),
   };
 }
@@ -338,6 +344,7 @@ export interface PushResults {
   sustain?: Awaited<ReturnType<typeof sustain>>;
   steady1k?: Awaited<ReturnType<typeof steady>>;
   steady5k?: Awaited<ReturnType<typeof steady>>;
+  steadyAt60?: Awaited<ReturnType<typeof steady>>;
   fairness?: Awaited<ReturnType<typeof fairness>>;
   serviceRssPeakMiB?: number;
   /** Error lines the service logged during the push bench. */
@@ -350,9 +357,16 @@ export interface PushResults {
  * Runs the selected parts against one service process; `between` runs after the single and batch
  * figures (the peer baseline), while the service is up but idle.
  */
-export async function runPushBench(rx: Receiver, parts: Set<PushPart>, between?: (r: PushResults) => Promise<void>): Promise<PushResults> {
+export async function runPushBench(
+  rx: Receiver,
+  parts: Set<PushPart>,
+  between?: (r: PushResults) => Promise<void>,
+  root?: string,
+  /** The latency part also runs single mode steadily at this rate (60% of its throughput), when given. */
+  at60?: number,
+): Promise<PushResults> {
   const url = await freshDatabase(DB_NAME);
-  const svc = await startService({ DATABASE_URL: url });
+  const svc = await startService({ DATABASE_URL: url }, root);
   const api = new Api(svc.base);
   const db = new pg.Pool({ connectionString: url, max: 2 });
   const ctx: Ctx = { api, rx, db, svc, n: 0 };
@@ -383,6 +397,10 @@ export async function runPushBench(rx: Receiver, parts: Set<PushPart>, between?:
       out.steady1k = await steady(ctx, 1000, 10);
       step(`steady 5000/s: ${STEADY_SECONDS} s`);
       out.steady5k = await steady(ctx, 5000, 50);
+      if (at60) {
+        step(`steady ${at60}/s (60% of single mode's throughput): ${STEADY_SECONDS} s`);
+        out.steadyAt60 = await steady(ctx, at60, Math.max(1, Math.round(at60 / 100)));
+      }
     }
     if (parts.has('fairness')) {
       step(`fairness: ${FAIR_BASELINE_SECONDS} s + ${FAIR_SECONDS} s`);
@@ -396,4 +414,45 @@ export async function runPushBench(rx: Receiver, parts: Set<PushPart>, between?:
     for (const line of svc.errors.first) console.error(`[service error] ${line}`);
   }
   return out;
+}
+
+export type Steady = Awaited<ReturnType<typeof steady>>;
+
+/** One service's run of the latency shapes: today's (`who` = "today") or the baseline's (its commit). */
+export interface LatencyRun {
+  who: string;
+  round: number;
+  steady1k?: Steady;
+  steady5k?: Steady;
+  steadyAt60?: Steady;
+  serviceRssPeakMiB?: number;
+}
+
+/**
+ * The latency shapes (steady 1,000/s and 5,000/s, and 60% of single mode's throughput when known)
+ * on today's service and on the baseline (bench/baseline.ts) in turn, BENCH_ROUNDS rounds (default
+ * 2), each on a fresh database and a fresh service process, in the order A B B A ... so that drift
+ * in the machine's load falls on both alike.
+ */
+export async function runLatencyBench(rx: Receiver, at60?: number): Promise<{ baseline: string | null; runs: LatencyRun[] }> {
+  const base = baselineRoot();
+  const rounds = Math.max(1, Math.round(knob('BENCH_ROUNDS', 2)));
+  const runs: LatencyRun[] = [];
+  for (let round = 1; round <= rounds; round++) {
+    const sides: { who: string; root?: string }[] = [{ who: 'today' }, ...(base ? [{ who: base.commit, root: base.root }] : [])];
+    if (round % 2 === 0) sides.reverse();
+    for (const side of sides) {
+      console.error(`[latency] round ${round}: ${side.who === 'today' ? "today's service" : `baseline ${side.who}`}`);
+      const r = await runPushBench(rx, new Set(['latency']), undefined, side.root, at60);
+      runs.push({
+        who: side.who,
+        round,
+        steady1k: r.steady1k,
+        steady5k: r.steady5k,
+        steadyAt60: r.steadyAt60,
+        serviceRssPeakMiB: r.serviceRssPeakMiB,
+      });
+    }
+  }
+  return { baseline: base?.commit ?? null, runs };
 }

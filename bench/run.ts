@@ -13,6 +13,9 @@
 // ingest-devices (bench/devices.ts: OsmAnd positions next to single-record POST /locations, MQTT ingest next to raw
 // Mosquitto; not in the default run), scale (bench/scale.ts: the primary's rows, WAL, statements and CPU per stored
 // record and per delivered event, delivery over 1-3 instances; not in the default run).
+// `latency` runs its shapes on today's service and on a baseline commit in turn (BENCH_BASELINE,
+// default dfd22b3, built once in a git worktree under .cache/bench-baseline; "off" leaves it out),
+// BENCH_ROUNDS rounds (2), and reports the medians side by side with their ratio (bench/baseline.ts).
 // Prints tables, then one JSON line.
 import os from 'node:os';
 import { type AlertBenchResult, runAlertsBench } from './alerts.js';
@@ -25,7 +28,7 @@ import { runScaleBench } from './scale.js';
 import { pct, Receiver, round } from './lib.js';
 import { GW_VERSION, runPeerBench } from './peer.js';
 import { runPgliteBench } from './pglite.js';
-import { type PushPart, type PushResults, RAW_CONCURRENCY, runPushBench } from './push.js';
+import { type PushPart, type PushResults, RAW_CONCURRENCY, runLatencyBench, runPushBench, type Steady } from './push.js';
 import { BROKER_BACKLOG, type BrokerPart, type BrokerResults, runBrokersBench, tableRows } from './brokers.js';
 
 const PARTS = [
@@ -131,10 +134,10 @@ await rx.listen();
 let push: PushResults | null = null;
 let peer: Awaited<ReturnType<typeof runPeerBench>> | null = null;
 let pglite: Awaited<ReturnType<typeof runPgliteBench>> | null = null;
+let latency: Awaited<ReturnType<typeof runLatencyBench>> | null = null;
 try {
-  const pushParts = new Set(
-    [...sel].filter((p): p is PushPart => ['single', 'batch', 'backlog', 'sustain', 'latency', 'fairness'].includes(p)),
-  );
+  // The latency shapes run on services of their own (today's and the baseline's, alternating): below.
+  const pushParts = new Set([...sel].filter((p): p is PushPart => ['single', 'batch', 'backlog', 'sustain', 'fairness'].includes(p)));
   if (pushParts.size) {
     // The peer runs between the service's throughput figures and the rest, with the service idle.
     push = await runPushBench(rx, pushParts, async (r) => {
@@ -144,6 +147,11 @@ try {
       }
     });
   } else if (sel.has('peer')) peer = await runPeerBench(rx);
+  if (sel.has('latency')) {
+    // Single mode's throughput, when measured in this run, sets the third steady rate (60% of it).
+    const single = (push as PushResults | null)?.single?.deliveredPerSecond;
+    latency = await runLatencyBench(rx, single ? Math.round(single * 0.6) : undefined);
+  }
   if (sel.has('pglite')) {
     console.error('[pglite] steady 1000/s');
     pglite = await runPgliteBench(rx);
@@ -155,7 +163,7 @@ const brokerParts = new Set([...sel].filter((p): p is BrokerPart => p === 'kafka
 const brokers: BrokerResults | null = brokerParts.size ? await runBrokersBench(brokerParts) : null;
 
 if (push) {
-  const { single, batch, backlog, sustain, steady1k, steady5k, fairness } = push;
+  const { single, batch, backlog, sustain, fairness } = push;
   const tput = [single, batch].filter((x) => x !== undefined);
   if (tput.length) {
     console.log(
@@ -173,15 +181,21 @@ if (push) {
     console.table([rest]);
     console.table(backlogAt);
   }
-  const steady = [steady1k, steady5k].filter((x) => x !== undefined);
-  if (steady.length) {
-    console.log('\n## Store -> delivered latency, single mode, steady ingest');
-    console.table(steady);
-  }
   if (fairness) {
     console.log("\n## Fairness: owner B's healthy integration while owner A's endpoint hangs");
     console.table([fairness]);
   }
+}
+const lat = latency as Awaited<ReturnType<typeof runLatencyBench>> | null;
+if (lat) {
+  console.log(
+    `\n## Store -> delivered latency, single mode, steady ingest: today's service${lat.baseline ? ` and the baseline ${lat.baseline}, alternating` : ''}`,
+  );
+  console.table(
+    lat.runs.flatMap((r) =>
+      [r.steady1k, r.steady5k, r.steadyAt60].filter((x) => x !== undefined).map((x) => ({ service: r.who, round: r.round, ...x })),
+    ),
+  );
 }
 const peerRes = peer as Awaited<ReturnType<typeof runPeerBench>> | null;
 if (peerRes) {
@@ -279,20 +293,47 @@ if (!push?.single && !push?.batch && peerRes) {
   for (const r of peerRes.rows as { mode: string; deliveredPerSecond: number }[])
     row('5', `graphile-worker ${r.mode}: delivered/s`, r.deliveredPerSecond);
 }
-for (const [fig, s] of [
-  ['6', push?.steady1k],
-  ['7', push?.steady5k],
-] as const) {
-  if (s) {
+if (lat) {
+  // Each figure is the median over the rounds, today's next to the baseline's; the ratio is today's p99 over the baseline's.
+  const median = (xs: (number | null | undefined)[]) => {
+    const v = xs.filter((x): x is number => typeof x === 'number' && Number.isFinite(x)).sort((a, b) => a - b);
+    return v.length ? (v.length % 2 ? v[(v.length - 1) / 2]! : (v[v.length / 2 - 1]! + v[v.length / 2]!) / 2) : NaN;
+  };
+  const of = (who: string, shape: 'steady1k' | 'steady5k' | 'steadyAt60') =>
+    lat.runs.filter((r) => r.who === who && r[shape]).map((r) => r[shape]!);
+  for (const [fig, shape] of [
+    ['6', 'steady1k'],
+    ['7', 'steady5k'],
+    ['6b', 'steadyAt60'],
+  ] as const) {
+    const mine = of('today', shape);
+    if (!mine.length) continue;
+    const theirs = lat.baseline ? of(lat.baseline, shape) : [];
+    const m = (xs: Steady[], k: keyof Steady) => median(xs.map((x) => x[k] as number));
+    const complete = mine.every((x) => x.complete) ? '' : ' (INCOMPLETE)';
+    const vs = (k: keyof Steady) => (theirs.length ? `${lat.baseline} ${m(theirs, k)}` : '');
     row(
       fig,
-      `single, steady ${s.offeredPerSecond}/s: store->delivered p50 / p99 ms; delivered at window end ${s.deliveredAtWindowEnd} of ${s.stored} stored${done(s.complete)}`,
-      `${s.p50Ms} / ${s.p99Ms}`,
+      `single, steady ${mine[0]!.offeredPerSecond}/s, median of ${mine.length}: store->delivered p50 / p99 ms${complete}`,
+      `${m(mine, 'p50Ms')} / ${m(mine, 'p99Ms')}`,
+      theirs.length ? `${lat.baseline} ${m(theirs, 'p50Ms')} / ${m(theirs, 'p99Ms')}` : '',
+      theirs.length ? times(m(mine, 'p99Ms') / m(theirs, 'p99Ms')) : '',
+    );
+    row(fig, '  p99 / p50 (today)', times(m(mine, 'p99Ms') / m(mine, 'p50Ms')));
+    row(
+      fig,
+      '  the tail, from the attempt log: p99 after the first 2 s / p99 wait before the send / p99 send, ms',
+      `${m(mine, 'p99AfterFirst2sMs')} / ${m(mine, 'p99WaitBeforeSendMs')} / ${m(mine, 'p99SendMs')}`,
+      theirs.length
+        ? `${lat.baseline} ${m(theirs, 'p99AfterFirst2sMs')} / ${m(theirs, 'p99WaitBeforeSendMs')} / ${m(theirs, 'p99SendMs')}`
+        : '',
     );
     row(
       fig,
-      `  its tail, from the attempt log: p99 after the first 2 s / p99 wait before the send / p99 send, ms`,
-      `${s.p99AfterFirst2sMs} / ${s.p99WaitBeforeSendMs} / ${s.p99SendMs}`,
+      "  the service's CPU per 1,000 records stored and delivered, ms",
+      m(mine, 'serviceCpuMsPer1k'),
+      vs('serviceCpuMsPer1k'),
+      theirs.length ? times(m(mine, 'serviceCpuMsPer1k') / m(theirs, 'serviceCpuMsPer1k')) : '',
     );
   }
 }
@@ -335,6 +376,15 @@ if (push?.fairness) {
 if (push?.serviceRssPeakMiB !== undefined)
   row('11', 'service peak RSS over the push bench (VmHWM of each process of the service, added up), MiB', push.serviceRssPeakMiB);
 if (pglite) row('11', 'service peak RSS, PGlite run, MiB', pglite.serviceRssMiB);
+if (lat) {
+  const peak = (who: string) => Math.max(...lat.runs.filter((r) => r.who === who).map((r) => r.serviceRssPeakMiB ?? NaN));
+  row(
+    '11',
+    'service peak RSS over the latency runs (each process of the service, added up), MiB',
+    peak('today'),
+    lat.baseline ? `${lat.baseline} ${peak(lat.baseline)}` : '',
+  );
+}
 if (push?.serviceErrorLines || pglite?.serviceErrorLines) {
   row(
     '-',
