@@ -629,7 +629,15 @@ export async function startService(extra: Record<string, string>, root = ROOT): 
   const built = spawnSync(process.execPath, ['scripts/build-if-changed.mjs'], { cwd: root, stdio: 'inherit' });
   if (built.status !== 0) throw new Error('the service did not build');
   const start = (JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8')) as { scripts: { start: string } }).scripts.start;
-  const flags = /&& node (.*?)dist\/main\.js/.exec(start)?.[1]?.split(' ').filter(Boolean) ?? [];
-  const child = await startNode('dist/main.js', serviceEnv(extra), /listening on (http:\/\/\S+)/, 90_000, flags, root);
+  // `npm start`'s line: `... && [NAME=value ...] node [flags] dist/main.js`.
+  const m = /&& ((?:[A-Z_]+=\S+ )*)node (.*?)dist\/main\.js/.exec(start);
+  const startEnv = Object.fromEntries(
+    (m?.[1] ?? '')
+      .split(' ')
+      .filter(Boolean)
+      .map((kv) => kv.split('=', 2) as [string, string]),
+  );
+  const flags = m?.[2]?.split(' ').filter(Boolean) ?? [];
+  const child = await startNode('dist/main.js', { ...startEnv, ...serviceEnv(extra) }, /listening on (http:\/\/\S+)/, 90_000, flags, root);
   return { ...child, base: child.match[1]! };
 }

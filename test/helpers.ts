@@ -179,7 +179,7 @@ export async function startApp(
   // On PGlite, the run's migrated template when there is one (closed after the app, which leaves a
   // database it was given open).
   const template = TEST_DB === 'pglite' && !databaseUrl ? pgliteTemplate() : undefined;
-  const db = template ? await createPglite(undefined, template) : undefined;
+  const db = template ? await createPglite(undefined, template, { sharedBuffersMb: cfg0.EMBEDDED_SHARED_BUFFERS_MB }) : undefined;
   if (db) atEnd(() => db.close());
   // The templates hold the default interval's partitions (test/templates.ts): an app on another
   // starts without them, as it would from a fresh database.
