@@ -2,6 +2,7 @@
 // parameters. Run outside a transaction it is its own transaction, opened and committed by the
 // server within the one round trip, so no transaction of the service ever sits open while its
 // event loop is busy (the event log's horizon waits for open transactions: eventlog/log.ts).
+import crypto from 'node:crypto';
 import type { Queryable } from './db.js';
 
 export class WriteStatement {
@@ -53,9 +54,29 @@ export class WriteStatement {
   run<R = Record<string, any>>(q: Queryable, final?: string): Promise<{ rows: R[]; rowCount: number }> {
     const last =
       final ?? (this.reads.length ? `SELECT ${this.reads.map((n) => `(SELECT count(*) FROM ${n})`).join(' + ')} AS ran` : 'SELECT 1');
-    return q.query<R>(this.text(last), this.params);
+    const text = this.text(last);
+    return q.query<R>(text, this.params, preparedName(text));
   }
 }
+
+/**
+ * A name for a statement's text, so that PostgreSQL parses it once per connection instead of at
+ * every store (a location bulk's write statement is about 4 KB of text: parsing and sending it each
+ * time cost the store path more than its data). For texts built from a few fixed parts (the write
+ * statements' hooks over `unnest` arrays, a caller's tenancy condition), so there are few of them;
+ * past MAX_PREPARED distinct texts in a process the rest run unnamed, so a text that varied with its
+ * input could not fill each connection with prepared statements.
+ */
+export function preparedName(text: string): string | undefined {
+  let name = preparedNames.get(text);
+  if (name === undefined && preparedNames.size < MAX_PREPARED) {
+    name = `ws_${crypto.createHash('sha1').update(text).digest('hex').slice(0, 20)}`;
+    preparedNames.set(text, name);
+  }
+  return name;
+}
+const MAX_PREPARED = 200;
+const preparedNames = new Map<string, string>();
 
 /**
  * `n` new ids of `table`'s identity column, ascending. Taken by a statement of their own (a

@@ -14,7 +14,7 @@ import type { CopyColumns } from '../exports/export.js';
 import { csvTextSql } from '../exports/formats.js';
 import { DateTime, iso, Nullable, Str, Uuid, Literals } from '../http/schemas.js';
 import { appendToLog, wakeReaders } from '../eventlog/log.js';
-import { sortIds } from '../db/statement.js';
+import { preparedName, sortIds } from '../db/statement.js';
 import type { ObjectType } from '../eventlog/objects.js';
 import { sqlIso } from '../db/sql.js';
 import type { Tenancy } from '../tenancy/tenancy.js';
@@ -378,8 +378,7 @@ export function copyColumns(def: RecordDef): CopyColumns {
 async function prepare<I extends Common>(q: Queryable, t: Tenancy, cfg: Config, def: RecordDef<I>, items: I[], bulk: boolean) {
   const params: unknown[] = [[...new Set(items.map((i) => i.assetId))], def.table, items.length];
   const cond = await t.where('owner_id', params, q);
-  const { rows } = await q.query<{ id: string; owner_id: string; path: string; ids: string | null }>(
-    `WITH RECURSIVE a AS (
+  const text = `WITH RECURSIVE a AS (
        SELECT id, owner_id FROM assets WHERE id = ANY($1::uuid[]) AND ${cond}
      ), anc(owner_id, ancestor, depth) AS (
        SELECT DISTINCT owner_id, owner_id, 0 FROM a
@@ -393,9 +392,8 @@ async function prepare<I extends Common>(q: Queryable, t: Tenancy, cfg: Config, 
      )
      -- The ids once, on the first row (a bulk's 1000 ids on each of its assets' rows cost more to parse than the store).
      SELECT a.id, a.owner_id, p.path, CASE WHEN row_number() OVER () = 1 THEN (SELECT ids FROM ids) END AS ids
-       FROM a JOIN paths p USING (owner_id)`,
-    params,
-  );
+       FROM a JOIN paths p USING (owner_id)`;
+  const { rows } = await q.query<{ id: string; owner_id: string; path: string; ids: string | null }>(text, params, preparedName(text));
   const owners = new Map(rows.map((r) => [r.id, r.owner_id]));
   const now = Date.now();
   const nowIso = new Date(now).toISOString();

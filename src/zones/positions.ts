@@ -68,6 +68,7 @@ async function before(q: Queryable, batch: PreparedItem<LocationLike>[]): Promis
   const zones = await q.query<ZoneRow>(
     `SELECT ${ZONE_RULE_COLUMNS}, z.geometry::text AS geometry, z.circle, z.min_lat, z.max_lat, z.min_lon, z.max_lon FROM zones z WHERE z.owner_id = ANY($1::uuid[])`,
     [ownerIds],
+    'store_zones_of_owners',
   );
   const zonesByOwner = new Map<string, ZoneRow[]>();
   for (const z of zones.rows) {
