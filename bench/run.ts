@@ -27,7 +27,7 @@ import { runDevicesBench } from './devices.js';
 import { runScaleBench } from './scale.js';
 import { pct, Receiver, round } from './lib.js';
 import { GW_VERSION, runPeerBench } from './peer.js';
-import { runPgliteBench } from './pglite.js';
+import { PGLITE_RATES, runPgliteBench } from './pglite.js';
 import { type PushPart, type PushResults, RAW_CONCURRENCY, runLatencyBench, runPushBench, type Steady } from './push.js';
 import { BROKER_BACKLOG, type BrokerPart, type BrokerResults, runBrokersBench, tableRows } from './brokers.js';
 
@@ -133,7 +133,7 @@ const rx = new Receiver();
 await rx.listen();
 let push: PushResults | null = null;
 let peer: Awaited<ReturnType<typeof runPeerBench>> | null = null;
-let pglite: Awaited<ReturnType<typeof runPgliteBench>> | null = null;
+let pglite: Awaited<ReturnType<typeof runPgliteBench>>[] | null = null;
 let latency: Awaited<ReturnType<typeof runLatencyBench>> | null = null;
 try {
   // The latency shapes run on services of their own (today's and the baseline's, alternating): below.
@@ -153,8 +153,11 @@ try {
     latency = await runLatencyBench(rx, single ? Math.round(single * 0.6) : undefined);
   }
   if (sel.has('pglite')) {
-    console.error('[pglite] steady 1000/s');
-    pglite = await runPgliteBench(rx);
+    pglite = [];
+    for (const rate of PGLITE_RATES) {
+      console.error(`[pglite] steady ${rate}/s`);
+      pglite.push(await runPgliteBench(rx, rate));
+    }
   }
 } finally {
   await rx.close();
@@ -203,8 +206,8 @@ if (peerRes) {
   console.table(peerRes.rows);
 }
 if (pglite) {
-  console.log('\n## Embedded database (PGlite), single mode, steady 1000 records/s');
-  console.table([pglite]);
+  console.log(`\n## Embedded database (PGlite), single mode, steady ${PGLITE_RATES.join(' and ')} records/s`);
+  console.table(pglite);
 }
 if (brokers) {
   for (const [name, ch] of Object.entries(brokers)) {
@@ -353,15 +356,15 @@ if (ingest) {
     String(ingest.apiVsRaw),
   );
 }
-if (pglite) {
+for (const p of pglite ?? []) {
   row(
     '9',
-    'PGlite, single, steady 1000/s: delivered / stored at window + 5 s',
-    `${pglite.deliveredAt5s} / ${pglite.stored}`,
+    `PGlite, single, steady ${p.offeredPerSecond}/s: delivered / stored at window + 5 s; posts failed or timed out (records)`,
+    `${p.deliveredAt5s} / ${p.stored}; ${p.failed}`,
     '',
-    pglite.deliveredVsStored,
+    p.deliveredVsStored,
   );
-  row('9', 'PGlite: store->delivered p50 / p99 ms', `${pglite.p50Ms} / ${pglite.p99Ms}`);
+  row('9', `PGlite ${p.offeredPerSecond}/s: store->delivered p50 / p99 ms`, `${p.p50Ms} / ${p.p99Ms}`);
 }
 if (push?.fairness) {
   const f = push.fairness;
@@ -375,7 +378,7 @@ if (push?.fairness) {
 }
 if (push?.serviceRssPeakMiB !== undefined)
   row('11', 'service peak RSS over the push bench (VmHWM of each process of the service, added up), MiB', push.serviceRssPeakMiB);
-if (pglite) row('11', 'service peak RSS, PGlite run, MiB', pglite.serviceRssMiB);
+for (const p of pglite ?? []) row('11', `service peak RSS, PGlite run at ${p.offeredPerSecond}/s, MiB`, p.serviceRssMiB);
 if (lat) {
   const peak = (who: string) => Math.max(...lat.runs.filter((r) => r.who === who).map((r) => r.serviceRssPeakMiB ?? NaN));
   row(
@@ -385,11 +388,12 @@ if (lat) {
     lat.baseline ? `${lat.baseline} ${peak(lat.baseline)}` : '',
   );
 }
-if (push?.serviceErrorLines || pglite?.serviceErrorLines) {
+const pgliteErrors = pglite?.reduce((n, p) => n + p.serviceErrorLines, 0);
+if (push?.serviceErrorLines || pgliteErrors) {
   row(
     '-',
     'error lines the service logged (see stderr), PostgreSQL / PGlite',
-    `${push?.serviceErrorLines ?? '-'} / ${pglite?.serviceErrorLines ?? '-'}`,
+    `${push?.serviceErrorLines ?? '-'} / ${pgliteErrors ?? '-'}`,
   );
 }
 if (peerRes) row('5', 'graphile-worker process peak RSS, MiB', (peerRes.rows[0] as { workerRssMiB?: number } | undefined)?.workerRssMiB);
