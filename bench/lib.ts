@@ -635,7 +635,7 @@ export async function startService(extra: Record<string, string>, root = ROOT): 
     (m?.[1] ?? '')
       .split(' ')
       .filter(Boolean)
-      .map((kv) => kv.split('=', 2) as [string, string]),
+      .map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
   );
   const flags = m?.[2]?.split(' ').filter(Boolean) ?? [];
   const child = await startNode('dist/main.js', { ...startEnv, ...serviceEnv(extra) }, /listening on (http:\/\/\S+)/, 90_000, flags, root);

@@ -308,6 +308,8 @@ test('a claim taken while few requests were free gets the requests that free up 
   // The log has nothing newer: the three requests freed go to the claim holding the 16, which then
   // sends up to four at a time (before, it sent its 16 one after another).
   assert.ok(peak >= 2, `at most ${peak} of the 16 were sent at once`);
+  // Grown, the claim still keeps the integration's maxConcurrentRequests.
+  assert.ok(peak <= 4, `${peak} of the 16 were sent at once, over maxConcurrentRequests 4`);
   assert.equal(locationsAt(f.path).length, 19, 'each once');
 });
 
