@@ -22,7 +22,8 @@ import { bootstrap, type BootstrapResult } from './bootstrap.js';
 import { clientError, installErrorEnvelope, installJsonParsers, installSerializer, installValidation } from './http/envelope.js';
 import { installAuthentication } from './auth/authenticate.js';
 import { installIdempotency } from './http/idempotency.js';
-import { installBodyBudget, installLimits, MemoryLimiter, RedisLimiter, type Limiter } from './http/limits.js';
+import { installBodyBudget, installLimits, type Limiter, localShares, MemoryLimiter, RedisLimiter } from './http/limits.js';
+import { type SignInFailures, UnknownSignIns } from './audit/unknown-sign-ins.js';
 import { ErrorSchema } from './http/schemas.js';
 import { completeOperation } from './http/openapi.js';
 import { pushWebhooks } from './eventlog/push-shapes.js';
@@ -73,6 +74,8 @@ import { migrationPrograms, Storage } from './storage/storage.js';
 import { foldRollups, materializeRollups, rollupHooks } from './rollups/rollups.js';
 import { rollupRoutes } from './rollups/routes.js';
 import { reportRoutes } from './reports/routes.js';
+import { Hub, type InstanceLink } from './instance/link.js';
+import { linkedLimiter, linkedLogBudget, linkedShares, linkedSignIns, linkedSlots, linkedWrites, serveCounts } from './instance/shared.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -101,6 +104,15 @@ export interface Services {
   ingest: Ingest;
   /** The streaming replica lists, exports and reports may read (DATABASE_READ_URL), or null. */
   replica: ReadReplica | null;
+  /** A credential's large bodies in flight (API guide 7), counted for the instance. */
+  bodyShares: ReturnType<typeof localShares>;
+  /** Failed sign-ins naming nobody (API guide 14), one audit entry per address, kind and window in the instance. */
+  unknownSignIns: SignInFailures;
+  /**
+   * The instance's other processes (HTTP_WORKERS > 1), or null: a Hub in the coordinator, whose
+   * `gone(slot)` gives back an exited HTTP process's slots.
+   */
+  instance: { link: InstanceLink; gone(slot: number): void } | null;
 }
 
 export const MiB = 1024 * 1024;
@@ -153,11 +165,19 @@ export async function openDatabase(cfg: Config): Promise<Db> {
 /**
  * `deliveryProcesses`: the service's entry lets delivery run in DELIVERY_WORKERS processes of its
  * own (PostgreSQL only); otherwise (tests, the embedded database) it runs in this process.
+ * `link`: one of several HTTP processes (instance/processes.ts): a Hub makes this app the
+ * coordinator (it does all the instance's work but serve HTTP); a Member makes it an HTTP process,
+ * which serves the API only, on the database the coordinator migrated, and counts what holds per
+ * instance there.
  */
 export async function buildApp(
   cfg: Config,
-  opts: { logger?: FastifyServerOptions['logger']; db?: Db; deliveryProcesses?: boolean } = {},
+  opts: { logger?: FastifyServerOptions['logger']; db?: Db; deliveryProcesses?: boolean; link?: InstanceLink } = {},
 ): Promise<FastifyInstance> {
+  const link = opts.link ?? null;
+  const hub = link instanceof Hub ? link : null;
+  /** An HTTP process of several: the coordinator does the instance's work. */
+  const member = link !== null && hub === null;
   const app = Fastify({
     logger: opts.logger ?? { level: cfg.LOG_LEVEL },
     bodyLimit: MiB,
@@ -186,7 +206,7 @@ export async function buildApp(
 
   // Poison set aside by this process's consumers is logged here (src/ops/poison.ts).
   logPoisonTo(app.log);
-  const raw = opts.db ?? (await openMigrated(cfg));
+  const raw = opts.db ?? (member ? await openDatabase(cfg) : await openMigrated(cfg));
   let limiter: Limiter | undefined;
   let deviceLimiter: Limiter | undefined;
   let replica: ReadReplica | null = null;
@@ -207,21 +227,28 @@ export async function buildApp(
   );
   // Every module writes through this: a row whose time has no partition yet gets one.
   const db = storage.db;
+  const linkFailed = (what: string) => (e: unknown) => app.log.warn({ err: e }, `the coordinator did not answer; ${what}`);
   try {
-    await migrate(raw, { programs: migrationPrograms(raw.kind, cfg.PARTITION_INTERVAL) });
-    if (cfg.EVENT_LOG === 'postgres' && (await leaveKafkaMode(raw))) {
-      app.log.warn("EVENT_LOG=postgres after kafka: integrations read the event log on from the relay's position (API guide 17)");
+    if (!member) {
+      await migrate(raw, { programs: migrationPrograms(raw.kind, cfg.PARTITION_INTERVAL) });
+      if (cfg.EVENT_LOG === 'postgres' && (await leaveKafkaMode(raw))) {
+        app.log.warn("EVENT_LOG=postgres after kafka: integrations read the event log on from the relay's position (API guide 17)");
+      }
     }
     secretsKey = loadSecretsKey(cfg, inMemory(cfg));
     const tokens = new TokenService(db, cfg, secretsKey);
     await tokens.init();
-    const boot = await bootstrap(db, cfg);
+    const boot = member ? null : await bootstrap(db, cfg);
     const settings = { max: cfg.RATE_LIMIT_MAX, windowMs: cfg.RATE_LIMIT_WINDOW_SECONDS * 1000, concurrent: cfg.RATE_LIMIT_CONCURRENT };
+    // Limits hold per instance: in Redis across instances, else in the coordinator's memory when
+    // there are several HTTP processes, else in this process's.
     limiter = cfg.REDIS_URL
       ? await RedisLimiter.connect(cfg.REDIS_URL, settings, (e) =>
           app.log.warn({ err: e }, 'rate limit store unavailable; request admitted'),
         )
-      : new MemoryLimiter(settings);
+      : member
+        ? linkedLimiter(link!, 'api', linkFailed('request admitted'))
+        : new MemoryLimiter(settings);
     replica =
       cfg.DATABASE_READ_URL && db.kind === 'postgres'
         ? new ReadReplica(
@@ -232,7 +259,7 @@ export async function buildApp(
               maxLagSeconds: cfg.REPLICA_MAX_LAG_SECONDS,
               readAfterWriteSeconds: cfg.READ_AFTER_WRITE_SECONDS,
             },
-            cfg.REDIS_URL ? await redisWrites(cfg.REDIS_URL) : null,
+            cfg.REDIS_URL ? await redisWrites(cfg.REDIS_URL) : member ? linkedWrites(link!) : null,
             (e) => app.log.warn({ err: e }, 'read-after-write store unavailable; the read goes to the primary'),
           )
         : null;
@@ -243,7 +270,9 @@ export async function buildApp(
       ? await RedisLimiter.connect(cfg.REDIS_URL, perDevice, (e) =>
           app.log.warn({ err: e }, 'rate limit store unavailable; message admitted'),
         )
-      : new MemoryLimiter(perDevice);
+      : member
+        ? linkedLimiter(link!, 'device', linkFailed('message admitted'))
+        : new MemoryLimiter(perDevice);
     // Read at use: with PORT=0 the port is known only once listening (below).
     app.decorate('publicUrl', { getter: () => cfg.publicUrl });
     const alerts = new AlertEngine(
@@ -256,11 +285,36 @@ export async function buildApp(
       },
       app.log,
     );
-    const streams = new ResultStreams({
+    const streamLimits = {
       maxOpenPerOwner: cfg.STREAM_MAX_OPEN_PER_OWNER,
       maxWindowHours: cfg.STREAM_MAX_WINDOW_HOURS,
       maxAnswerBytes: cfg.STREAM_MAX_ANSWER_BYTES,
-    });
+    };
+    const streams = member
+      ? new ResultStreams(streamLimits, linkedSlots(link!, 'streams', linkFailed('stream admitted')))
+      : new ResultStreams(streamLimits);
+    const ingest = new Ingest({ db, cfg, hooks, limiter: deviceLimiter!, ...(member ? { budget: linkedLogBudget(link!) } : {}) });
+    // What holds per instance travels over the link: the coordinator counts, casts reach every process.
+    const bodyShares = member ? linkedShares(link!, 'body', linkFailed('body admitted')) : localShares();
+    const unknownSignIns = member ? linkedSignIns(link!) : new UnknownSignIns(db, cfg.AUDIT_UNKNOWN_SIGN_IN_WINDOW_SECONDS);
+    let instance: Services['instance'] = null;
+    if (link) {
+      const counts = hub
+        ? serveCounts(hub, {
+            limiters: { api: limiter, device: deviceLimiter! },
+            slots: { streams: async (owner, max) => streams.takeHere(owner, max) },
+            shares: { body: bodyShares },
+            signIns: unknownSignIns,
+            logBudget: (known, address) => ingest.logBudget(known, address),
+          })
+        : { gone() {} };
+      // A device changed, or logins were revoked, in one process: every process forgets what it cached.
+      link.handle('devices.forget', ([ids]) => ingest.forget(ids as string[]));
+      link.handle('sessions.forget', () => tokens.sessions.clear());
+      tokens.sessions.onForget = () =>
+        void link.cast('sessions.forget').catch(linkFailed('other processes see the revocation within AUTH_SESSION_CACHE_MS'));
+      instance = { link, gone: (slot) => counts.gone(slot) };
+    }
     app.decorate('services', {
       cfg,
       db,
@@ -273,8 +327,11 @@ export async function buildApp(
       streams,
       storage,
       hooks,
-      ingest: new Ingest({ db, cfg, hooks, limiter: deviceLimiter! }),
+      ingest,
       replica,
+      bodyShares,
+      unknownSignIns,
+      instance,
     });
   } catch (e) {
     await limiter?.close();
@@ -293,10 +350,13 @@ export async function buildApp(
       done();
     });
   }
-  // First: the partitions of now exist before anything is stored or delivered.
-  app.addHook('onReady', async () => storage.start());
+  // First: the partitions of now exist before anything is stored or delivered. An HTTP process of
+  // several leaves this, delivery, the alert sweep, MQTT ingest and the periodic work to the coordinator.
+  if (!member) app.addHook('onReady', async () => storage.start());
   const policy = policyOf(cfg);
-  if (cfg.DELIVERY_ENABLED && opts.deliveryProcesses && db.kind === 'postgres' && cfg.DELIVERY_WORKERS > 0) {
+  if (member) {
+    // no delivery here
+  } else if (cfg.DELIVERY_ENABLED && opts.deliveryProcesses && db.kind === 'postgres' && cfg.DELIVERY_WORKERS > 0) {
     const processes = new DeliveryProcesses(cfg.DELIVERY_WORKERS, DELIVERY_MAIN, app.log);
     app.services.delivery = processes;
     app.addHook('onReady', async () => processes.start());
@@ -307,9 +367,9 @@ export async function buildApp(
     app.addHook('onReady', async () => engine.start());
   }
   const { alerts } = app.services;
-  app.addHook('onReady', async () => alerts.start());
+  if (!member) app.addHook('onReady', async () => alerts.start());
   // MQTT ingest (src/ingest/mqtt.ts): subscribed once the service is ready, closed first at shutdown.
-  if (cfg.INGEST_MQTT_URL) {
+  if (cfg.INGEST_MQTT_URL && !member) {
     const { ingest } = app.services;
     app.addHook('onReady', async () => {
       ingest.mqtt = await startMqttIngest(ingest, cfg, app.log);
@@ -319,6 +379,7 @@ export async function buildApp(
   const running = new Set<Promise<unknown>>();
   const timers: NodeJS.Timeout[] = [];
   const every = (seconds: number, what: string, fn: () => Promise<unknown>) => {
+    if (member) return;
     let current: Promise<unknown> | undefined;
     const timer = setInterval(() => {
       if (current) return;
@@ -345,10 +406,10 @@ export async function buildApp(
   every(10, 'folding rollups', () => foldRollups(db, cfg.ROLLUP_RETENTION_DAYS, false));
   const closed = () => Date.now() - cfg.ROLLUP_CLOSE_AFTER_SECONDS * 1000;
   every(60, 'summing closed hours into rollups', () => materializeRollups(db, closed(), cfg.ROLLUP_RETENTION_DAYS));
-  storage.retention.before = () => materializeRollups(db, closed(), cfg.ROLLUP_RETENTION_DAYS);
+  if (!member) storage.retention.before = () => materializeRollups(db, closed(), cfg.ROLLUP_RETENTION_DAYS);
   // The event log on Kafka: nothing the consumer group has not handed over goes (API guide 17);
   // while the cluster cannot be asked, every row of the event log stays.
-  if (cfg.EVENT_LOG === 'kafka') {
+  if (cfg.EVENT_LOG === 'kafka' && !member) {
     storage.retention.logFloor = async () => {
       try {
         const { floor, lost } = await consumerFloor(db, cfg);
@@ -427,7 +488,7 @@ export async function buildApp(
   // (limits), whether they asked this already (idempotency).
   installAuthentication(app, { db, tokens });
   installLimits(app, { limiter: app.services.limiter, rateLimitMax: cfg.RATE_LIMIT_MAX });
-  installBodyBudget(app, { maxBytes: cfg.RECORD_BODY_BYTES_IN_FLIGHT });
+  installBodyBudget(app, { maxBytes: cfg.RECORD_BODY_BYTES_IN_FLIGHT, shares: app.services.bodyShares });
   // Reads from a streaming replica (src/replica/): which database a request's lists read.
   app.decorateRequest('reads', null);
   const readReplica = app.services.replica;
@@ -437,7 +498,7 @@ export async function buildApp(
   }
   installIdempotency(app, { db, windowSeconds: cfg.IDEMPOTENCY_WINDOW_SECONDS, abandonSeconds: cfg.IDEMPOTENCY_ABANDON_SECONDS });
 
-  await app.register(authRoutes, { db, cfg, tokens });
+  await app.register(authRoutes, { db, cfg, tokens, unknownSignIns: app.services.unknownSignIns });
   // The Kafka event log's two gauges (lag, offsets lost), collected together in a scrape, share the
   // read of the group's offsets in flight: each read is an admin connection to the cluster.
   let offsets: Promise<PartitionOffsets[]> | undefined;
@@ -449,6 +510,8 @@ export async function buildApp(
   };
   await app.register(opsRoutes, {
     db,
+    ...(link ? { link } : {}),
+    ...(hub ? { hub } : {}),
     figures: {
       pending: () => pendingTotal(db),
       oldestTransactionAge: () => oldestTransactionAge(db),
@@ -471,7 +534,13 @@ export async function buildApp(
       await api.register(eventRoutes, { db });
       await api.register(auditRoutes, { db });
       await api.register(rollupRoutes, { db });
-      await api.register(deviceRoutes, { db, changed: (ids) => app.services.ingest.forget(ids) });
+      await api.register(deviceRoutes, {
+        db,
+        changed: async (ids) => {
+          app.services.ingest.forget(ids);
+          await link?.cast('devices.forget', ids).catch(linkFailed('other processes forget the device within DEVICE_CACHE_MS'));
+        },
+      });
       await api.register(ingestErrorRoutes, { db });
       await api.register(reportRoutes, { db, cfg });
       await api.register(specificationRoutes, { db, alerts });

@@ -1,6 +1,7 @@
 // One validated configuration, parsed once at boot (API guide 11).
 // Every bad variable is listed in a single error so an operator fixes them all at once.
 import { readFileSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 
 type Parser<T> = (raw: string) => T;
@@ -116,6 +117,8 @@ const spec = {
   PUSH_ALLOW_PLAINTEXT_BROKERS: [bool, 'false'],
   DELIVERY_ENABLED: [bool, 'true'],
   DELIVERY_WORKERS: [int(0, 16), '1'],
+  // HTTP processes of one instance (instance/processes.ts): `auto` is one per core, at most 8.
+  HTTP_WORKERS: [(raw: string) => (raw.trim() === 'auto' ? Math.min(8, os.availableParallelism()) : int(1, 64)(raw)), 'auto'],
   DELIVERY_LEASE_SECONDS: [
     (raw: string) => {
       const n = Number(raw);
@@ -353,8 +356,13 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   if (mqttMessage !== undefined && mqttFlight !== undefined && mqttMessage > mqttFlight) {
     problems.push('INGEST_MQTT_MAX_MESSAGE_BYTES: must not be more than INGEST_MQTT_MAX_BYTES_IN_FLIGHT');
   }
+  if (env.HTTP_WORKERS && env.HTTP_WORKERS.trim() !== 'auto' && Number(env.HTTP_WORKERS) > 1 && !env.DATABASE_URL) {
+    problems.push('HTTP_WORKERS: more than 1 needs PostgreSQL (DATABASE_URL); the embedded database is served by one process');
+  }
   if (problems.length) throw new ConfigError(problems);
   const cfg = out as Config;
+  // The embedded database lives in one process: so does HTTP.
+  if (!cfg.DATABASE_URL) (cfg as { HTTP_WORKERS: number }).HTTP_WORKERS = 1;
   cfg.dataDir = path.resolve(cfg.DATA_DIR);
   cfg.publicUrl = (cfg.PUBLIC_URL ?? httpBase(cfg.HOST, cfg.PORT)).replace(/\/+$/, '');
   return cfg;

@@ -1,9 +1,62 @@
 // Thin entry: read the configuration, build the app, listen; on SIGTERM/SIGINT let in-flight
 // requests finish, close connections and the database (PGlite checkpoints), then exit.
+// With HTTP_WORKERS > 1 (instance/processes.ts) this process is the coordinator and serves no HTTP:
+// it forks the HTTP processes, which run this file again with HTTP_PROCESS_SLOT set.
 import type { AddressInfo } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import type { FastifyInstance, FastifyListenOptions } from 'fastify';
 import { buildApp } from './app.js';
-import { ConfigError, httpBase, loadConfig } from './config.js';
+import { type Config, ConfigError, httpBase, loadConfig } from './config.js';
 import { DataDirLockedError } from './db/db.js';
+import { Hub, Member } from './instance/link.js';
+import { HttpProcesses } from './instance/processes.js';
+
+/** One HTTP process of several: serve the API on the instance's port, stop with the coordinator. */
+async function httpProcess(cfg: Config, slot: number): Promise<void> {
+  const link = new Member(slot);
+  const app = await buildApp(cfg, { link });
+  // SO_REUSEPORT: every HTTP process of the instance listens on the one port (Linux spreads connections).
+  const options: FastifyListenOptions & { reusePort: boolean } = { port: cfg.PORT, host: cfg.HOST, reusePort: true };
+  await app.listen(options);
+  process.send?.({ t: 'listening', port: (app.server.address() as AddressInfo).port });
+  const stop = onSignals(app, cfg);
+  // Ctrl-C reaches the whole process group: the coordinator's SIGTERM, or its exit, decides.
+  process.removeAllListeners('SIGINT');
+  process.on('SIGINT', () => {});
+  // The coordinator gone: nothing it was asked will be answered (the limits admit), and this process stops.
+  process.on('disconnect', () => {
+    link.close();
+    stop('coordinator gone');
+  });
+}
+
+/** SIGTERM (and SIGINT) let in-flight requests finish, then close; `before` runs first. */
+function onSignals(app: FastifyInstance, cfg: Config, before: () => Promise<unknown> = async () => {}): (why: string) => void {
+  let closing = false;
+  const shutdown = (signal: string) => {
+    if (closing) return;
+    closing = true;
+    app.log.info({ signal }, 'shutting down: finishing in-flight requests');
+    const timer = setTimeout(() => {
+      app.log.error('shutdown timed out; exiting');
+      process.exit(1);
+    }, cfg.SHUTDOWN_TIMEOUT_MS);
+    timer.unref();
+    Promise.resolve()
+      .then(before)
+      .then(() => app.close())
+      .then(
+        () => process.exit(0),
+        (e) => {
+          app.log.error({ err: e }, 'error while closing');
+          process.exit(1);
+        },
+      );
+  };
+  process.on('SIGTERM', () => shutdown('SIGTERM'));
+  process.on('SIGINT', () => shutdown('SIGINT'));
+  return shutdown;
+}
 
 async function main(): Promise<void> {
   let cfg;
@@ -16,9 +69,12 @@ async function main(): Promise<void> {
     }
     throw e;
   }
-  let app;
+  const slot = Number(process.env.HTTP_PROCESS_SLOT ?? 0);
+  if (slot > 0) return httpProcess(cfg, slot);
+  const hub = cfg.HTTP_WORKERS > 1 ? new Hub() : undefined;
+  let app: FastifyInstance;
   try {
-    app = await buildApp(cfg, { deliveryProcesses: true });
+    app = await buildApp(cfg, { deliveryProcesses: true, ...(hub ? { link: hub } : {}) });
   } catch (e) {
     if (e instanceof DataDirLockedError) {
       console.error(e.message);
@@ -26,12 +82,29 @@ async function main(): Promise<void> {
     }
     throw e;
   }
-  await app.listen({ port: cfg.PORT, host: cfg.HOST });
+  let port: number;
+  let http: HttpProcesses | undefined;
+  if (hub) {
+    await app.ready();
+    http = new HttpProcesses(cfg.HTTP_WORKERS, MAIN, hub, app.log, (s) => app.services.instance?.gone(s));
+    try {
+      port = await http.start(cfg.PORT);
+    } catch (e) {
+      console.error(`The HTTP processes did not start: ${(e as Error).message}`);
+      await http.stop();
+      await app.close();
+      process.exit(1);
+    }
+    if (cfg.PORT === 0 && !cfg.PUBLIC_URL) cfg.publicUrl = cfg.publicUrl.replace(/:0$/, `:${port}`);
+  } else {
+    await app.listen({ port: cfg.PORT, host: cfg.HOST });
+    port = (app.server.address() as AddressInfo).port;
+  }
   const db = app.services.db.kind === 'pglite' ? `embedded PGlite in ${cfg.dataDir}` : 'PostgreSQL';
   // The address actually bound (PORT=0 picks a free port; tests read it from this line).
-  const { port } = app.server.address() as AddressInfo;
   const bound = httpBase(cfg.HOST, port);
-  console.log(`\nAsset tracking service listening on ${bound} (${db})`);
+  const processes = hub ? `, ${cfg.HTTP_WORKERS} HTTP processes` : '';
+  console.log(`\nAsset tracking service listening on ${bound} (${db}${processes})`);
   if (cfg.publicUrl !== bound) console.log(`  Public URL: ${cfg.publicUrl}`);
   console.log(`  API:  ${cfg.publicUrl}/api/v1    docs: ${cfg.publicUrl}/docs`);
   console.log(`  Token endpoint: ${app.services.tokens.issuer}/protocol/openid-connect/token`);
@@ -53,27 +126,12 @@ async function main(): Promise<void> {
     );
   }
 
-  let closing = false;
-  const shutdown = (signal: string) => {
-    if (closing) return;
-    closing = true;
-    app.log.info({ signal }, 'shutting down: finishing in-flight requests');
-    const timer = setTimeout(() => {
-      app.log.error('shutdown timed out; exiting');
-      process.exit(1);
-    }, cfg.SHUTDOWN_TIMEOUT_MS);
-    timer.unref();
-    app.close().then(
-      () => process.exit(0),
-      (e) => {
-        app.log.error({ err: e }, 'error while closing');
-        process.exit(1);
-      },
-    );
-  };
-  process.on('SIGTERM', () => shutdown('SIGTERM'));
-  process.on('SIGINT', () => shutdown('SIGINT'));
+  // With several HTTP processes they stop first (they finish their requests), then delivery and the rest.
+  onSignals(app, cfg, async () => http?.stop());
 }
+
+/** This file, as it runs (.ts under tsx, .js when built): the HTTP processes' entry too. */
+const MAIN = fileURLToPath(import.meta.url);
 
 main().catch((e) => {
   console.error(e);

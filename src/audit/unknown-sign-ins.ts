@@ -2,8 +2,9 @@
 // the audit log grow with them: per client address, kind (user or client) and window of
 // AUDIT_UNKNOWN_SIGN_IN_WINDOW_SECONDS, one entry, whose `attempts` counts them and `lastAt` says
 // when the last came. A name typed there is no user's, and may be a password typed into the wrong
-// box: it is kept masked (maskedName). The open windows are this instance's (a bounded map), so
-// each instance writes its own entry for an address and window.
+// box: it is kept masked (maskedName). The open windows are this instance's (a bounded map, in the
+// coordinator when it has several HTTP processes), so each instance writes its own entry for an
+// address and window.
 import type { Db } from '../db/db.js';
 
 /** Open windows kept at most (addresses x kinds); past it, the oldest go first. */
@@ -23,7 +24,12 @@ interface Window {
   attempts: number;
 }
 
-export class UnknownSignIns {
+/** Where a failed sign-in naming nobody is noted: an UnknownSignIns, here or in the instance's coordinator. */
+export interface SignInFailures {
+  failed(kind: UnknownKind, address: string | null, name: string, reason: string): Promise<void>;
+}
+
+export class UnknownSignIns implements SignInFailures {
   private readonly open = new Map<string, Window>();
 
   constructor(

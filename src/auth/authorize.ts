@@ -21,7 +21,7 @@ import { digest, refreshPasswordHash, unknownPasswordHash, verifyPassword } from
 import type { FailureThrottle } from './throttle.js';
 import type { Sessions } from './sessions.js';
 import { record as audit } from '../audit/audit.js';
-import type { UnknownSignIns } from '../audit/unknown-sign-ins.js';
+import type { SignInFailures } from '../audit/unknown-sign-ins.js';
 
 /** A code is exchanged within this many seconds, once. */
 export const CODE_LIFE_SECONDS = 60;
@@ -78,7 +78,7 @@ export async function authorizeRoutes(
     publicOrigin: () => string;
     throttle: FailureThrottle;
     /** Failed sign-ins naming no user: one audit entry per address and window (API guide 14). */
-    unknownSignIns: UnknownSignIns;
+    unknownSignIns: SignInFailures;
     prefixes: string[];
     sessions: Sessions;
     signInHours: number;

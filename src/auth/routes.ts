@@ -9,7 +9,7 @@ import { Type, type Static } from '@sinclair/typebox';
 import type { Config } from '../config.js';
 import type { Db, Queryable } from '../db/db.js';
 import { type Actor, record as audit } from '../audit/audit.js';
-import { UnknownSignIns } from '../audit/unknown-sign-ins.js';
+import type { SignInFailures } from '../audit/unknown-sign-ins.js';
 import { digest, safeEqual, refreshPasswordHash, unknownPasswordHash, verifyPassword } from './crypto.js';
 import { FailureThrottle } from './throttle.js';
 import { authorizeRoutes, verifierMatches } from './authorize.js';
@@ -110,8 +110,11 @@ function clientCredentials(req: FastifyRequest<{ Body: TokenBody }>): { id: stri
   throw new OAuthError(401, 'invalid_client', 'Client authentication is required (HTTP Basic or client_id/client_secret).');
 }
 
-export async function authRoutes(app: FastifyInstance, opts: { db: Db; cfg: Config; tokens: TokenService }): Promise<void> {
-  const { db, cfg, tokens } = opts;
+export async function authRoutes(
+  app: FastifyInstance,
+  opts: { db: Db; cfg: Config; tokens: TokenService; unknownSignIns: SignInFailures },
+): Promise<void> {
+  const { db, cfg, tokens, unknownSignIns } = opts;
   await app.register(formbody);
 
   const checkRealm = (realm: string, reply: FastifyReply) => {
@@ -121,8 +124,6 @@ export async function authRoutes(app: FastifyInstance, opts: { db: Db; cfg: Conf
   };
 
   const throttle = new FailureThrottle(db, cfg.AUTH_THROTTLE_FAILURES, cfg.AUTH_THROTTLE_WINDOW_SECONDS, () => tokens.now());
-  // API guide 14: failed sign-ins naming nobody are one entry per address and window, the name masked.
-  const unknownSignIns = new UnknownSignIns(db, cfg.AUDIT_UNKNOWN_SIGN_IN_WINDOW_SECONDS);
   const refused = (retryAfterSeconds: number, what: string) =>
     new OAuthError(
       429,

@@ -105,8 +105,17 @@ export class Sessions {
     return row ? { userId: row.user_id, ownerId: row.owner_id } : null;
   }
 
+  /** Told when forget() runs: the instance's other HTTP processes drop their views too. */
+  onForget: (() => void) | null = null;
+
   /** Drops this instance's cached view: local revocations take effect at once. */
   forget(): void {
+    this.clear();
+    this.onForget?.();
+  }
+
+  /** Drops this process's cached view (another process of the instance revoked something). */
+  clear(): void {
     this.epoch++;
     this.cache.clear();
     this.pending.clear();

@@ -21,7 +21,7 @@ import { attemptApi } from './history.js';
 import { BOUNDS } from '../bounds.js';
 
 export interface StreamLimits {
-  /** Streams (following or not) open at once per owner, in this instance. */
+  /** Streams (following or not) open at once per owner, in the instance (all its HTTP processes). */
   maxOpenPerOwner: number;
   /** How far back `since` may reach. */
   maxWindowHours: number;
@@ -41,12 +41,19 @@ const FOLLOW_POLL_MS = 1000;
 const POSITION = /^(\d{1,19})\.(\d{1,19})$/;
 const INT8_MAX = 9223372036854775807n;
 
-/** This instance's open streams: counted per owner, and what they hold in memory (for /metrics). */
+/**
+ * This process's open streams (what they hold in memory, for /metrics), and the count per owner:
+ * here, or for the whole instance where `take` counts them elsewhere (several HTTP processes).
+ */
 export class ResultStreams {
   private readonly perOwner = new Map<string, number>();
   private readonly responses = new Set<ServerResponse>();
 
-  constructor(readonly limits: StreamLimits) {}
+  constructor(
+    readonly limits: StreamLimits,
+    /** Where the per-owner count is kept: by default here (`takeHere`). */
+    private readonly take: (ownerId: string, max: number) => Promise<(() => void) | null> = async (o, max) => this.takeHere(o, max),
+  ) {}
 
   get open(): number {
     return this.responses.size;
@@ -60,15 +67,20 @@ export class ResultStreams {
   }
 
   /** Takes a slot of the owner, or refuses with 429; the returned function gives it back (once). */
-  admit(ownerId: string): () => void {
+  async admit(ownerId: string): Promise<() => void> {
+    const release = await this.take(ownerId, this.limits.maxOpenPerOwner);
+    if (release) return release;
+    throw new ApiError(
+      'TOO_MANY_CONCURRENT',
+      `At most ${this.limits.maxOpenPerOwner} result streams may be open per owner; close one first.`,
+      { headers: { 'Retry-After': '5' } },
+    );
+  }
+
+  /** A slot of the owner counted in this process, or null when it has `max` open. */
+  takeHere(ownerId: string, max: number): (() => void) | null {
     const open = this.perOwner.get(ownerId) ?? 0;
-    if (open >= this.limits.maxOpenPerOwner) {
-      throw new ApiError(
-        'TOO_MANY_CONCURRENT',
-        `At most ${this.limits.maxOpenPerOwner} result streams may be open per owner; close one first.`,
-        { headers: { 'Retry-After': '5' } },
-      );
-    }
+    if (open >= max) return null;
     this.perOwner.set(ownerId, open + 1);
     let released = false;
     return () => {
@@ -185,7 +197,7 @@ export const streamRoutes: FastifyPluginAsyncTypebox<{ db: Db; streams: ResultSt
         // A follower reads below the horizon only; a window answers with what is committed now.
         queue.streamAfter(db, { ...scope, after, limit: PAGE_ATTEMPTS, bytes: PAGE_BYTES });
 
-      const release = streams.admit(req.tenancy.principal.ownerId);
+      const release = await streams.admit(req.tenancy.principal.ownerId);
       let page: Awaited<ReturnType<typeof read>>;
       let start = resume ?? { tx: '0', id: '0' };
       try {

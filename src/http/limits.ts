@@ -223,11 +223,36 @@ export function installLimits(app: FastifyInstance, deps: { limiter: Limiter; ra
  * instance's budget a 503, both with Retry-After and before a byte of the body is read. Smaller
  * bodies are not counted, so other callers' everyday requests never wait for someone's bulks.
  */
-export function installBodyBudget(app: FastifyInstance, deps: { maxBytes: number }): void {
+/** Weighted shares per key (bytes per credential): a share of `weight`, or null when the key would hold more than `max`. */
+export type TakeShare = (key: string, weight: number, max: number) => Promise<(() => void) | null>;
+
+/** Shares counted in this process's memory. */
+export function localShares(): TakeShare {
+  const held = new Map<string, number>();
+  return async (key, weight, max) => {
+    const mine = held.get(key) ?? 0;
+    if (mine + weight > max) return null;
+    held.set(key, mine + weight);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      const left = (held.get(key) ?? 0) - weight;
+      if (left > 0) held.set(key, left);
+      else held.delete(key);
+    };
+  };
+}
+
+/**
+ * `shares`: where a credential's bytes in flight are counted (the instance's coordinator when there
+ * are several HTTP processes); the process's total (`maxBytes`) is this process's, whose heap holds them.
+ */
+export function installBodyBudget(app: FastifyInstance, deps: { maxBytes: number; shares?: TakeShare }): void {
   const small = BOUNDS.bodyBytes.value;
   const share = BOUNDS.recordBodyBytesPerCredential.value;
+  const shares = deps.shares ?? localShares();
   let total = 0;
-  const perCredential = new Map<string, number>();
   app.addHook('preParsing', async (req, reply, payload) => {
     const limit = req.routeOptions.bodyLimit ?? small;
     if (limit <= small) return payload;
@@ -235,9 +260,9 @@ export function installBodyBudget(app: FastifyInstance, deps: { maxBytes: number
     const bytes = Number.isFinite(declared) && declared >= 0 ? Math.min(declared, limit) : limit;
     if (bytes <= small) return payload;
     const who = req.credential ?? `address ${req.ip}`;
-    const mine = perCredential.get(who) ?? 0;
     const retry = { headers: { 'Retry-After': '1' } };
-    if (mine + bytes > share) {
+    const release = await shares(who, bytes, share);
+    if (!release) {
       throw new ApiError(
         'TOO_MANY_CONCURRENT',
         'A large body of this credential is being stored; send the next when it is answered.',
@@ -245,15 +270,13 @@ export function installBodyBudget(app: FastifyInstance, deps: { maxBytes: number
       );
     }
     if (total + bytes > deps.maxBytes) {
+      release();
       throw new ApiError('SERVICE_BUSY', 'The service is storing as many large bodies as it takes at once; retry in a second.', retry);
     }
     total += bytes;
-    perCredential.set(who, mine + bytes);
     reply.raw.once('close', () => {
       total -= bytes;
-      const left = (perCredential.get(who) ?? 0) - bytes;
-      if (left > 0) perCredential.set(who, left);
-      else perCredential.delete(who);
+      release();
     });
     return payload;
   });

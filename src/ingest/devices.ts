@@ -127,8 +127,11 @@ const taken = (e: unknown) => {
 
 export const deviceRoutes: FastifyPluginAsyncTypebox<{
   db: Db;
-  /** Called with the uniqueIds of a device changed or deleted (the adapters' cache drops them). */
-  changed: (uniqueIds: string[]) => void;
+  /**
+   * Called with the uniqueIds of a device changed or deleted (the adapters' caches drop them); the
+   * answer waits for it, so that no process of the instance admits the old device after it.
+   */
+  changed: (uniqueIds: string[]) => Promise<void>;
 }> = async (app, { db, changed }) => {
   const tags = ['devices'];
   const mayChoose = (t: Tenancy, uniqueId: string | undefined) => {
@@ -225,8 +228,8 @@ export const deviceRoutes: FastifyPluginAsyncTypebox<{
           });
           return toApi(after);
         })
-        .then((device) => {
-          changed(ids);
+        .then(async (device) => {
+          await changed(ids);
           return device;
         })
         .catch(taken);
@@ -249,7 +252,7 @@ export const deviceRoutes: FastifyPluginAsyncTypebox<{
         });
         return cur.unique_id;
       });
-      changed([uniqueId]);
+      await changed([uniqueId]);
       return reply.code(204).send();
     },
   });

@@ -39,6 +39,11 @@ export interface IngestDeps {
   cfg: Config;
   hooks: RecordHooks;
   limiter: Limiter;
+  /**
+   * Whether the error log takes one more row, where the instance counts them (the coordinator of
+   * several HTTP processes); by default this process's budgets (`logBudget`).
+   */
+  budget?: (known: boolean, address: string) => Promise<boolean>;
 }
 
 /** Counts for /metrics: records stored and messages refused, by protocol (and reason). */
@@ -272,7 +277,8 @@ export class Ingest {
     if (reason === 'rate limited') return; // counted; a flood must not become a flood of log rows
     try {
       const known = await this.known(reason, uniqueId);
-      if (!(known ? this.knownBudget() : this.unknownBudget(address ?? `(${protocol})`))) {
+      const from = address ?? `(${protocol})`;
+      if (!(await (this.deps.budget ? this.deps.budget(known, from) : this.logBudget(known, from)))) {
         this.counters.count(this.counters.unlogged, `${protocol}:${known ? 'known' : 'unknown'}`);
         return;
       }
@@ -292,6 +298,11 @@ export class Ingest {
     if (reason === 'disabled device' || reason === 'wrong protocol') return true;
     if (reason === 'unknown device' || uniqueId === null) return false;
     return (await this.lookup([uniqueId])).has(uniqueId);
+  }
+
+  /** One more row of the error log, if its budget has room: for a known device, or for an unknown one from `address`. */
+  logBudget(known: boolean, address: string): boolean {
+    return known ? this.knownBudget() : this.unknownBudget(address);
   }
 
   /** One more row for known devices this second, if the budget has room. */

@@ -7,6 +7,7 @@ import type { FastifyInstance, FastifyReply } from 'fastify';
 import fp from 'fastify-plugin';
 import client from 'prom-client';
 import type { Db } from '../db/db.js';
+import type { Hub, InstanceLink } from '../instance/link.js';
 import { poisonCounts } from './poison.js';
 
 const require = createRequire(import.meta.url);
@@ -45,9 +46,26 @@ export interface OpsFigures {
 // fastify-plugin: the metrics hook must see every route, not only this plugin's.
 export const opsRoutes = fp(async function opsRoutes(
   app: FastifyInstance,
-  { db, figures }: { db: Db; figures: OpsFigures },
+  {
+    db,
+    figures,
+    link,
+    hub,
+  }: {
+    db: Db;
+    figures: OpsFigures;
+    /** The instance's other processes (HTTP_WORKERS > 1): /metrics answers for all of them. */
+    link?: InstanceLink;
+    /** This is the coordinator of such an instance: it sums the answers. */
+    hub?: Hub;
+  },
 ): Promise<void> {
   const registry = new client.Registry();
+  // Figures of the whole instance (the database, delivery, MQTT ingest, retention) come from one
+  // process: the coordinator when there are several HTTP processes. Every other figure is each
+  // process's own, and a scrape sums them.
+  const whole = !link || link.slot === 0;
+  const instanceWide = whole ? [registry] : [];
   client.collectDefaultMetrics({ register: registry });
   const requests = new client.Counter({
     name: 'http_requests_total',
@@ -66,7 +84,7 @@ export const opsRoutes = fp(async function opsRoutes(
   new client.Gauge({
     name: 'delivery_requests_sent_total',
     help: 'Requests (webhook, MQTT, Kafka) this service process and its delivery processes have sent since it started',
-    registers: [registry],
+    registers: instanceWide,
     collect() {
       this.set(app.services.delivery?.requestsSent ?? 0);
     },
@@ -74,7 +92,7 @@ export const opsRoutes = fp(async function opsRoutes(
   new client.Gauge({
     name: 'deliveries_pending',
     help: 'Events not yet delivered or failed, over all integrations (each integration counted up to 10,001)',
-    registers: [registry],
+    registers: instanceWide,
     async collect() {
       try {
         this.set(await figures.pending());
@@ -86,7 +104,7 @@ export const opsRoutes = fp(async function opsRoutes(
   new client.Gauge({
     name: 'delivery_results_parked_total',
     help: 'Delivery results the database refused even without their response (logged; their events are sent again)',
-    registers: [registry],
+    registers: instanceWide,
     collect() {
       this.set(app.services.delivery?.resultsParked ?? 0);
     },
@@ -110,7 +128,7 @@ export const opsRoutes = fp(async function opsRoutes(
   new client.Gauge({
     name: 'database_oldest_transaction_seconds',
     help: 'Age of the oldest open transaction: while it runs, delivery cannot read the event log past it',
-    registers: [registry],
+    registers: instanceWide,
     async collect() {
       try {
         this.set(await figures.oldestTransactionAge());
@@ -132,7 +150,7 @@ export const opsRoutes = fp(async function opsRoutes(
       name,
       help,
       labelNames: ['table'] as const,
-      registers: [registry],
+      registers: instanceWide,
       async collect() {
         try {
           for (const [table, n] of await values()) this.set({ table }, n);
@@ -201,7 +219,7 @@ export const opsRoutes = fp(async function opsRoutes(
   new client.Gauge({
     name: 'replica_lag_seconds',
     help: 'How far the read replica (DATABASE_READ_URL) is behind the primary; -1 while it cannot be reached (absent without one)',
-    registers: replica ? [registry] : [],
+    registers: replica ? instanceWide : [],
     collect() {
       this.set(replica?.lag ?? -1);
     },
@@ -221,7 +239,7 @@ export const opsRoutes = fp(async function opsRoutes(
     name: 'event_log_events_total',
     help: "The event log on Kafka (EVENT_LOG=kafka): events published by this instance's relay, read from the topic by its delivery processes, and parked in the retry queue",
     labelNames: ['stage'],
-    registers: kafkaLog ? [registry] : [],
+    registers: kafkaLog ? instanceWide : [],
     collect() {
       const c = app.services.delivery?.eventLog ?? { published: 0, consumed: 0, parked: 0 };
       this.set({ stage: 'published' }, c.published);
@@ -232,7 +250,7 @@ export const opsRoutes = fp(async function opsRoutes(
   new client.Gauge({
     name: 'event_log_consumer_lag',
     help: "The event log on Kafka: events on the topic the delivery processes' consumer group has not handed over yet (-1 while the cluster cannot be asked)",
-    registers: kafkaLog ? [registry] : [],
+    registers: kafkaLog ? instanceWide : [],
     async collect() {
       this.set(await figures.consumerLag().catch(() => -1));
     },
@@ -240,7 +258,7 @@ export const opsRoutes = fp(async function opsRoutes(
   new client.Gauge({
     name: 'event_log_consumer_offsets_lost',
     help: "The event log on Kafka: partitions of the topic whose messages Kafka deleted before the consumer group read them (its committed offset below the partition's earliest); never reset silently: their rows stay in the event log (API guide 17). -1 while the cluster cannot be asked",
-    registers: kafkaLog ? [registry] : [],
+    registers: kafkaLog ? instanceWide : [],
     async collect() {
       this.set(await figures.offsetsLost().catch(() => -1));
     },
@@ -248,7 +266,7 @@ export const opsRoutes = fp(async function opsRoutes(
   new client.Gauge({
     name: 'ingest_mqtt_connected',
     help: 'MQTT ingest: 1 while connected to INGEST_MQTT_URL with the subscription in place, 0 otherwise (absent when not configured)',
-    registers: app.services.cfg.INGEST_MQTT_URL ? [registry] : [],
+    registers: app.services.cfg.INGEST_MQTT_URL ? instanceWide : [],
     collect() {
       this.set(app.services.ingest.mqtt?.connected ? 1 : 0);
     },
@@ -293,9 +311,21 @@ export const opsRoutes = fp(async function opsRoutes(
       return reply.code(503).send({ error: 'Service Unavailable', message: 'The database does not answer.', code: 'DATABASE_UNAVAILABLE' });
     }
   });
+  // Several HTTP processes: whichever the scrape reaches asks the coordinator, which sums every
+  // process's figures (counters and histograms added; prom-client's rules for its process metrics).
+  if (link) link.handle('metrics.json', () => registry.getMetricsAsJSON());
+  if (hub) {
+    hub.handle('metrics.text', async () => {
+      const each = [
+        await registry.getMetricsAsJSON(),
+        ...(await hub.callEach<client.MetricObjectWithValues<client.MetricValue<string>>[]>('metrics.json')),
+      ];
+      return client.AggregatorRegistry.aggregate(each).metrics();
+    });
+  }
   app.get('/metrics', { ...quiet, schema: { ...hide } }, async (_req, reply) => {
     reply.type(registry.contentType);
-    return registry.metrics();
+    return link ? link.call<string>('metrics.text') : registry.metrics();
   });
 
   app.get('/api/v1/openapi.json', { ...pub, schema: { ...hide } }, async () => app.swagger());

@@ -110,7 +110,9 @@ export async function hostileService(env: Record<string, string> = {}): Promise<
   const extra = process.env.HOSTILE_NODE_FLAGS?.split(/\s+/).filter(Boolean) ?? [];
   const svc = await serviceProcess(
     database,
-    { LOG_LEVEL: 'warn', PASSWORD_HASH_COST: String(DEFAULT_PASSWORD_COST), ...env },
+    // On PostgreSQL the suite runs against two HTTP processes (HTTP_WORKERS): every bound holds per
+    // instance there too; the embedded database's lane keeps the one process it always has.
+    { LOG_LEVEL: 'warn', PASSWORD_HASH_COST: String(DEFAULT_PASSWORD_COST), HTTP_WORKERS: TEST_DB === 'postgres' ? '2' : '1', ...env },
     { nodeArgs: [...START_FLAGS, ...extra] },
   );
   atEnd(() => svc.stop());

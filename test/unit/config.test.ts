@@ -1,6 +1,7 @@
 // Configuration (src/config.ts; README's table): one schema, parsed once, every bad variable listed
 // in one error, defaults and derived values. Pure unit test, no service.
 import assert from 'node:assert/strict';
+import os from 'node:os';
 import { test } from 'node:test';
 import { ConfigError, httpBase, loadConfig } from '../../src/config.js';
 
@@ -117,4 +118,15 @@ test('event log settings: postgres by default; kafka needs PostgreSQL and host:p
   bad({ ...pgEnv, EVENT_LOG_KAFKA_SASL_MECHANISM: 'plain' }, 'EVENT_LOG_KAFKA_SASL_MECHANISM');
   bad({ ...pgEnv, EVENT_LOG_TOPIC: 'a/b' }, 'EVENT_LOG_TOPIC');
   bad({ ...pgEnv, EVENT_LOG_PARTITIONS: '0' }, 'EVENT_LOG_PARTITIONS');
+});
+
+test('HTTP_WORKERS: one per core (at most 8) by default on PostgreSQL; one on the embedded database, where more is refused', () => {
+  const pg = { DATABASE_URL: 'postgres://localhost/x', SECRETS_KEY: 'a'.repeat(64) };
+  assert.equal(loadConfig(pg).HTTP_WORKERS, Math.min(8, os.availableParallelism()));
+  assert.equal(loadConfig({ ...pg, HTTP_WORKERS: '3' }).HTTP_WORKERS, 3);
+  assert.equal(loadConfig({}).HTTP_WORKERS, 1);
+  assert.equal(loadConfig({ HTTP_WORKERS: '1' }).HTTP_WORKERS, 1);
+  bad({ HTTP_WORKERS: '2' }, 'HTTP_WORKERS');
+  bad({ ...pg, HTTP_WORKERS: '0' }, 'HTTP_WORKERS');
+  bad({ ...pg, HTTP_WORKERS: 'many' }, 'HTTP_WORKERS');
 });
