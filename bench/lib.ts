@@ -609,6 +609,8 @@ export function serviceEnv(extra: Record<string, string>): Record<string, string
     BOOTSTRAP_PASSWORD: 'bench-password',
     PUSH_ALLOW_HTTP: 'true',
     PUSH_ALLOWED_NETWORKS: '127.0.0.0/8',
+    // One HTTP process, as the previous releases had, unless a part measures more (the ingest part).
+    HTTP_WORKERS: '1',
     ...extra,
     // BENCH_SERVICE_ENV="NAME=value,NAME=value" overrides the service's settings, for experiments
     // (the figures in the README are taken without it, with the engine's defaults).

@@ -13,13 +13,15 @@
 // ingest-devices (bench/devices.ts: OsmAnd positions next to single-record POST /locations, MQTT ingest next to raw
 // Mosquitto; not in the default run), scale (bench/scale.ts: the primary's rows, WAL, statements and CPU per stored
 // record and per delivered event, delivery over 1-3 instances; not in the default run).
-// `latency` runs its shapes on today's service and on a baseline commit in turn (BENCH_BASELINE,
+// http-workers (bench/http-workers.ts: REST bulk ingest with 1, 2 and 4 HTTP processes, HTTP_WORKERS,
+// alternating rounds). `latency` runs its shapes on today's service and on a baseline commit in turn (BENCH_BASELINE,
 // default dfd22b3, built once in a git worktree under .cache/bench-baseline; "off" leaves it out),
 // BENCH_ROUNDS rounds (2), and reports the medians side by side with their ratio (bench/baseline.ts).
 // Prints tables, then one JSON line.
 import os from 'node:os';
 import { type AlertBenchResult, runAlertsBench } from './alerts.js';
 import { runIngestBench } from './ingest.js';
+import { HTTP_PROCESS_COUNTS, runHttpWorkersBench } from './http-workers.js';
 import { runStorageBench } from './storage.js';
 import { runExportsBench } from './exports.js';
 import { runReportsBench } from './reports.js';
@@ -33,6 +35,7 @@ import { BROKER_BACKLOG, type BrokerPart, type BrokerResults, runBrokersBench, t
 
 const PARTS = [
   'ingest',
+  'http-workers',
   'single',
   'batch',
   'backlog',
@@ -76,6 +79,14 @@ const ingest = sel.has('ingest') ? await runIngestBench() : null;
 if (ingest) {
   console.log('\n## Bulk ingest (locations, batches of 1000, 4 in flight), with 3 webhook integrations matching, and list latency');
   console.table(ingest);
+}
+
+const httpWorkers = sel.has('http-workers') ? await runHttpWorkersBench() : null;
+if (httpWorkers) {
+  console.log(
+    `\n## REST bulk ingest (bulks of 1000, 16 in flight) with ${HTTP_PROCESS_COUNTS.join(', ')} HTTP processes (HTTP_WORKERS), alternating rounds`,
+  );
+  console.table(httpWorkers.runs);
 }
 
 const storage = sel.has('storage') ? await runStorageBench() : null;
@@ -356,6 +367,18 @@ if (ingest) {
     String(ingest.apiVsRaw),
   );
 }
+if (httpWorkers) {
+  const m = httpWorkers.median;
+  row(
+    '8b',
+    `REST bulk ingest, ${HTTP_PROCESS_COUNTS.join(' / ')} HTTP processes: records/s, median of ${httpWorkers.runs.length / HTTP_PROCESS_COUNTS.length}`,
+    HTTP_PROCESS_COUNTS.map((n) => m[n]).join(' / '),
+    `1 process ${m[1]}/s`,
+    HTTP_PROCESS_COUNTS.slice(1)
+      .map((n) => `${n}: ${times((m[n] ?? NaN) / (m[1] ?? NaN))}`)
+      .join(', '),
+  );
+}
 for (const p of pglite ?? []) {
   row(
     '9',
@@ -454,6 +477,7 @@ if (push) delete push.sampleLocation;
 console.log(
   JSON.stringify({
     ingest,
+    httpWorkers,
     push,
     peer: peerRes,
     pglite,
