@@ -50,7 +50,7 @@ export const BOUNDS = {
     setting: 'RECORD_BODY_BYTES_IN_FLIGHT',
     value: 8 * MiB,
     unit: 'bytes',
-    what: 'request bodies over 1 MiB (data-record creates) in flight at once, per instance',
+    what: 'request bodies over 1 MiB (data-record creates) in flight at once, per HTTP process (its heap holds them)',
     past: '503 SERVICE_BUSY with Retry-After, before the body is read',
   },
   recordsPerRequest: {
