@@ -12,7 +12,7 @@ import vm from 'node:vm';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import swagger from '@fastify/swagger';
 import type { Config } from './config.js';
-import { createPglite, createPostgres, type Db } from './db/db.js';
+import { createPglite, createPostgres, type Db, endDatabaseThread } from './db/db.js';
 import { migrate } from './db/migrate.js';
 import { loadSecretsKey } from './auth/crypto.js';
 import { TokenService } from './auth/tokens.js';
@@ -137,19 +137,20 @@ async function openMigrated(cfg: Config): Promise<Db> {
     throw e;
   }
   if (!applied.length) return db;
+  // The database thread goes with it (pglite-client.ts): its WebAssembly memory is freed only so.
   await db.close();
-  db = null; // nothing may hold the closed one while it is collected
+  db = null;
+  await endDatabaseThread();
   collectGarbage();
   return openDatabase(cfg);
 }
 
 /**
- * A full garbage collection now: a closed embedded database's WebAssembly memory is freed only when
- * its instance is collected, and an idle process may not collect for hours (measured: 539 MB resident
- * after closing, 241 MB after a collection). Node exposes gc() only behind a flag; setting it at run
- * time and taking gc from a new context is the documented way round (v8.setFlagsFromString).
+ * A full garbage collection now, of what migrating or starting left on this thread's heap: an idle
+ * process may not collect for hours. Node exposes gc() only behind a flag; setting it at run time
+ * and taking gc from a new context is the documented way round (v8.setFlagsFromString).
  */
-function collectGarbage(): void {
+export function collectGarbage(): void {
   v8.setFlagsFromString('--expose-gc');
   (vm.runInNewContext('gc') as () => void)();
 }

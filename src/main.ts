@@ -5,7 +5,7 @@
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import type { FastifyInstance, FastifyListenOptions } from 'fastify';
-import { buildApp } from './app.js';
+import { buildApp, collectGarbage } from './app.js';
 import { type Config, ConfigError, httpBase, loadConfig } from './config.js';
 import { DataDirLockedError } from './db/db.js';
 import { Hub, Member } from './instance/link.js';
@@ -126,6 +126,9 @@ async function main(): Promise<void> {
     );
   }
 
+  // What starting left behind (schemas compiled, routes built, the database opened) goes before the
+  // process idles: an idle process may not collect for hours (embedded, started again: 262 -> 210-215 MB resident).
+  collectGarbage();
   // With several HTTP processes they stop first (they finish their requests), then delivery and the rest.
   onSignals(app, cfg, async () => http?.stop());
 }

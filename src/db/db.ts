@@ -6,8 +6,11 @@ import path from 'node:path';
 import type { Readable } from 'node:stream';
 import pg from 'pg';
 import { to as copyTo } from 'pg-copy-streams';
-import type { PGlite } from '@electric-sql/pglite';
 import { Notifier } from './notifier.js';
+import { FLOAT4, FLOAT8, finiteOrNull, INT8, NUMERIC } from './pglite-open.js';
+import { endDatabaseThread, openInThread, type PgliteQueries } from './pglite-client.js';
+
+export { endDatabaseThread };
 
 export interface QueryResult<R> {
   rows: R[];
@@ -79,20 +82,6 @@ export const ASSET_LOCK_SPACE = 1634955124;
 /** SQL taking an asset's lock for the rest of a transaction (the alert sweep and re-evaluation). */
 export const assetXactLock = (assetIdExpr: string, attempt = false) =>
   `pg_${attempt ? 'try_' : ''}advisory_xact_lock(${ASSET_LOCK_SPACE}, hashtext(${assetIdExpr}::text))`;
-
-const INT8 = 20;
-const NUMERIC = 1700;
-const FLOAT4 = 700;
-const FLOAT8 = 701;
-/**
- * JSON has no Infinity or NaN and the response serializer refuses them, so a non-finite float
- * already in the database (stored before input was checked, or by hand) reads as null: one odd
- * row must never break every list that covers it.
- */
-const finiteOrNull = (v: string): number | null => {
-  const n = Number(v);
-  return Number.isFinite(n) ? n : null;
-};
 
 export function createPostgres(url: string, poolSize: number): Db {
   const typeParsers: Record<number, (v: string) => unknown> = {
@@ -297,28 +286,21 @@ function isAlive(pid: number): boolean {
  */
 export async function createPglite(dataDir: string | undefined, template?: Blob, opts: { sharedBuffersMb?: number } = {}): Promise<Db> {
   const unlock = dataDir ? lockDataDir(dataDir) : () => {};
-  let db: PGlite;
+  let db: Awaited<ReturnType<typeof openInThread>>;
   try {
-    // Loaded only for the embedded database: a PostgreSQL process never needs it.
-    const { PGlite, types: pgliteTypes } = await import('@electric-sql/pglite');
-    db = await PGlite.create(dataDir ? path.join(dataDir, 'pgdata') : undefined, {
-      ...(template ? { loadDataDir: template } : {}),
-      ...(opts.sharedBuffersMb ? { startParams: [...PGlite.defaultStartParams, '-c', `shared_buffers=${opts.sharedBuffersMb}MB`] } : {}),
-      parsers: {
-        [INT8]: (v: string) => v,
-        [NUMERIC]: finiteOrNull,
-        [FLOAT4]: finiteOrNull,
-        [FLOAT8]: finiteOrNull,
-        [pgliteTypes.TIMESTAMPTZ]: (v: string) => new Date(v),
-      },
+    // In the database thread (pglite-thread.ts): its statements never run on this event loop.
+    db = await openInThread({
+      ...(dataDir ? { dataDir } : {}),
+      ...(template ? { template } : {}),
+      ...(opts.sharedBuffersMb ? { sharedBuffersMb: opts.sharedBuffersMb } : {}),
     });
   } catch (e) {
     unlock();
     throw e;
   }
-  const wrap = (c: Pick<PGlite, 'query'>): Queryable => ({
+  const wrap = (c: Pick<PgliteQueries, 'query'>): Queryable => ({
     async query(text, params) {
-      const r = await c.query(text, params as unknown[]);
+      const r = await c.query(text, params as unknown[] | undefined);
       return { rows: r.rows as any[], rowCount: r.affectedRows ?? r.rows.length };
     },
   });
@@ -359,8 +341,7 @@ export async function createPglite(dataDir: string | undefined, template?: Blob,
       if (closed) return;
       closed = true;
       try {
-        if (dataDir) await db.query('CHECKPOINT');
-        await db.close();
+        await db.close(Boolean(dataDir));
       } finally {
         unlock();
       }
