@@ -2,13 +2,14 @@
 // fresh DATA_DIR (PGlite); single-mode webhook at steady rates (BENCH_PGLITE_RATES, default 200 and
 // 1,000 records/s, each on a fresh service; a bulk every 10 ms, as the latency shapes post) for
 // BENCH_STEADY_SECONDS; delivered vs stored at the end of the window + 5 s, and the posts that
-// failed or timed out. Store times are read
+// failed or timed out; each rate on today's service and then on the baseline commit (BENCH_BASELINE,
+// bench/baseline.ts), when there is one. Store times are read
 // from the event log once the service has stopped (PGlite has one process at a time).
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
-import { Api, ingestPaced, knob, latencies, ownerWithAssets, percentile, type Receiver, round, sleep, startService } from './lib.js';
+import { Api, ingestPaced, knob, latencies, ownerWithAssets, percentile, type Receiver, ROOT, round, sleep, startService } from './lib.js';
 import { SINGLE_CONCURRENCY } from './push.js';
 
 const STEADY_SECONDS = knob('BENCH_STEADY_SECONDS', 30);
@@ -22,12 +23,13 @@ export const PGLITE_RATES = (process.env.BENCH_PGLITE_RATES ?? '200,1000')
 /** A bulk every 10 ms: its size for `rate` records/s. */
 const bulkOf = (rate: number) => Math.max(1, Math.round(rate / 100));
 
-export async function runPgliteBench(rx: Receiver, rate = 1000) {
+/** One rate on one service: today's (`root` this checkout) or the baseline's (its worktree). */
+export async function runPgliteBench(rx: Receiver, rate = 1000, root = ROOT, service = 'today') {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tracking-bench-pglite-'));
   try {
-    const svc = await startService({ DATA_DIR: dir });
+    const svc = await startService({ DATA_DIR: dir }, root);
     const api = new Api(svc.base);
-    const sink = rx.sink(`pglite-${rate}`);
+    const sink = rx.sink(`pglite-${rate}-${service}`);
     let r: Awaited<ReturnType<typeof runSteady>>;
     let rss: number;
     try {
@@ -51,6 +53,7 @@ export async function runPgliteBench(rx: Receiver, rate = 1000) {
     }
     const lat = latencies(sink, stored, r.ids);
     return {
+      service,
       settings: `PGlite (DATA_DIR in ${os.tmpdir()}), single, ${SINGLE_CONCURRENCY} concurrent; bulks of ${bulkOf(rate)} every 10 ms for ${STEADY_SECONDS} s`,
       offeredPerSecond: rate,
       storedPerSecond: round(r.stored / r.seconds),

@@ -30,6 +30,7 @@ import { runScaleBench } from './scale.js';
 import { pct, Receiver, round } from './lib.js';
 import { GW_VERSION, runPeerBench } from './peer.js';
 import { PGLITE_RATES, runPgliteBench } from './pglite.js';
+import { baselineRoot } from './baseline.js';
 import { type PushPart, type PushResults, RAW_CONCURRENCY, runLatencyBench, runPushBench, type Steady } from './push.js';
 import { BROKER_BACKLOG, type BrokerPart, type BrokerResults, runBrokersBench, tableRows } from './brokers.js';
 
@@ -165,9 +166,14 @@ try {
   }
   if (sel.has('pglite')) {
     pglite = [];
+    const base = baselineRoot();
     for (const rate of PGLITE_RATES) {
       console.error(`[pglite] steady ${rate}/s`);
       pglite.push(await runPgliteBench(rx, rate));
+      if (base) {
+        console.error(`[pglite] steady ${rate}/s, baseline ${base.commit}`);
+        pglite.push(await runPgliteBench(rx, rate, base.root, base.commit));
+      }
     }
   }
 } finally {
@@ -379,15 +385,22 @@ if (httpWorkers) {
       .join(', '),
   );
 }
-for (const p of pglite ?? []) {
+for (const p of (pglite ?? []).filter((x) => x.service === 'today')) {
+  const b = pglite?.find((x) => x.service !== 'today' && x.offeredPerSecond === p.offeredPerSecond);
   row(
     '9',
     `PGlite, single, steady ${p.offeredPerSecond}/s: delivered / stored at window + 5 s; posts failed or timed out (records)`,
     `${p.deliveredAt5s} / ${p.stored}; ${p.failed}`,
-    '',
+    b ? `${b.service} ${b.deliveredAt5s} / ${b.stored}; ${b.failed}` : '',
     p.deliveredVsStored,
   );
-  row('9', `PGlite ${p.offeredPerSecond}/s: store->delivered p50 / p99 ms`, `${p.p50Ms} / ${p.p99Ms}`);
+  row(
+    '9',
+    `PGlite ${p.offeredPerSecond}/s: store->delivered p50 / p99 ms`,
+    `${p.p50Ms} / ${p.p99Ms}`,
+    b ? `${b.service} ${b.p50Ms} / ${b.p99Ms}` : '',
+    b ? times((p.p99Ms ?? NaN) / (b.p99Ms ?? NaN)) : '',
+  );
 }
 if (push?.fairness) {
   const f = push.fairness;
@@ -401,7 +414,10 @@ if (push?.fairness) {
 }
 if (push?.serviceRssPeakMiB !== undefined)
   row('11', 'service peak RSS over the push bench (VmHWM of each process of the service, added up), MiB', push.serviceRssPeakMiB);
-for (const p of pglite ?? []) row('11', `service peak RSS, PGlite run at ${p.offeredPerSecond}/s, MiB`, p.serviceRssMiB);
+for (const p of (pglite ?? []).filter((x) => x.service === 'today')) {
+  const b = pglite?.find((x) => x.service !== 'today' && x.offeredPerSecond === p.offeredPerSecond);
+  row('11', `service peak RSS, PGlite run at ${p.offeredPerSecond}/s, MiB`, p.serviceRssMiB, b ? `${b.service} ${b.serviceRssMiB}` : '');
+}
 if (lat) {
   const peak = (who: string) => Math.max(...lat.runs.filter((r) => r.who === who).map((r) => r.serviceRssPeakMiB ?? NaN));
   row(
