@@ -63,8 +63,9 @@ const spec = {
   PUBLIC_URL: [url(['http:', 'https:']), undefined],
   DATA_DIR: [str, './data'],
   // The embedded database's buffer cache (PostgreSQL's shared_buffers), held in the service's own
-  // memory: PGlite's 128 MB default was a quarter of an idle `npm start`'s resident memory.
-  EMBEDDED_SHARED_BUFFERS_MB: [int(1, 4096), '32'],
+  // memory: PGlite's 128 MB default was a quarter of an idle `npm start`'s resident memory; 16 MB
+  // keeps a fresh start idle under 250 MB with the database's thread (docs/BENCHMARKS.md).
+  EMBEDDED_SHARED_BUFFERS_MB: [int(1, 4096), '16'],
   DATABASE_URL: [url(['postgres:', 'postgresql:']), undefined],
   DB_POOL_SIZE: [int(1, 200), '10'],
   // Reads from a streaming replica (API guide 16): lists, exports and reports read there, unless the
