@@ -30,6 +30,8 @@ type Call = Request extends infer R ? (R extends { id: number } ? Omit<R, 'id'> 
 /** The one database thread of this process, started at the first open. */
 class DatabaseThread {
   private worker: Worker | null = null;
+  /** Databases open in the thread: its end with any open is a crash of the database. */
+  open = 0;
   private readonly pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
   private next = 1;
 
@@ -47,6 +49,7 @@ class DatabaseThread {
 
   /** Ends the thread (and all the memory it grew); the next open starts a new one. Only with no database open. */
   async end(): Promise<void> {
+    if (this.open > 0) return; // another database still lives there: its memory stays anyway
     const w = this.worker;
     this.worker = null;
     await w?.terminate();
@@ -66,9 +69,18 @@ class DatabaseThread {
       else p.resolve(r.value);
     });
     const gone = (e: Error) => {
-      if (this.worker === w) this.worker = null;
+      if (this.worker !== w) return; // ended on purpose (end())
+      this.worker = null;
       for (const p of this.pending.values()) p.reject(e);
       this.pending.clear();
+      // The databases it held are gone with it (out of memory, a crash in PGlite): nothing this
+      // process does with them can succeed, so it stops, as after any crash, for its supervisor to
+      // start it again (the data folder is PostgreSQL's, recovered at the next open).
+      if (this.open > 0) {
+        setImmediate(() => {
+          throw new Error(`the embedded database's thread stopped: ${e.message}`);
+        });
+      }
     };
     w.on('error', gone);
     w.on('exit', (code) => gone(new Error(`the database thread exited (code ${code})`)));
@@ -82,7 +94,7 @@ const YOUNG_MB = 4;
 let thread: DatabaseThread | undefined;
 
 /**
- * Ends the database thread once no database is open in it: WebAssembly memory never shrinks, so
+ * Ends the database thread if no database is open in it: WebAssembly memory never shrinks, so
  * the memory that creating and migrating a database grew is let go only with its thread.
  */
 export async function endDatabaseThread(): Promise<void> {
@@ -94,6 +106,7 @@ export async function openInThread(opts: PgliteOptions): Promise<PgliteConnectio
   thread ??= new DatabaseThread();
   const t = thread;
   const db = await t.call<number>({ op: 'open', opts });
+  t.open++;
   const on = (tx?: number): PgliteQueries => ({
     query: (text, params) => t.call({ op: 'query', db, text, ...(params?.length ? { params } : {}), ...(tx ? { tx } : {}) }),
     exec: async (sql) => {
@@ -115,7 +128,11 @@ export async function openInThread(opts: PgliteOptions): Promise<PgliteConnectio
       return value;
     },
     async close(checkpoint) {
-      await t.call({ op: 'close', db, checkpoint });
+      try {
+        await t.call({ op: 'close', db, checkpoint });
+      } finally {
+        t.open--;
+      }
     },
   };
 }
