@@ -118,8 +118,12 @@ const spec = {
   PUSH_ALLOW_PLAINTEXT_BROKERS: [bool, 'false'],
   DELIVERY_ENABLED: [bool, 'true'],
   DELIVERY_WORKERS: [int(0, 16), '1'],
-  // HTTP processes of one instance (instance/processes.ts): `auto` is one per core, at most 8.
-  HTTP_WORKERS: [(raw: string) => (raw.trim() === 'auto' ? Math.min(8, os.availableParallelism()) : int(1, 64)(raw)), 'auto'],
+  // HTTP processes of one instance (instance/processes.ts): `auto` is one per core but one (left to
+  // delivery and the database: on 2 cores a second HTTP process ingested no faster), at most 8.
+  HTTP_WORKERS: [
+    (raw: string) => (raw.trim() === 'auto' ? Math.max(1, Math.min(8, os.availableParallelism() - 1)) : int(1, 64)(raw)),
+    'auto',
+  ],
   DELIVERY_LEASE_SECONDS: [
     (raw: string) => {
       const n = Number(raw);

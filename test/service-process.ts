@@ -79,7 +79,7 @@ export async function serviceProcess(
     PASSWORD_HASH_COST: TEST_PASSWORD_COST,
     RATE_LIMIT_MAX: '1000000',
     RATE_LIMIT_CONCURRENT: '100',
-    // One HTTP process unless a test asks for more (the default is one per core).
+    // One HTTP process unless a test asks for more (the default follows the core count).
     HTTP_WORKERS: '1',
     ...env,
   };

@@ -120,9 +120,9 @@ test('event log settings: postgres by default; kafka needs PostgreSQL and host:p
   bad({ ...pgEnv, EVENT_LOG_PARTITIONS: '0' }, 'EVENT_LOG_PARTITIONS');
 });
 
-test('HTTP_WORKERS: one per core (at most 8) by default on PostgreSQL; one on the embedded database, where more is refused', () => {
+test('HTTP_WORKERS: one per core but one (1 to 8) by default on PostgreSQL; one on the embedded database, where more is refused', () => {
   const pg = { DATABASE_URL: 'postgres://localhost/x', SECRETS_KEY: 'a'.repeat(64) };
-  assert.equal(loadConfig(pg).HTTP_WORKERS, Math.min(8, os.availableParallelism()));
+  assert.equal(loadConfig(pg).HTTP_WORKERS, Math.max(1, Math.min(8, os.availableParallelism() - 1)));
   assert.equal(loadConfig({ ...pg, HTTP_WORKERS: '3' }).HTTP_WORKERS, 3);
   assert.equal(loadConfig({}).HTTP_WORKERS, 1);
   assert.equal(loadConfig({ HTTP_WORKERS: '1' }).HTTP_WORKERS, 1);
