@@ -75,7 +75,7 @@ import { foldRollups, materializeRollups, rollupHooks } from './rollups/rollups.
 import { rollupRoutes } from './rollups/routes.js';
 import { reportRoutes } from './reports/routes.js';
 import { Hub, type InstanceLink } from './instance/link.js';
-import { linkedLimiter, linkedLogBudget, linkedShares, linkedSignIns, linkedSlots, linkedWrites, serveCounts } from './instance/shared.js';
+import { linkedLimiter, linkedLogBudget, linkedShares, linkedSignIns, linkedWrites, serveCounts } from './instance/shared.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -291,8 +291,10 @@ export async function buildApp(
       maxWindowHours: cfg.STREAM_MAX_WINDOW_HOURS,
       maxAnswerBytes: cfg.STREAM_MAX_ANSWER_BYTES,
     };
-    const streams = member
-      ? new ResultStreams(streamLimits, linkedSlots(link!, 'streams', linkFailed('stream admitted')))
+    // An owner's streams, counted where the instance counts them: shares of weight 1.
+    const streamShares = member ? linkedShares(link!, 'streams', linkFailed('stream admitted')) : null;
+    const streams = streamShares
+      ? new ResultStreams(streamLimits, (owner, max) => streamShares(owner, 1, max))
       : new ResultStreams(streamLimits);
     const ingest = new Ingest({ db, cfg, hooks, limiter: deviceLimiter!, ...(member ? { budget: linkedLogBudget(link!) } : {}) });
     // What holds per instance travels over the link: the coordinator counts, casts reach every process.
@@ -303,8 +305,7 @@ export async function buildApp(
       const counts = hub
         ? serveCounts(hub, {
             limiters: { api: limiter, device: deviceLimiter! },
-            slots: { streams: async (owner, max) => streams.takeHere(owner, max) },
-            shares: { body: bodyShares },
+            shares: { body: bodyShares, streams: async (owner, _one, max) => streams.takeHere(owner, max) },
             signIns: unknownSignIns,
             logBudget: (known, address) => ingest.logBudget(known, address),
           })

@@ -10,6 +10,7 @@
 // back. Their counters reach /metrics through the IPC channel once a second.
 import { type ChildProcess, fork } from 'node:child_process';
 import type { FastifyBaseLogger } from 'fastify';
+import { Restarts } from '../instance/restarts.js';
 
 /** What /metrics reads of delivery, wherever it runs. */
 export interface DeliveryCounters {
@@ -51,7 +52,7 @@ function addCounts(a: Record<string, number>, b: Record<string, number>): Record
 /** The delivery processes of one service process. */
 export class DeliveryProcesses implements DeliveryCounters {
   private readonly children = new Map<number, Child>();
-  private readonly restarts = new Map<number, NodeJS.Timeout>();
+  private readonly restarts = new Restarts();
   /** Counters of processes that have exited. */
   private readonly gone: DeliveryReport = { requestsSent: 0, resultsParked: 0, statements: 0 };
   private stopping = false;
@@ -92,17 +93,10 @@ export class DeliveryProcesses implements DeliveryCounters {
       this.gone.poison = addCounts(this.gone.poison ?? {}, child.report.poison ?? {});
       if (this.children.get(slot) === child) this.children.delete(slot);
       if (this.stopping) return;
-      // A process that ran a minute was healthy: its restart starts the backoff afresh.
-      const n = Date.now() - startedAt > 60_000 ? 0 : failures + 1;
-      const delay = Math.min(30_000, 1000 * 2 ** Math.max(0, n - 1));
+      const delay = this.restarts.after(slot, startedAt, failures, (n) => {
+        if (!this.stopping) this.spawn(slot, n);
+      });
       this.log.error({ slot, code, signal, restartInMs: delay }, 'delivery process exited; starting it again');
-      this.restarts.set(
-        slot,
-        setTimeout(() => {
-          this.restarts.delete(slot);
-          if (!this.stopping) this.spawn(slot, n);
-        }, delay),
-      );
     });
   }
 
@@ -137,7 +131,7 @@ export class DeliveryProcesses implements DeliveryCounters {
   /** SIGTERM to each: they finish their requests, write the results and hand their claims back. */
   async stop(): Promise<void> {
     this.stopping = true;
-    for (const t of this.restarts.values()) clearTimeout(t);
+    this.restarts.cancel();
     const running = [...this.children.values()];
     for (const c of running) c.proc.kill('SIGTERM');
     await Promise.all(running.map((c) => c.exited));

@@ -13,6 +13,7 @@
 import { type ChildProcess, fork } from 'node:child_process';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Hub } from './link.js';
+import { Restarts } from './restarts.js';
 
 /** What an HTTP process says once it listens. */
 export interface Listening {
@@ -28,7 +29,7 @@ const START_TIMEOUT_MS = 60_000;
 
 export class HttpProcesses {
   private readonly children = new Map<number, { proc: ChildProcess; exited: Promise<void> }>();
-  private readonly restarts = new Map<number, NodeJS.Timeout>();
+  private readonly restarts = new Restarts();
   private stopping = false;
   private port = 0;
 
@@ -84,17 +85,10 @@ export class HttpProcesses {
       this.gone(slot);
       if (this.children.get(slot)?.proc === proc) this.children.delete(slot);
       if (this.stopping) return;
-      // A process that ran a minute was healthy: its restart starts the backoff afresh.
-      const n = Date.now() - startedAt > 60_000 ? 0 : failures + 1;
-      const delay = Math.min(30_000, 1000 * 2 ** Math.max(0, n - 1));
+      const delay = this.restarts.after(slot, startedAt, failures, (n) => {
+        if (!this.stopping) this.spawn(slot, n).catch((err) => this.log.error({ err, slot }, 'HTTP process did not start'));
+      });
       this.log.error({ slot, code, signal, restartInMs: delay }, 'HTTP process exited; starting it again');
-      this.restarts.set(
-        slot,
-        setTimeout(() => {
-          this.restarts.delete(slot);
-          if (!this.stopping) this.spawn(slot, n).catch((err) => this.log.error({ err, slot }, 'HTTP process did not start'));
-        }, delay),
-      );
     });
     return listening;
   }
@@ -102,7 +96,7 @@ export class HttpProcesses {
   /** SIGTERM to each: they stop taking connections, finish their requests and exit. */
   async stop(): Promise<void> {
     this.stopping = true;
-    for (const t of this.restarts.values()) clearTimeout(t);
+    this.restarts.cancel();
     const running = [...this.children.values()];
     for (const c of running) c.proc.kill('SIGTERM');
     await Promise.all(running.map((c) => c.exited));

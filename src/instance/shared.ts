@@ -1,6 +1,6 @@
 // What one instance counts once, whatever its number of HTTP processes (HTTP_WORKERS): the
 // coordinator holds the counts and answers over the link (link.ts); an HTTP process holds proxies
-// with the interfaces the modules already take (a Limiter, a SharedWrites, a slot taker), so no
+// with the interfaces the modules already take (a Limiter, a SharedWrites, a share taker), so no
 // module knows how many processes there are. docs/OPERATIONS.md lists which limits hold per
 // instance and which per process.
 //
@@ -11,16 +11,11 @@ import type { Admission, Limiter, TakeShare } from '../http/limits.js';
 import type { SharedWrites } from '../replica/writes.js';
 import type { Hub, InstanceLink } from './link.js';
 
-/** A slot of a count, given back once with the returned function; null when the count is full. */
-export type TakeSlot = (key: string, max: number) => Promise<(() => void) | null>;
-
 /** What the coordinator counts for the instance. */
 export interface InstanceCounts {
   /** The request limits (API guide 7) and the devices' limits, by name, as the coordinator holds them. */
   limiters: Record<string, Limiter>;
-  /** Counts of open things per key (result streams per owner), by name. */
-  slots: Record<string, TakeSlot>;
-  /** Weighted shares per key (a credential's large bodies in flight, in bytes), by name. */
+  /** Weighted shares per key, by name: a credential's large bodies in flight (bytes), an owner's open result streams (1 each). */
   shares: Record<string, TakeShare>;
   /** Failed sign-ins naming nobody: one audit entry per address, kind and window. */
   signIns: SignInFailures;
@@ -46,12 +41,6 @@ export function serveCounts(hub: Hub, counts: InstanceCounts): { gone(slot: numb
     if (!a.ok) return a;
     const { release, ...rest } = a;
     return { ...rest, lease: lease(from, release) };
-  });
-  hub.handle('slot.take', async ([name, key, max], from) => {
-    const take = counts.slots[String(name)];
-    if (!take) throw new Error(`no slots ${String(name)}`);
-    const release = await take(String(key), Number(max));
-    return release ? lease(from, release) : null;
   });
   hub.handle('share.take', async ([name, key, weight, max], from) => {
     const take = counts.shares[String(name)];
@@ -116,20 +105,6 @@ export function linkedLimiter(link: InstanceLink, name: string, onError: (e: unk
       return { ...rest, release: release(link, lease) };
     },
     async close() {},
-  };
-}
-
-/** An HTTP process's slots of the coordinator's count `name`; when the coordinator cannot answer, the slot is given. */
-export function linkedSlots(link: InstanceLink, name: string, onError: (e: unknown) => void): TakeSlot {
-  return async (key, max) => {
-    let id: number | null;
-    try {
-      id = await link.call<number | null>('slot.take', name, key, max);
-    } catch (e) {
-      onError(e);
-      return () => {};
-    }
-    return id === null ? null : release(link, id);
   };
 }
 
