@@ -92,6 +92,58 @@ test('an open hour is read from the raw rows; once closed it is summed, and a la
   await db.query('UPDATE rollup_state SET materialized = greatest(materialized, $1)', [before]);
 });
 
+test('late records folded over several reads: every batch of a loose hour is taken once, and the rows equal a recomputation', async (tc) => {
+  const db = ta.app.services.db;
+  const keep = ta.cfg.ROLLUP_RETENTION_DAYS;
+  const c = await customer(ta, 'rollup-reads');
+  const asset = await c.asset('ROLL-READS');
+  const open = base - 8 * DAY;
+  const before = (await db.query<{ materialized: Date }>('SELECT materialized FROM rollup_state')).rows[0]!.materialized;
+  await db.query('UPDATE rollup_state SET materialized = $1', [new Date(open)]);
+  // The test's clock back where it was at the end, whatever happens.
+  tc.after(() => db.query('UPDATE rollup_state SET materialized = greatest(materialized, $1)', [before]));
+  const t = (m: number) => new Date(open + m * 60_000).toISOString();
+  const loc = (m: number) => ({ assetId: asset, latitude: 1 + m * 0.01, longitude: 2 + (m % 3) * 0.01, whenCreated: t(m) });
+  const reefer = (m: number) => ({ assetId: asset, whenCreated: t(m), data: { supplyAirTemperature: m / 10 } });
+  // In order, a position and a reading every 4 minutes for two hours; then the hours close.
+  const every4 = Array.from({ length: 30 }, (_, i) => i * 4);
+  await post(c, '/locations', every4.map(loc));
+  await post(c, '/reefer-data', every4.map(reefer));
+  await materializeRollups(db, open + 2 * HOUR, keep);
+  // Late records between the stored ones, a store (and a batch) each, until at least six batches
+  // wait (the background fold may take some first).
+  const pending = async () =>
+    Number(
+      (await db.query<{ n: string }>('SELECT count(*) AS n FROM rollup_batches WHERE min_hour < (SELECT materialized FROM rollup_state)'))
+        .rows[0]!.n,
+    );
+  let k = 0;
+  const late = () => 4 * Math.floor(k / 3) + 1 + (k++ % 3);
+  while ((await pending()) < 6) {
+    const ms = [late(), late(), late()];
+    await Promise.all([...ms.map((m) => post(c, '/locations', loc(m))), ...ms.map((m) => post(c, '/reefer-data', reefer(m)))]);
+  }
+  // One batch a read: the rows are loose (late records inside their spans), so the fold must take
+  // every batch of the summed hours before it sums their raw rows, each exactly once.
+  const waiting = await pending();
+  const folded = await foldRollups(db, keep, true, false, { batches: 1, bytes: 1 });
+  assert.ok(folded >= waiting, `${folded} of ${waiting}`);
+  assert.equal(await pending(), 0);
+  const rows = await stored(ta, asset);
+  // The late minutes (1, 2, 3, 5, ...) all lie in the first hour.
+  assert.ok(k <= 45);
+  assert.deepEqual(
+    rows.map((r: any) => [r.type, Number(r.count)]),
+    [
+      ['location', 15 + k],
+      ['reeferdata', 15 + k],
+      ['location', 15],
+      ['reeferdata', 15],
+    ],
+  );
+  assert.deepEqual(rows, await recomputed(ta, asset));
+});
+
 test('locations in order, in bulks across hours, and late ones between stored positions: the rollup equals a recomputation', async () => {
   const c = await customer(ta, 'rollup-loc');
   const asset = await c.asset('ROLL-LOC');

@@ -27,6 +27,11 @@ const FOLD_BATCH = 2_000;
  * are several times that; 2,000 such batches at once exhausted a 128 MB heap.
  */
 const FOLD_BYTES = 2 * 1024 * 1024;
+/** What one fold transaction takes at most (the tests take less, to fold in several reads). */
+export interface FoldLimits {
+  batches: number;
+  bytes: number;
+}
 const TYPES = Object.keys(ROLLUP_TABLES) as RollupType[];
 const HOUR = 3_600_000;
 
@@ -173,7 +178,17 @@ async function storedParts(q: Queryable, keys: Part[]): Promise<Map<string, Part
  * of hours past `keepDays` are let go. Returns the batches taken, or null when another fold runs
  * and `wait` is false.
  */
-async function consume(db: Db, keepDays: number, wait: boolean, compact: boolean): Promise<Consumed | null> {
+async function consume(db: Db, keepDays: number, wait: boolean, compact: boolean, limits: FoldLimits): Promise<Consumed | null> {
+  const done = (n: Consumed) => {
+    for (const b of n.bad) {
+      setAside('rollups', b.reason, { rollupBatchId: b.id, detail: b.detail }, undefined, 'moved to rollup_batches_set_aside');
+    }
+    return n;
+  };
+  // The embedded database has one connection, shared: a BEGIN on it would take in every other
+  // caller's statements, while a transaction holds it exclusively (so one fold at a time, and
+  // nothing else between its reads and its writes).
+  if (db.kind === 'pglite') return done(await db.tx((q) => consumeIn(q, keepDays, compact, limits)));
   return db.session(async (s) => {
     const got = await s.query<{ ok: boolean }>(
       wait ? `SELECT true AS ok FROM pg_advisory_lock${LOCK}` : `SELECT pg_try_advisory_lock${LOCK} AS ok`,
@@ -181,57 +196,56 @@ async function consume(db: Db, keepDays: number, wait: boolean, compact: boolean
     if (!got.rows[0]?.ok) return null;
     try {
       await s.exec('BEGIN ISOLATION LEVEL REPEATABLE READ');
+      let n: Consumed;
       try {
-        const n = await consumeIn(s, keepDays, compact);
+        n = await consumeIn(s, keepDays, compact, limits);
         await s.exec('COMMIT');
-        for (const b of n.bad) {
-          setAside('rollups', b.reason, { rollupBatchId: b.id, detail: b.detail }, undefined, 'moved to rollup_batches_set_aside');
-        }
-        return n;
       } catch (e) {
         await s.exec('ROLLBACK');
         throw e;
       }
+      return done(n);
     } finally {
       await s.query(`SELECT pg_advisory_unlock${LOCK}`);
     }
   });
 }
 
-/** Folds one transaction's share; `more`: it took what the limits allow, so more may wait. */
-async function consumeIn(q: Queryable, keepDays: number, compact: boolean): Promise<Consumed> {
-  const bad: Consumed['bad'] = [];
+/**
+ * Folds one transaction's share; `more`: it took what the limits allow, so more may wait. Reads
+ * first, writes last: every read (the batches, the stored rows, a loose row's raw rows) runs before
+ * the first write, so the transaction holds a transaction id (and with it the event log's horizon,
+ * which every stored event waits behind) only for its few writes, not for its sums.
+ */
+async function consumeIn(q: Queryable, keepDays: number, compact: boolean, limits: FoldLimits): Promise<Consumed> {
+  const bad: (Consumed['bad'][number] & { row: Batch })[] = [];
   const end = (await q.query<{ m: Date }>('SELECT materialized AS m FROM rollup_state')).rows[0]!.m.getTime();
-  // Every batch when compacting; else those with parts of summed hours (and every one the raw
-  // summing needs taken with them).
-  // The oldest batches, up to FOLD_BATCH of them and FOLD_BYTES (at least one); `more`: some were left.
+  // Every batch when compacting; else those with parts of summed hours. Taken in id order, up to
+  // FOLD_BATCH of them and FOLD_BYTES (at least one) a read, each read past the last; `more`: some
+  // were left. Deleted at the end (by id: a batch committed after this snapshot stays).
+  const cond = compact ? '' : 'AND min_hour < $2';
+  let last = '0';
   let more = false;
-  const take = async (limited: boolean, all = compact) => {
-    const cond = all ? '' : 'WHERE min_hour < $1';
-    const params = all ? [] : [new Date(end)];
-    let ids: string[] | null = null;
-    if (limited) {
-      const { rows } = await q.query<{ id: string; size: number }>(
-        `SELECT id::text AS id, pg_column_size(parts) AS size FROM rollup_batches ${cond} ORDER BY id LIMIT ${FOLD_BATCH + 1}`,
-        params,
-      );
-      ids = [];
-      let bytes = 0;
-      for (const r of rows) {
-        bytes += r.size;
-        if (ids.length && (ids.length === FOLD_BATCH || bytes > FOLD_BYTES)) break;
-        ids.push(r.id);
-      }
-      more = ids.length < rows.length;
+  const ids: string[] = [];
+  const take = async (): Promise<Batch[]> => {
+    const params: unknown[] = compact ? [last] : [last, new Date(end)];
+    // In the column's order, not its text alias's ('10' sorts before '8').
+    const { rows } = await q.query<{ id: string; size: number }>(
+      `SELECT id::text AS id, pg_column_size(parts) AS size FROM rollup_batches WHERE id > $1::int8 ${cond} ORDER BY rollup_batches.id LIMIT ${limits.batches + 1}`,
+      params,
+    );
+    const some: string[] = [];
+    let bytes = 0;
+    for (const r of rows) {
+      bytes += r.size;
+      if (some.length && (some.length === limits.batches || bytes > limits.bytes)) break;
+      some.push(r.id);
     }
-    return (
-      await q.query<Batch>(
-        ids
-          ? `DELETE FROM rollup_batches WHERE id = ANY($1::int8[]) RETURNING ${BATCH_COLUMNS}`
-          : `DELETE FROM rollup_batches WHERE id IN (SELECT id FROM rollup_batches ${cond}) RETURNING ${BATCH_COLUMNS}`,
-        ids ? [ids] : params,
-      )
-    ).rows;
+    more = some.length < rows.length;
+    if (!some.length) return [];
+    last = some[some.length - 1]!;
+    for (const id of some) ids.push(id);
+    return (await q.query<Batch>(`SELECT ${BATCH_COLUMNS} FROM rollup_batches WHERE id = ANY($1::int8[])`, [some])).rows;
   };
   const keep = Date.now() - keepDays * 86_400_000;
   // One part per key, combined as batches are read (memory grows with the keys, not the batches).
@@ -240,16 +254,11 @@ async function consumeIn(q: Queryable, keepDays: number, compact: boolean): Prom
   const summed = new Map<string, Part>();
   const open = new Map<string, Part>();
   // A batch that cannot be folded (poison) is moved aside whole, with its reason; the rest go on.
-  const add = async (rows: Batch[]) => {
+  const add = (rows: Batch[]) => {
     for (const r of rows) {
       const parts = partsOf(r);
       if (!Array.isArray(parts)) {
-        await q.query(
-          `INSERT INTO rollup_batches_set_aside (id, min_hour, max_hour, parts, compacted, reason)
-           VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING`,
-          [r.id, r.min_hour, r.max_hour, r.parts, r.compacted, parts.detail],
-        );
-        bad.push({ id: r.id, ...parts });
+        bad.push({ id: r.id, ...parts, row: r });
         continue;
       }
       for (const p of parts) {
@@ -261,10 +270,9 @@ async function consumeIn(q: Queryable, keepDays: number, compact: boolean): Prom
       }
     }
   };
-  const rows = await take(true);
-  if (!rows.length) return { taken: 0, more: false, bad };
-  let taken = rows.length;
-  await add(rows);
+  const rows = await take();
+  if (!rows.length) return { taken: 0, more: false, bad: [] };
+  add(rows);
   rows.length = 0;
   const stored = await storedParts(q, [...summed.values()]);
   let write: Part[] = [];
@@ -277,20 +285,52 @@ async function consumeIn(q: Queryable, keepDays: number, compact: boolean): Prom
   };
   combineSummed();
   // A loose row's distance or longest step is summed from the raw rows this snapshot sees: every
-  // batch it sees must be taken with it, or the records of one left behind would count twice
-  // (taken in steps of FOLD_BYTES, combined as they come).
+  // batch of summed hours it sees must be taken with it, or the records of one left behind would
+  // count twice (taken in steps of FOLD_BYTES, combined as they come).
   if (write.some((p) => p.loose) && more) {
-    while (more) {
-      const rest = await take(true, true);
-      taken += rest.length;
-      await add(rest);
-    }
+    while (more) add(await take());
     for (const [k, p] of await storedParts(
       q,
       [...summed.values()].filter((p) => !stored.has(partKey(p))),
     ))
       stored.set(k, p);
     combineSummed();
+  }
+  // A loose row's distance or longest step from the raw rows; a count that differs: retention
+  // deleted some of the hour's raw rows, and the row keeps what the parts give.
+  const loose = write.filter((p) => p.loose);
+  for (const type of new Set(loose.map((p) => p.type))) {
+    const mine = new Map(
+      loose.filter((p) => p.type === type).map((p) => [`${p.asset.toLowerCase()}/${p.hour}/${p.owner.toLowerCase()}`, p]),
+    );
+    const { rows: sums } = await q.query<{
+      asset_id: string;
+      hour: Date;
+      owner_id: string;
+      count: string;
+      mm: string | null;
+      step: string | null;
+    }>(
+      `SELECT asset_id, hour, owner_id, count::text AS count, distance_mm::text AS mm, max_step_us::text AS step
+         FROM (${orderMembers(type, 'unnest($1::uuid[], $2::timestamptz[], $3::uuid[])')}) x`,
+      [[...mine.values()].map((p) => p.asset), [...mine.values()].map((p) => new Date(p.hour)), [...mine.values()].map((p) => p.owner)],
+    );
+    for (const x of sums) {
+      const p = mine.get(`${x.asset_id}/${x.hour.getTime()}/${x.owner_id}`);
+      if (!p || Number(x.count) !== p.n) continue;
+      p.mm = x.mm === null ? null : Number(x.mm);
+      p.step = x.step === null ? null : Number(x.step);
+    }
+  }
+  // The writes.
+  await q.query('DELETE FROM rollup_batches WHERE id = ANY($1::int8[])', [ids]);
+  for (const b of bad) {
+    const r = b.row;
+    await q.query(
+      `INSERT INTO rollup_batches_set_aside (id, min_hour, max_hour, parts, compacted, reason)
+       VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING`,
+      [r.id, r.min_hour, r.max_hour, r.parts, r.compacted, b.detail],
+    );
   }
   const back = [...open.values()];
   if (back.length) {
@@ -329,19 +369,7 @@ async function consumeIn(q: Queryable, keepDays: number, compact: boolean): Prom
       ],
     );
   }
-  const loose = write.filter((p) => p.loose);
-  for (const type of new Set(loose.map((p) => p.type))) {
-    const mine = loose.filter((p) => p.type === type);
-    // A count that differs: retention deleted some of the hour's raw rows; the row keeps what it has.
-    await q.query(
-      `WITH x AS (${orderMembers(type, 'unnest($1::uuid[], $2::timestamptz[], $3::uuid[])')})
-       UPDATE rollups r SET distance_mm = CASE WHEN x.count = r.count THEN x.distance_mm ELSE r.distance_mm END,
-                            max_step_us = CASE WHEN x.count = r.count THEN x.max_step_us ELSE r.max_step_us END
-         FROM x WHERE r.asset_id = x.asset_id AND r.hour = x.hour AND r.owner_id = x.owner_id AND r.type = $4`,
-      [mine.map((p) => p.asset), mine.map((p) => new Date(p.hour)), mine.map((p) => p.owner), type],
-    );
-  }
-  return { taken, more, bad };
+  return { taken: ids.length, more, bad: bad.map(({ id, reason, detail }) => ({ id, reason, detail })) };
 }
 
 /**
@@ -351,7 +379,13 @@ async function consumeIn(q: Queryable, keepDays: number, compact: boolean): Prom
  * every committed record) waits for a running fold; the background fold (every 10 seconds) skips its
  * turn when another runs. Returns the batches taken.
  */
-export async function foldRollups(db: Db, keepDays: number, wait = true, compact = false): Promise<number> {
+export async function foldRollups(
+  db: Db,
+  keepDays: number,
+  wait = true,
+  compact = false,
+  limits: FoldLimits = { batches: FOLD_BATCH, bytes: FOLD_BYTES },
+): Promise<number> {
   let folded = 0;
   // Nothing to do (an idle service; a live one between its minutes): one cheap read.
   const pending = async () =>
@@ -362,7 +396,7 @@ export async function foldRollups(db: Db, keepDays: number, wait = true, compact
       )
     ).rows[0]?.any;
   while (await pending()) {
-    const n = await consume(db, keepDays, wait, compact);
+    const n = await consume(db, keepDays, wait, compact, limits);
     if (n === null) break;
     folded += n.taken;
     if (!n.more) break;
