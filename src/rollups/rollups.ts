@@ -13,7 +13,7 @@
 // committing out of order) combine exactly but for the distance or longest step, which is then
 // summed from the hour's raw rows when its row is written. One fold or summing at a time.
 import type { Db, Queryable } from '../db/db.js';
-import type { WriteStatement } from '../db/statement.js';
+import { WriteStatement } from '../db/statement.js';
 import { setAside } from '../ops/poison.js';
 import type { RecordHook } from '../records/hooks.js';
 import { combine, decodeParts, decParse, encodeParts, encodeStore, type Part, partKey, statsJson } from './parts.js';
@@ -169,8 +169,9 @@ async function storedParts(q: Queryable, keys: Part[]): Promise<Map<string, Part
 }
 
 /**
- * One turn of the fold, in one REPEATABLE READ transaction under the lock (the raw rows it may sum
- * are then exactly those of the batches it saw): takes the batches; the parts of hours summed
+ * One turn of the fold under the lock, its reads in one REPEATABLE READ snapshot (the raw rows it
+ * may sum are then exactly those of the batches it saw) and its writes in one statement after them
+ * (on the embedded database, all in one transaction): takes the batches; the parts of hours summed
  * already (before rollup_state.materialized) are combined with each other and with the stored rows
  * and written; with `compact`, the parts of hours still open are combined per asset and hour and
  * go back as one batch (so pending parts stay one per asset and hour, not one per store). A row
@@ -188,23 +189,37 @@ async function consume(db: Db, keepDays: number, wait: boolean, compact: boolean
   // The embedded database has one connection, shared: a BEGIN on it would take in every other
   // caller's statements, while a transaction holds it exclusively (so one fold at a time, and
   // nothing else between its reads and its writes).
-  if (db.kind === 'pglite') return done(await db.tx((q) => consumeIn(q, keepDays, compact, limits)));
+  if (db.kind === 'pglite') {
+    return done(
+      await db.tx(async (q) => {
+        const { consumed, write } = await consumeIn(q, keepDays, compact, limits);
+        await write?.run(q);
+        return consumed;
+      }),
+    );
+  }
   return db.session(async (s) => {
     const got = await s.query<{ ok: boolean }>(
       wait ? `SELECT true AS ok FROM pg_advisory_lock${LOCK}` : `SELECT pg_try_advisory_lock${LOCK} AS ok`,
     );
     if (!got.rows[0]?.ok) return null;
     try {
+      // The reads in a REPEATABLE READ transaction, which takes no transaction id; the writes
+      // after it, as one statement of its own (under the lock, nothing else writes what the reads
+      // saw). So the fold holds a transaction id, and with it the event log's horizon, only while
+      // that statement runs in the database: never for its sums, nor for a turn of a busy event
+      // loop between a write's answer and a COMMIT.
       await s.exec('BEGIN ISOLATION LEVEL REPEATABLE READ');
-      let n: Consumed;
+      let out: Awaited<ReturnType<typeof consumeIn>>;
       try {
-        n = await consumeIn(s, keepDays, compact, limits);
+        out = await consumeIn(s, keepDays, compact, limits);
         await s.exec('COMMIT');
       } catch (e) {
         await s.exec('ROLLBACK');
         throw e;
       }
-      return done(n);
+      await out.write?.run(s);
+      return done(out.consumed);
     } finally {
       await s.query(`SELECT pg_advisory_unlock${LOCK}`);
     }
@@ -212,12 +227,16 @@ async function consume(db: Db, keepDays: number, wait: boolean, compact: boolean
 }
 
 /**
- * Folds one transaction's share; `more`: it took what the limits allow, so more may wait. Reads
- * first, writes last: every read (the batches, the stored rows, a loose row's raw rows) runs before
- * the first write, so the transaction holds a transaction id (and with it the event log's horizon,
- * which every stored event waits behind) only for its few writes, not for its sums.
+ * One turn's reads (the batches, the stored rows, a loose row's raw rows, all in one snapshot) and
+ * sums; returns what it took (`more`: it took what the limits allow, so more may wait) and the one
+ * statement that writes the result, which the caller runs after the reads.
  */
-async function consumeIn(q: Queryable, keepDays: number, compact: boolean, limits: FoldLimits): Promise<Consumed> {
+async function consumeIn(
+  q: Queryable,
+  keepDays: number,
+  compact: boolean,
+  limits: FoldLimits,
+): Promise<{ consumed: Consumed; write: { run: (on: Queryable) => Promise<unknown> } | null }> {
   const bad: (Consumed['bad'][number] & { row: Batch })[] = [];
   const end = (await q.query<{ m: Date }>('SELECT materialized AS m FROM rollup_state')).rows[0]!.m.getTime();
   // Every batch when compacting; else those with parts of summed hours. Taken in id order, up to
@@ -271,7 +290,7 @@ async function consumeIn(q: Queryable, keepDays: number, compact: boolean, limit
     }
   };
   const rows = await take();
-  if (!rows.length) return { taken: 0, more: false, bad: [] };
+  if (!rows.length) return { consumed: { taken: 0, more: false, bad: [] }, write: null };
   add(rows);
   rows.length = 0;
   const stored = await storedParts(q, [...summed.values()]);
@@ -322,54 +341,61 @@ async function consumeIn(q: Queryable, keepDays: number, compact: boolean, limit
       p.step = x.step === null ? null : Number(x.step);
     }
   }
-  // The writes.
-  await q.query('DELETE FROM rollup_batches WHERE id = ANY($1::int8[])', [ids]);
-  for (const b of bad) {
-    const r = b.row;
-    await q.query(
+  // The writes, one statement: the batches taken go (poison ones aside), the open hours' parts
+  // come back as one batch, and the rows of summed hours are written.
+  const stmt = new WriteStatement();
+  stmt.with(`DELETE FROM rollup_batches WHERE id = ANY(${stmt.param(ids, 'int8[]')})`);
+  if (bad.length) {
+    stmt.with(
       `INSERT INTO rollup_batches_set_aside (id, min_hour, max_hour, parts, compacted, reason)
-       VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING`,
-      [r.id, r.min_hour, r.max_hour, r.parts, r.compacted, b.detail],
+       SELECT * FROM unnest(${stmt.arrays(bad, [
+         [(b) => b.row.id, 'int8'],
+         [(b) => b.row.min_hour, 'timestamptz'],
+         [(b) => b.row.max_hour, 'timestamptz'],
+         [(b) => b.row.parts, 'text'],
+         [(b) => b.row.compacted, 'boolean'],
+         [(b) => b.detail, 'text'],
+       ])})
+       ON CONFLICT (id) DO NOTHING`,
     );
   }
   const back = [...open.values()];
   if (back.length) {
-    await q.query('INSERT INTO rollup_batches (min_hour, max_hour, parts, compacted) VALUES ($1, $2, $3, true)', [
-      ...hourSpan(back.map((p) => p.hour)),
-      encodeParts(back),
-    ]);
-  }
-  if (write.length) {
-    const col = <T>(f: (p: Part) => T) => write.map(f);
-    await q.query(
-      upsert(
-        `SELECT a, h, t, o, n, timestamptz 'epoch' + f * interval '1 microsecond', timestamptz 'epoch' + l * interval '1 microsecond',
-                fi, li, fla, flo, lla, llo, mm, st, s::jsonb
-           FROM unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::uuid[], $5::int8[], $6::int8[], $7::int8[], $8::int8[], $9::int8[],
-                       $10::float8[], $11::float8[], $12::float8[], $13::float8[], $14::int8[], $15::int8[], $16::text[])
-                AS u(a, h, t, o, n, f, l, fi, li, fla, flo, lla, llo, mm, st, s)`,
-      ),
-      [
-        col((p) => p.asset),
-        col((p) => new Date(p.hour)),
-        col((p) => p.type),
-        col((p) => p.owner),
-        col((p) => p.n),
-        col((p) => p.first),
-        col((p) => p.last),
-        col((p) => p.firstId?.toString() ?? null),
-        col((p) => p.lastId?.toString() ?? null),
-        col((p) => p.firstLat),
-        col((p) => p.firstLon),
-        col((p) => p.lastLat),
-        col((p) => p.lastLon),
-        col((p) => p.mm),
-        col((p) => p.step),
-        col((p) => statsJson(p.stats)),
-      ],
+    const [lo, hi] = hourSpan(back.map((p) => p.hour));
+    stmt.with(
+      `INSERT INTO rollup_batches (min_hour, max_hour, parts, compacted)
+       VALUES (${stmt.param(lo, 'timestamptz')}, ${stmt.param(hi, 'timestamptz')}, ${stmt.param(encodeParts(back), 'text')}, true)`,
     );
   }
-  return { taken: ids.length, more, bad: bad.map(({ id, reason, detail }) => ({ id, reason, detail })) };
+  const rowsOf = write.length
+    ? upsert(
+        `SELECT a, h, t, o, n, timestamptz 'epoch' + f * interval '1 microsecond', timestamptz 'epoch' + l * interval '1 microsecond',
+                fi, li, fla, flo, lla, llo, mm, st, s::jsonb
+           FROM unnest(${stmt.arrays(write, [
+             [(p) => p.asset, 'uuid'],
+             [(p) => new Date(p.hour), 'timestamptz'],
+             [(p) => p.type, 'text'],
+             [(p) => p.owner, 'uuid'],
+             [(p) => p.n, 'int8'],
+             [(p) => p.first, 'int8'],
+             [(p) => p.last, 'int8'],
+             [(p) => p.firstId?.toString() ?? null, 'int8'],
+             [(p) => p.lastId?.toString() ?? null, 'int8'],
+             [(p) => p.firstLat, 'float8'],
+             [(p) => p.firstLon, 'float8'],
+             [(p) => p.lastLat, 'float8'],
+             [(p) => p.lastLon, 'float8'],
+             [(p) => p.mm, 'int8'],
+             [(p) => p.step, 'int8'],
+             [(p) => statsJson(p.stats), 'text'],
+           ])})
+                AS u(a, h, t, o, n, f, l, fi, li, fla, flo, lla, llo, mm, st, s)`,
+      )
+    : undefined;
+  return {
+    consumed: { taken: ids.length, more, bad: bad.map(({ id, reason, detail }) => ({ id, reason, detail })) },
+    write: { run: (on: Queryable) => stmt.run(on, rowsOf) },
+  };
 }
 
 /**
