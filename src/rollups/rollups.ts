@@ -65,6 +65,9 @@ export function rollupHook(type: RollupType): RecordHook<void> {
 /** Every record type's hook. */
 export const rollupHooks = () => TYPES.map(rollupHook);
 
+/** The fold running on an embedded database, if any (its one fold at a time; see consume). */
+const embeddedFolds = new WeakMap<Db, Promise<Consumed>>();
+
 /** The advisory lock of the rollups' writers (one fold or summing at a time: they rewrite the same rows). */
 const LOCK = '(1919904876, 1)';
 
@@ -171,7 +174,7 @@ async function storedParts(q: Queryable, keys: Part[]): Promise<Map<string, Part
 /**
  * One turn of the fold under the lock, its reads in one REPEATABLE READ snapshot (the raw rows it
  * may sum are then exactly those of the batches it saw) and its writes in one statement after them
- * (on the embedded database, all in one transaction): takes the batches; the parts of hours summed
+ * (on the embedded database, see below): takes the batches; the parts of hours summed
  * already (before rollup_state.materialized) are combined with each other and with the stored rows
  * and written; with `compact`, the parts of hours still open are combined per asset and hour and
  * go back as one batch (so pending parts stay one per asset and hour, not one per store). A row
@@ -187,16 +190,25 @@ async function consume(db: Db, keepDays: number, wait: boolean, compact: boolean
     return n;
   };
   // The embedded database has one connection, shared: a BEGIN on it would take in every other
-  // caller's statements, while a transaction holds it exclusively (so one fold at a time, and
-  // nothing else between its reads and its writes).
+  // caller's statements, and a transaction holds it exclusively. So the fold reads without one
+  // (one fold at a time in the process, which is the database's only one: nothing else deletes
+  // batches or writes rows), and writes in one statement; only a fold with loose rows holds the
+  // database, to take the batches that came meanwhile and sum their raw rows consistently.
   if (db.kind === 'pglite') {
-    return done(
-      await db.tx(async (q) => {
-        const { consumed, write } = await consumeIn(q, keepDays, compact, limits);
-        await write?.run(q);
-        return consumed;
-      }),
-    );
+    const before = embeddedFolds.get(db);
+    if (before && !wait) return null;
+    const turn = (async () => {
+      await before?.catch(() => {});
+      const { consumed, write } = await consumeIn(db, keepDays, compact, limits, (fn) => db.tx(fn));
+      await write?.run(db);
+      return done(consumed);
+    })();
+    embeddedFolds.set(db, turn);
+    try {
+      return await turn;
+    } finally {
+      if (embeddedFolds.get(db) === turn) embeddedFolds.delete(db);
+    }
   }
   return db.session(async (s) => {
     const got = await s.query<{ ok: boolean }>(
@@ -236,6 +248,7 @@ async function consumeIn(
   keepDays: number,
   compact: boolean,
   limits: FoldLimits,
+  exclusive?: <T>(fn: (t: Queryable) => Promise<T>) => Promise<T>,
 ): Promise<{ consumed: Consumed; write: { run: (on: Queryable) => Promise<unknown> } | null }> {
   const bad: (Consumed['bad'][number] & { row: Batch })[] = [];
   const end = (await q.query<{ m: Date }>('SELECT materialized AS m FROM rollup_state')).rows[0]!.m.getTime();
@@ -246,7 +259,7 @@ async function consumeIn(
   let last = '0';
   let more = false;
   const ids: string[] = [];
-  const take = async (): Promise<Batch[]> => {
+  const take = async (q: Queryable): Promise<Batch[]> => {
     const params: unknown[] = compact ? [last] : [last, new Date(end)];
     // In the column's order, not its text alias's ('10' sorts before '8').
     const { rows } = await q.query<{ id: string; size: number }>(
@@ -289,7 +302,7 @@ async function consumeIn(
       }
     }
   };
-  const rows = await take();
+  const rows = await take(q);
   if (!rows.length) return { consumed: { taken: 0, more: false, bad: [] }, write: null };
   add(rows);
   rows.length = 0;
@@ -303,99 +316,113 @@ async function consumeIn(
     }
   };
   combineSummed();
-  // A loose row's distance or longest step is summed from the raw rows this snapshot sees: every
-  // batch of summed hours it sees must be taken with it, or the records of one left behind would
-  // count twice (taken in steps of FOLD_BYTES, combined as they come).
-  if (write.some((p) => p.loose) && more) {
-    while (more) add(await take());
-    for (const [k, p] of await storedParts(
-      q,
-      [...summed.values()].filter((p) => !stored.has(partKey(p))),
-    ))
-      stored.set(k, p);
-    combineSummed();
-  }
-  // A loose row's distance or longest step from the raw rows; a count that differs: retention
-  // deleted some of the hour's raw rows, and the row keeps what the parts give.
-  const loose = write.filter((p) => p.loose);
-  for (const type of new Set(loose.map((p) => p.type))) {
-    const mine = new Map(
-      loose.filter((p) => p.type === type).map((p) => [`${p.asset.toLowerCase()}/${p.hour}/${p.owner.toLowerCase()}`, p]),
-    );
-    const { rows: sums } = await q.query<{
-      asset_id: string;
-      hour: Date;
-      owner_id: string;
-      count: string;
-      mm: string | null;
-      step: string | null;
-    }>(
-      `SELECT asset_id, hour, owner_id, count::text AS count, distance_mm::text AS mm, max_step_us::text AS step
-         FROM (${orderMembers(type, 'unnest($1::uuid[], $2::timestamptz[], $3::uuid[])')}) x`,
-      [[...mine.values()].map((p) => p.asset), [...mine.values()].map((p) => new Date(p.hour)), [...mine.values()].map((p) => p.owner)],
-    );
-    for (const x of sums) {
-      const p = mine.get(`${x.asset_id}/${x.hour.getTime()}/${x.owner_id}`);
-      if (!p || Number(x.count) !== p.n) continue;
-      p.mm = x.mm === null ? null : Number(x.mm);
-      p.step = x.step === null ? null : Number(x.step);
+  const writeStatement = () => {
+    // The writes, one statement: the batches taken go (poison ones aside), the open hours' parts
+    // come back as one batch, and the rows of summed hours are written.
+    const stmt = new WriteStatement();
+    stmt.with(`DELETE FROM rollup_batches WHERE id = ANY(${stmt.param(ids, 'int8[]')})`);
+    if (bad.length) {
+      stmt.with(
+        `INSERT INTO rollup_batches_set_aside (id, min_hour, max_hour, parts, compacted, reason)
+         SELECT * FROM unnest(${stmt.arrays(bad, [
+           [(b) => b.row.id, 'int8'],
+           [(b) => b.row.min_hour, 'timestamptz'],
+           [(b) => b.row.max_hour, 'timestamptz'],
+           [(b) => b.row.parts, 'text'],
+           [(b) => b.row.compacted, 'boolean'],
+           [(b) => b.detail, 'text'],
+         ])})
+         ON CONFLICT (id) DO NOTHING`,
+      );
     }
-  }
-  // The writes, one statement: the batches taken go (poison ones aside), the open hours' parts
-  // come back as one batch, and the rows of summed hours are written.
-  const stmt = new WriteStatement();
-  stmt.with(`DELETE FROM rollup_batches WHERE id = ANY(${stmt.param(ids, 'int8[]')})`);
-  if (bad.length) {
-    stmt.with(
-      `INSERT INTO rollup_batches_set_aside (id, min_hour, max_hour, parts, compacted, reason)
-       SELECT * FROM unnest(${stmt.arrays(bad, [
-         [(b) => b.row.id, 'int8'],
-         [(b) => b.row.min_hour, 'timestamptz'],
-         [(b) => b.row.max_hour, 'timestamptz'],
-         [(b) => b.row.parts, 'text'],
-         [(b) => b.row.compacted, 'boolean'],
-         [(b) => b.detail, 'text'],
-       ])})
-       ON CONFLICT (id) DO NOTHING`,
-    );
-  }
-  const back = [...open.values()];
-  if (back.length) {
-    const [lo, hi] = hourSpan(back.map((p) => p.hour));
-    stmt.with(
-      `INSERT INTO rollup_batches (min_hour, max_hour, parts, compacted)
-       VALUES (${stmt.param(lo, 'timestamptz')}, ${stmt.param(hi, 'timestamptz')}, ${stmt.param(encodeParts(back), 'text')}, true)`,
-    );
-  }
-  const rowsOf = write.length
-    ? upsert(
-        `SELECT a, h, t, o, n, timestamptz 'epoch' + f * interval '1 microsecond', timestamptz 'epoch' + l * interval '1 microsecond',
-                fi, li, fla, flo, lla, llo, mm, st, s::jsonb
-           FROM unnest(${stmt.arrays(write, [
-             [(p) => p.asset, 'uuid'],
-             [(p) => new Date(p.hour), 'timestamptz'],
-             [(p) => p.type, 'text'],
-             [(p) => p.owner, 'uuid'],
-             [(p) => p.n, 'int8'],
-             [(p) => p.first, 'int8'],
-             [(p) => p.last, 'int8'],
-             [(p) => p.firstId?.toString() ?? null, 'int8'],
-             [(p) => p.lastId?.toString() ?? null, 'int8'],
-             [(p) => p.firstLat, 'float8'],
-             [(p) => p.firstLon, 'float8'],
-             [(p) => p.lastLat, 'float8'],
-             [(p) => p.lastLon, 'float8'],
-             [(p) => p.mm, 'int8'],
-             [(p) => p.step, 'int8'],
-             [(p) => statsJson(p.stats), 'text'],
-           ])})
-                AS u(a, h, t, o, n, f, l, fi, li, fla, flo, lla, llo, mm, st, s)`,
-      )
-    : undefined;
-  return {
-    consumed: { taken: ids.length, more, bad: bad.map(({ id, reason, detail }) => ({ id, reason, detail })) },
-    write: { run: (on: Queryable) => stmt.run(on, rowsOf) },
+    const back = [...open.values()];
+    if (back.length) {
+      const [lo, hi] = hourSpan(back.map((p) => p.hour));
+      stmt.with(
+        `INSERT INTO rollup_batches (min_hour, max_hour, parts, compacted)
+         VALUES (${stmt.param(lo, 'timestamptz')}, ${stmt.param(hi, 'timestamptz')}, ${stmt.param(encodeParts(back), 'text')}, true)`,
+      );
+    }
+    const rowsOf = write.length
+      ? upsert(
+          `SELECT a, h, t, o, n, timestamptz 'epoch' + f * interval '1 microsecond', timestamptz 'epoch' + l * interval '1 microsecond',
+                  fi, li, fla, flo, lla, llo, mm, st, s::jsonb
+             FROM unnest(${stmt.arrays(write, [
+               [(p) => p.asset, 'uuid'],
+               [(p) => new Date(p.hour), 'timestamptz'],
+               [(p) => p.type, 'text'],
+               [(p) => p.owner, 'uuid'],
+               [(p) => p.n, 'int8'],
+               [(p) => p.first, 'int8'],
+               [(p) => p.last, 'int8'],
+               [(p) => p.firstId?.toString() ?? null, 'int8'],
+               [(p) => p.lastId?.toString() ?? null, 'int8'],
+               [(p) => p.firstLat, 'float8'],
+               [(p) => p.firstLon, 'float8'],
+               [(p) => p.lastLat, 'float8'],
+               [(p) => p.lastLon, 'float8'],
+               [(p) => p.mm, 'int8'],
+               [(p) => p.step, 'int8'],
+               [(p) => statsJson(p.stats), 'text'],
+             ])})
+                  AS u(a, h, t, o, n, f, l, fi, li, fla, flo, lla, llo, mm, st, s)`,
+        )
+      : undefined;
+    return { run: (on: Queryable) => stmt.run(on, rowsOf) };
   };
+  // The rest reads the raw rows of loose rows, then builds the write, on `t`. A loose row's
+  // distance or longest step is summed from the raw rows `t` sees: every batch of summed hours it
+  // sees must be taken with it, or the records of one left behind would count twice (taken in
+  // steps of FOLD_BYTES, combined as they come). `catchUp`: take them all first.
+  const rest = async (t: Queryable, catchUp: boolean) => {
+    if (catchUp) {
+      do add(await take(t));
+      while (more);
+      for (const [k, p] of await storedParts(
+        t,
+        [...summed.values()].filter((p) => !stored.has(partKey(p))),
+      ))
+        stored.set(k, p);
+      combineSummed();
+    }
+    // A loose row's distance or longest step from the raw rows; a count that differs: retention
+    // deleted some of the hour's raw rows, and the row keeps what the parts give.
+    const loose = write.filter((p) => p.loose);
+    for (const type of new Set(loose.map((p) => p.type))) {
+      const mine = new Map(
+        loose.filter((p) => p.type === type).map((p) => [`${p.asset.toLowerCase()}/${p.hour}/${p.owner.toLowerCase()}`, p]),
+      );
+      const { rows: sums } = await t.query<{
+        asset_id: string;
+        hour: Date;
+        owner_id: string;
+        count: string;
+        mm: string | null;
+        step: string | null;
+      }>(
+        `SELECT asset_id, hour, owner_id, count::text AS count, distance_mm::text AS mm, max_step_us::text AS step
+           FROM (${orderMembers(type, 'unnest($1::uuid[], $2::timestamptz[], $3::uuid[])')}) x`,
+        [[...mine.values()].map((p) => p.asset), [...mine.values()].map((p) => new Date(p.hour)), [...mine.values()].map((p) => p.owner)],
+      );
+      for (const x of sums) {
+        const p = mine.get(`${x.asset_id}/${x.hour.getTime()}/${x.owner_id}`);
+        if (!p || Number(x.count) !== p.n) continue;
+        p.mm = x.mm === null ? null : Number(x.mm);
+        p.step = x.step === null ? null : Number(x.step);
+      }
+    }
+    return writeStatement();
+  };
+  const consumed = () => ({ taken: ids.length, more, bad: bad.map(({ id, reason, detail }) => ({ id, reason, detail })) });
+  const loose = write.some((p) => p.loose);
+  // Without a snapshot of its own (the embedded database), a fold with loose rows reads their
+  // raw rows holding the database (`exclusive`), after taking every batch that came meanwhile.
+  if (loose && exclusive) {
+    await exclusive(async (t) => (await rest(t, true)).run(t));
+    return { consumed: consumed(), write: null };
+  }
+  const w = await rest(q, loose && more);
+  return { consumed: consumed(), write: w };
 }
 
 /**
