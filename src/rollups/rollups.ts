@@ -32,6 +32,8 @@ export interface FoldLimits {
   batches: number;
   bytes: number;
 }
+/** How long the fold decodes before it lets the event loop run (ms). */
+const YIELD_MS = 5;
 const TYPES = Object.keys(ROLLUP_TABLES) as RollupType[];
 const HOUR = 3_600_000;
 
@@ -286,8 +288,15 @@ async function consumeIn(
   const summed = new Map<string, Part>();
   const open = new Map<string, Part>();
   // A batch that cannot be folded (poison) is moved aside whole, with its reason; the rest go on.
-  const add = (rows: Batch[]) => {
+  // Decoding is the fold's CPU (a minute's batches at a few thousand records a second take
+  // hundreds of milliseconds): it gives the event loop back every few milliseconds.
+  const add = async (rows: Batch[]) => {
+    let slice = performance.now();
     for (const r of rows) {
+      if (performance.now() - slice > YIELD_MS) {
+        await new Promise((resolve) => setImmediate(resolve));
+        slice = performance.now();
+      }
       const parts = partsOf(r);
       if (!Array.isArray(parts)) {
         bad.push({ id: r.id, ...parts, row: r });
@@ -304,7 +313,7 @@ async function consumeIn(
   };
   const rows = await take(q);
   if (!rows.length) return { consumed: { taken: 0, more: false, bad: [] }, write: null };
-  add(rows);
+  await add(rows);
   rows.length = 0;
   const stored = await storedParts(q, [...summed.values()]);
   let write: Part[] = [];
@@ -376,7 +385,7 @@ async function consumeIn(
   // steps of FOLD_BYTES, combined as they come). `catchUp`: take them all first.
   const rest = async (t: Queryable, catchUp: boolean) => {
     if (catchUp) {
-      do add(await take(t));
+      do await add(await take(t));
       while (more);
       for (const [k, p] of await storedParts(
         t,
