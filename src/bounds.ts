@@ -222,7 +222,7 @@ export const BOUNDS = {
     setting: null,
     value: 10,
     unit: 'milliseconds',
-    what: "the event loop's time one tenant's zone matching or zone rules take before giving it back",
+    what: "the event loop's time one tenant's zone matching or zone rules, or the rollup fold's decoding, take before giving it back",
     past: 'nothing refused: the work goes on in the next slice',
   },
   // ---- Integrations and delivery ----

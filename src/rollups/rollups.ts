@@ -15,6 +15,7 @@
 import type { Db, Queryable } from '../db/db.js';
 import { WriteStatement } from '../db/statement.js';
 import { setAside } from '../ops/poison.js';
+import { Slices } from '../zones/slices.js';
 import type { RecordHook } from '../records/hooks.js';
 import { combine, decodeParts, decParse, encodeParts, encodeStore, type Part, partKey, statsJson } from './parts.js';
 import { orderMembers, ROLLUP_TABLES, type RollupType, upsert } from './sql.js';
@@ -32,8 +33,6 @@ export interface FoldLimits {
   batches: number;
   bytes: number;
 }
-/** How long the fold decodes before it lets the event loop run (ms). */
-const YIELD_MS = 5;
 const TYPES = Object.keys(ROLLUP_TABLES) as RollupType[];
 const HOUR = 3_600_000;
 
@@ -289,14 +288,11 @@ async function consumeIn(
   const open = new Map<string, Part>();
   // A batch that cannot be folded (poison) is moved aside whole, with its reason; the rest go on.
   // Decoding is the fold's CPU (a minute's batches at a few thousand records a second take
-  // hundreds of milliseconds): it gives the event loop back every few milliseconds.
+  // hundreds of milliseconds): done in slices, so the event loop runs between them.
+  const slices = new Slices();
   const add = async (rows: Batch[]) => {
-    let slice = performance.now();
     for (const r of rows) {
-      if (performance.now() - slice > YIELD_MS) {
-        await new Promise((resolve) => setImmediate(resolve));
-        slice = performance.now();
-      }
+      await slices.tick();
       const parts = partsOf(r);
       if (!Array.isArray(parts)) {
         bad.push({ id: r.id, ...parts, row: r });
