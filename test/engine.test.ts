@@ -9,6 +9,7 @@ import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import pg from 'pg';
 import type { Queryable } from '../src/db/db.js';
+import * as queue from '../src/delivery/queue/index.js';
 import { appendEvents } from '../src/eventlog/log.js';
 import { bad, deliveryHistory, fleet, ownerWithKey, postgresOnly, startApp, storeLocations, type TestApp, waitFor } from './helpers.js';
 import { Receiver } from './receiver.js';
@@ -312,6 +313,50 @@ test('a claim taken while few requests were free gets the requests that free up 
   assert.ok(peak <= 4, `${peak} of the 16 were sent at once, over maxConcurrentRequests 4`);
   assert.equal(locationsAt(f.path).length, 19, 'each once');
 });
+
+postgresOnly(
+  'a second session and the horizon: PGlite has one session',
+  "a claim in progress holds no other integration's events back: its lock takes no transaction id; a second claim of the same integration waits for it",
+  async () => {
+    const a = await hookFleet({});
+    const b = await hookFleet({});
+    rx.on(b.path, () => ({ status: 200 }));
+    // a is paused: the engine leaves it alone (its round would wait for the test's lock of a).
+    await db.query(`UPDATE integration_state SET paused_until = now() + interval '1 hour' WHERE integration_id = $1`, [a.integrationId]);
+    const first = await rawSession();
+    const second = await rawSession();
+    try {
+      await first.client.query('BEGIN');
+      assert.equal((await queue.lockState(first.q, a.integrationId, 0))?.paused, true, "a's state");
+      const { rows } = await first.client.query('SELECT pg_current_xact_id_if_assigned() AS xid');
+      assert.equal(rows[0].xid, null, 'the claim holds a transaction id before it writes');
+      // Another integration's events are read past the open claim (with the state row locked FOR
+      // UPDATE, they waited for its commit: the claim held the horizon).
+      const [id] = await b.store([1]);
+      await rx.waitFor(() => locationsAt(b.path).includes(id!), 30_000, "b's event, while a's claim is open");
+      // The same integration's next claim waits for the lock.
+      await second.client.query('BEGIN');
+      const pid = (await second.client.query('SELECT pg_backend_pid() AS pid')).rows[0].pid;
+      let secondDone = false;
+      const secondClaim = queue.lockState(second.q, a.integrationId, 0).then((st) => {
+        secondDone = true;
+        return st;
+      });
+      await waitFor(
+        () => "the second claim of a to wait for the first's lock",
+        async () =>
+          (await db.query('SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = $2', [pid, 'Lock'])).rows.length > 0,
+      );
+      assert.equal(secondDone, false);
+      await first.client.query('COMMIT');
+      assert.ok(await secondClaim, 'the second claim goes on once the first ends');
+      await second.client.query('COMMIT');
+    } finally {
+      await first.client.end();
+      await second.client.end();
+    }
+  },
+);
 
 test('stats: pending, delivered, failed, last error and latency', async () => {
   const f = await hookFleet({});

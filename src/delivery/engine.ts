@@ -7,8 +7,9 @@
 // Scheduling. Each process has `maxJobs` request slots. Every integration with work gets a fair
 // share of them (a hanging endpoint can hold its share, never the others'), and within an
 // integration the slots are split between first attempts (the event log) and the retry queue, so neither
-// starves the other. maxConcurrentRequests, maxItemsPerMinute and 429 pauses are decided while the
-// integration's state row is locked, so they hold across every process and instance.
+// starves the other. maxConcurrentRequests, maxItemsPerMinute and 429 pauses are decided under the
+// integration's lock (an advisory lock, eventlog/log.ts lockIntegration), so they hold across every
+// process and instance.
 //
 // Claims. A claim of the event log takes up to sixteen requests per slot at once and sends them as its
 // slots free, under a lease it renews; a claim with messages waiting for a slot gets the integration's
@@ -385,7 +386,7 @@ export class DeliveryEngine {
   }
 
   /**
-   * Claims up to `budget` requests of one integration, its state row locked: first any claim a
+   * Claims up to `budget` requests of one integration under its lock (lockIntegration): first any claim a
    * dead worker left, then first attempts from the event log and the retry queue side by side.
    */
   private async claim(
@@ -431,24 +432,16 @@ export class DeliveryEngine {
     // few requests were free, after a stall) hold older events than the log has: free requests go to
     // them first, so that no event waits behind its claim's other messages while requests it could
     // use go to newer events. Their rows say so (the requests in flight stay counted for every
-    // instance); the slots are theirs once this transaction commits.
-    const behind = [...this.claims.values()].filter((c) => c.integrationId === cfg.id && !c.abandoned && c.queue.length > 0);
-    if (behind.length) {
-      const want = new Map<LocalClaim, number>();
-      for (const c of behind) {
-        const add = Math.min(c.queue.length, requests);
-        if (add <= 0) break;
-        want.set(c, add);
-        requests -= add;
-      }
-      const ok = await queue.growClaims(
-        q,
-        [...want].map(([c, add]) => ({ id: c.id, generation: c.generation, add })),
-      );
-      for (const [c, add] of want) {
-        if (ok.has(c.id)) grown.set(c, add);
-        else requests += add;
-      }
+    // instance); the slots are theirs once this transaction commits. The rows change in the claim's
+    // last statement (the claim writes nothing before it): a claim another worker took over
+    // meanwhile does not grow, and its requests stay unused until the next round.
+    const want = new Map<LocalClaim, number>();
+    for (const c of this.claims.values()) {
+      if (c.integrationId !== cfg.id || c.abandoned || !c.queue.length) continue;
+      const add = Math.min(c.queue.length, requests);
+      if (add <= 0) break;
+      want.set(c, add);
+      requests -= add;
     }
 
     // A claim whose worker died: the oldest work there is.
@@ -530,8 +523,17 @@ export class DeliveryEngine {
         }
       }
     }
-    if (positionMoved(position, next) || claim || perMinute !== null) {
-      await queue.saveClaim(q, cfg.id, { position: next, tokens: perMinute === null ? null : Math.max(tokens, 0), at: st.at, claim });
+    const state = positionMoved(position, next) || claim !== null || perMinute !== null;
+    if (state || want.size) {
+      const ok = await queue.saveClaim(q, cfg.id, {
+        position: next,
+        state,
+        tokens: perMinute === null ? null : Math.max(tokens, 0),
+        at: st.at,
+        claim,
+        grow: [...want].map(([c, add]) => ({ id: c.id, generation: c.generation, add })),
+      });
+      for (const [c, add] of want) if (ok.has(c.id)) grown.set(c, add);
     }
     return { claims, retries, moved, grown };
   }

@@ -1,8 +1,8 @@
 // The delivery processes as one consumer group (EVENT_LOG=kafka, API guide 17). Each process reads
 // the partitions the group gives it, fans every event out to the integrations that cover it, and
 // holds them for the engine, which claims them as it claims the PostgreSQL event log (the claim row,
-// under a lease, is what survives a crash; limits and fairness are decided with the integration's
-// state row locked, across instances).
+// under a lease, is what survives a crash; limits and fairness are decided under the integration's
+// lock, across instances).
 //
 // An event is handed over once, for every integration it is for, it sits in a committed claim or
 // in the retry queue. Offsets are committed only up to the first event not yet handed over, so a
@@ -376,7 +376,7 @@ export class KafkaFirstAttempts implements FirstAttemptSource {
       const park: Held[] = [];
       const parkFor: string[] = [];
       // Integrations disabled, paused or deleted since they were read: looked at once a second
-      // (a claim meanwhile finds its integration's state row itself).
+      // (a claim meanwhile reads its integration's state itself).
       if (this.held.size && now - this.coveredAt >= 1000) {
         try {
           this.covered = new Map((await coverage(this.db)).map((c) => [c.id, c]));

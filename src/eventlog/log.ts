@@ -23,6 +23,18 @@ export const wakeReaders = (db: Db) => db.wake(EVENT_LOG_CHANNEL);
  */
 export const RELAY_LOCK = '1634955125, 0';
 
+/**
+ * Serialises, for the rest of the transaction, everything that reads an integration's position and
+ * acts on it: its claims (every worker of every instance), backlog expiry and its deletion. An
+ * advisory lock, not a row lock on integration_state: it takes no transaction id, so a claim holds
+ * none (and with it the horizon every reader waits on) until its last statement writes. Two int4
+ * keys: a space of its own and the integration's hash (two integrations sharing a hash only wait
+ * for each other).
+ */
+export async function lockIntegration(q: Queryable, integrationId: string): Promise<void> {
+  await q.query('SELECT pg_advisory_xact_lock(1684368489, hashtext($1::text))', [integrationId], 'integration_lock');
+}
+
 /** The horizon: every transaction with a lower id has ended, so no event below it can still appear. */
 export const HORIZON = 'pg_snapshot_xmin(pg_current_snapshot())::text::bigint';
 
@@ -137,8 +149,8 @@ export async function startIntegration(q: Queryable, integrationId: string): Pro
  * becomes CANCELLED at once; its claims end. The attempts stay for the result stream.
  */
 export async function cancelIntegration(q: Queryable, integrationId: string): Promise<void> {
-  // The state row first, as a claim takes it: a claim in progress finishes before the cancel reads.
-  await q.query('SELECT 1 FROM integration_state WHERE integration_id = $1 FOR UPDATE', [integrationId]);
+  // The integration's lock first, as a claim takes it: a claim in progress finishes before the cancel reads.
+  await lockIntegration(q, integrationId);
   await q.query(
     `UPDATE deliveries SET status = 'CANCELLED', completed_at = now(), lease_until = NULL
       WHERE integration_id = $1 AND status = 'PENDING'`,
@@ -200,7 +212,7 @@ export const toEvent = (r: Omit<LogRow, 'tx_id' | 'covered'>): LogEvent => ({
  * Reads the event log after the integration's position, below the horizon, in position order: covered
  * events while `accept` takes them, looking at no more than `scan` rows. Returns them and the
  * position after the last row taken or passed over (rows not covered are passed over for good).
- * The caller moves the position in the same transaction, with the state row locked.
+ * The caller moves the position in the same transaction, under the integration's lock.
  */
 export async function readLog(
   q: Queryable,

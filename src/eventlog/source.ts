@@ -33,7 +33,7 @@ export interface FirstAttemptSource {
   due(): DueIntegration[];
   /**
    * The integration's waiting events in order, while `accept` takes them, from `from` (its position,
-   * the state row locked by the caller in `q`), looking at no more than `scan` rows of the log.
+   * the integration locked by the caller in `q`), looking at no more than `scan` rows of the log.
    */
   take(q: Queryable, integrationId: string, from: Position, accept: (e: LogEvent) => boolean, scan: number): Promise<TakenEvents>;
   /** After the claim's transaction: committed (the events are the claim's now) or not (they wait again). */

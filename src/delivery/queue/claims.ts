@@ -3,7 +3,7 @@
 // process and instance), the claim row that a worker holds under a renewed lease while it sends,
 // its takeover when that worker died, and its hand-back at a graceful stop.
 import type { Queryable } from '../../db/db.js';
-import { HORIZON, type LogEvent, type Position, eventsAt } from '../../eventlog/log.js';
+import { HORIZON, type LogEvent, type Position, eventsAt, lockIntegration } from '../../eventlog/log.js';
 import type { DueIntegration } from '../../eventlog/source.js';
 
 /**
@@ -56,21 +56,17 @@ export interface ClaimState {
 }
 
 /**
- * Locks the integration's state row for the rest of the transaction (FOR UPDATE): claims of one
- * integration are serialised across instances, so its in-flight count and token bucket hold
- * everywhere. Other integrations are not blocked. Null when it is disabled or deleted meanwhile.
+ * Locks the integration for the rest of the transaction (lockIntegration, an advisory lock): claims
+ * of one integration are serialised across instances, so its in-flight count and token bucket hold
+ * everywhere. Other integrations are not blocked. The lock takes no transaction id: a claim takes
+ * one only with its last statement (saveClaim), so it holds no reader of the event log back while
+ * it reads and builds its messages. Null when it is disabled or deleted meanwhile.
  */
 export async function lockState(q: Queryable, integrationId: string, bucketCapacity: number): Promise<ClaimState | null> {
   // The lock first, on its own: in READ COMMITTED a statement that waited for the lock still reads
-  // with the snapshot it started with, so the counts below are taken by a second statement that
-  // sees what the previous holder committed.
-  const { rows: locked } = await q.query(
-    `SELECT 1 FROM integration_state s JOIN integrations i ON i.id = s.integration_id
-      WHERE s.integration_id = $1 AND i.enabled AND i.deleted_at IS NULL FOR UPDATE OF s`,
-    [integrationId],
-    'delivery_lock_state',
-  );
-  if (!locked.length) return null;
+  // with the snapshot it started with, so the state below is read by a second statement that sees
+  // what the previous holder committed.
+  await lockIntegration(q, integrationId);
   const { rows } = await q.query<{
     paused: boolean;
     tokens: number;
@@ -91,11 +87,13 @@ export async function lockState(q: Queryable, integrationId: string, bucketCapac
             (SELECT count(*) FROM (SELECT 1 FROM deliveries d WHERE d.integration_id = s.integration_id AND d.status = 'PENDING'
                 AND d.next_attempt_at <= now() AND (d.lease_until IS NULL OR d.lease_until <= now()) LIMIT 1000) x)::int AS due_retries,
             (SELECT count(*) FROM delivery_claims c WHERE c.integration_id = s.integration_id AND c.lease_until <= now())::int AS expired_claims
-       FROM integration_state s, (SELECT clock_timestamp() AS at) t WHERE s.integration_id = $1`,
+       FROM integration_state s JOIN integrations i ON i.id = s.integration_id, (SELECT clock_timestamp() AS at) t
+      WHERE s.integration_id = $1 AND i.enabled AND i.deleted_at IS NULL`,
     [integrationId],
     'delivery_claim_state',
   );
-  const r = rows[0]!;
+  const r = rows[0];
+  if (!r) return null;
   return {
     paused: r.paused,
     // A new integration's bucket starts full: its tokens are stored as Infinity, read as null.
@@ -110,29 +108,44 @@ export async function lockState(q: Queryable, integrationId: string, bucketCapac
 }
 
 /**
- * Ends the claim step: records the claim (when it took events), moves the position, and saves the
- * token bucket, in one statement.
+ * Ends the claim step in one statement, its only write in the common case: records the claim (when
+ * it took events), gives this worker's claims that wait for slots the ones counted for them (where
+ * a claim is still the worker's: its generation), moves the position (forward only: the Kafka relay
+ * moves it too, without the integration's lock) and saves the token bucket. Answers the claims that grew.
  */
 export async function saveClaim(
   q: Queryable,
   integrationId: string,
   o: {
     position: Position;
+    /** False: the position, bucket and claim are as they were (only claims grow). */
+    state: boolean;
     tokens: number | null;
     /** The bucket's clock for `tokens` (ClaimState.at). */
     at: string;
     claim: { id: string; logIds: string[]; requests: number; slots: number; leaseSeconds: number } | null;
+    grow: { id: string; generation: number; add: number }[];
   },
-): Promise<void> {
+): Promise<Set<string>> {
   const c = o.claim;
-  await q.query(
+  const { rows } = await q.query<{ id: string }>(
     `WITH c AS (
        INSERT INTO delivery_claims (id, integration_id, log_ids, requests, slots, lease_until)
        SELECT $4::uuid, $1, $5::text::int8[], $6, $9, now() + make_interval(secs => $7) WHERE $4::uuid IS NOT NULL
+     ), s AS (
+       UPDATE integration_state
+          SET log_tx = CASE WHEN (log_tx, log_id) < ($2::bigint, $3::bigint) THEN $2::bigint ELSE log_tx END,
+              log_id = CASE WHEN (log_tx, log_id) < ($2::bigint, $3::bigint) THEN $3::bigint ELSE log_id END,
+              tokens = COALESCE($8, tokens),
+              refilled_at = CASE WHEN $8::float8 IS NULL THEN refilled_at ELSE GREATEST(refilled_at, $10::timestamptz) END
+        WHERE integration_id = $1 AND $11
+     ), g AS (
+       UPDATE delivery_claims d SET slots = d.slots + g.add
+         FROM unnest($12::uuid[], $13::int[], $14::int[]) AS g(id, generation, add)
+        WHERE d.id = g.id AND d.generation = g.generation
+        RETURNING d.id::text
      )
-     UPDATE integration_state SET log_tx = $2, log_id = $3,
-            tokens = COALESCE($8, tokens), refilled_at = CASE WHEN $8::float8 IS NULL THEN refilled_at ELSE GREATEST(refilled_at, $10::timestamptz) END
-      WHERE integration_id = $1`,
+     SELECT id FROM g`,
     [
       integrationId,
       o.position.tx,
@@ -144,9 +157,14 @@ export async function saveClaim(
       o.tokens,
       c?.slots ?? 0,
       o.at,
+      o.state,
+      o.grow.map((g) => g.id),
+      o.grow.map((g) => g.generation),
+      o.grow.map((g) => g.add),
     ],
     'delivery_save_claim',
   );
+  return new Set(rows.map((r) => r.id));
 }
 
 /**
@@ -203,24 +221,6 @@ export async function takeExpiredClaim(
 /** Sets how many requests a taken-over claim sends, and how many at a time. */
 export async function setClaimRequests(q: Queryable, claimId: string, requests: number, slots: number): Promise<void> {
   await q.query('UPDATE delivery_claims SET requests = $2, slots = $3 WHERE id = $1', [claimId, requests, slots]);
-}
-
-/**
- * Gives claims more slots (their worker sends more of their messages at once), where the claim is
- * still the worker's (its generation): the caller holds the integration's state locked and has
- * counted the slots as free. Answers the claims that grew.
- */
-export async function growClaims(q: Queryable, grow: { id: string; generation: number; add: number }[]): Promise<Set<string>> {
-  if (!grow.length) return new Set();
-  const { rows } = await q.query<{ id: string }>(
-    `UPDATE delivery_claims c SET slots = c.slots + g.add
-       FROM unnest($1::uuid[], $2::int[], $3::int[]) AS g(id, generation, add)
-      WHERE c.id = g.id AND c.generation = g.generation
-      RETURNING c.id::text`,
-    [grow.map((g) => g.id), grow.map((g) => g.generation), grow.map((g) => g.add)],
-    'delivery_grow_claims',
-  );
-  return new Set(rows.map((r) => r.id));
 }
 
 /**

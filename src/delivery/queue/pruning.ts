@@ -2,7 +2,7 @@
 // and retention of results.
 import type { Db } from '../../db/db.js';
 import { expireLogEvents } from './claims.js';
-import { HORIZON, readLog } from '../../eventlog/log.js';
+import { HORIZON, lockIntegration, readLog } from '../../eventlog/log.js';
 
 /**
  * Retention and the event log's life (API guide 9), in bulk, never row by row on the hot path:
@@ -27,9 +27,10 @@ export async function sweep(db: Db, o: { succeededDays: number; failedDays: numb
   for (const { id } of integrations) {
     for (;;) {
       const n = await db.tx(async (q) => {
+        await lockIntegration(q, id); // as a claim does: no claim takes what this expires
         const { rows } = await q.query<{ log_tx: string; log_id: string; hours: number }>(
           `SELECT s.log_tx, s.log_id, i.max_backlog_hours AS hours FROM integration_state s JOIN integrations i ON i.id = s.integration_id
-            WHERE s.integration_id = $1 AND i.deleted_at IS NULL FOR UPDATE OF s`,
+            WHERE s.integration_id = $1 AND i.deleted_at IS NULL`,
           [id],
         );
         const st = rows[0];
@@ -39,7 +40,10 @@ export async function sweep(db: Db, o: { succeededDays: number; failedDays: numb
         if (read.next.tx === st.log_tx && read.next.id === st.log_id) return 0;
         // Stop at the first event still young enough: everything before it is expired or not covered.
         await expireLogEvents(q, id, read.events);
-        await q.query('UPDATE integration_state SET log_tx = $2, log_id = $3 WHERE integration_id = $1', [id, read.next.tx, read.next.id]);
+        await q.query(
+          `UPDATE integration_state SET log_tx = $2, log_id = $3 WHERE integration_id = $1 AND (log_tx, log_id) < ($2::bigint, $3::bigint)`,
+          [id, read.next.tx, read.next.id],
+        );
         return read.events.length || 1;
       });
       if (n === 0) break;
