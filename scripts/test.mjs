@@ -29,6 +29,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { stripVTControlCharacters } from 'node:util';
 import * as esbuild from 'esbuild';
 
 const LANES = ['unit', 'postgres', 'pglite', 'kafka'];
@@ -276,6 +277,7 @@ function run(job, n) {
       };
       // A file that exits non-zero with no failing test counted (a crash, a syntax error) still fails.
       if (!r.ok && r.failed === 0) r.failed = 1;
+      if (!r.ok) r.failures = failuresOf(out);
       const cpu = r.cpu === null ? '' : ` (${r.cpu.toFixed(1)} s of CPU)`;
       console.log(
         `\n── ${job.lane}${job.node.tag} ${job.file}: ${r.ok ? 'passed' : `FAILED (${signal ?? `exit ${code}`})`} in ${r.seconds.toFixed(1)} s${cpu}`,
@@ -326,6 +328,17 @@ try {
   /* a read-only checkout: the next run uses the default order */
 }
 
+/**
+ * The reporter's closing "failing tests" section of a file's output (each test and its error), at
+ * most 40 lines; or the output's last 20 lines when it has none (a crash, a file stopped).
+ */
+function failuresOf(out) {
+  const lines = stripVTControlCharacters(out).split('\n');
+  const at = lines.findIndex((l) => l.includes('failing tests:'));
+  const part = (at >= 0 ? lines.slice(at + 1) : lines.slice(-20)).filter((l) => l.trim() && !l.includes('node:internal/'));
+  return part.length > 40 ? [...part.slice(0, 40), `... and ${part.length - 40} more lines, in the file's output above`] : part;
+}
+
 const sum = (rs, k) => rs.reduce((n, r) => n + r[k], 0);
 console.log(
   `\nTest lanes (node ${[ownNode, ...otherNodes.map((o) => o.node)].map((n) => `v${n.version}`).join(' and ')}, ${concurrency} files at a time, ${Math.round((Date.now() - started) / 1000)} s in all):`,
@@ -341,7 +354,11 @@ for (const lane of laneNames) {
   );
 }
 const failedFiles = results.filter((r) => !r.ok);
-for (const r of failedFiles) console.log(`  failed: ${r.lane}${r.node.tag} ${r.file}`);
+for (const r of failedFiles) {
+  console.log(`  failed: ${r.lane}${r.node.tag} ${r.file}`);
+  // Why, again here: a CI log cut to its tail keeps the summary, not the file's output far above.
+  for (const l of r.failures) console.log(`    ${l}`);
+}
 console.log(
   '  slowest:',
   [...results]
