@@ -493,6 +493,45 @@ export function cpuSeconds(pid: number | undefined): number {
     return NaN;
   }
 }
+/**
+ * Milliseconds the threads of a process and of its child processes have waited so far on a run
+ * queue, runnable but without a core (the second field of each thread's /proc schedstat); NaN when
+ * unreadable. Take it before and after a window: with the CPU time, it says whether the service
+ * waited for a core or for something of its own.
+ */
+export function runQueueWaitMs(pid: number | undefined): number {
+  if (pid === undefined) return NaN;
+  try {
+    let ms = 0;
+    for (const t of fs.readdirSync(`/proc/${pid}/task`)) {
+      try {
+        ms += Number(fs.readFileSync(`/proc/${pid}/task/${t}/schedstat`, 'utf8').split(' ')[1]) / 1e6;
+      } catch {
+        /* the thread ended */
+      }
+    }
+    for (const child of fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').split(' ').filter(Boolean)) {
+      const c = runQueueWaitMs(Number(child));
+      if (Number.isFinite(c)) ms += c;
+    }
+    return ms;
+  } catch {
+    return NaN;
+  }
+}
+
+/**
+ * Milliseconds so far in which at least one task of the machine waited for a core (the kernel's
+ * pressure stall information, "some"); NaN without it. Take it before and after a window.
+ */
+export function cpuPressureMs(): number {
+  try {
+    return Number(/^some .*total=(\d+)/m.exec(fs.readFileSync('/proc/pressure/cpu', 'utf8'))?.[1]) / 1000;
+  } catch {
+    return NaN;
+  }
+}
+
 /** The kernel's clock ticks per second (USER_HZ), 100 on Linux. */
 const CLOCK_TICKS = 100;
 

@@ -9,6 +9,7 @@ import { baselineRoot } from './baseline.js';
 import {
   Api,
   type Child,
+  cpuPressureMs,
   cpuSeconds,
   freshDatabase,
   ingestClosedLoop,
@@ -17,6 +18,7 @@ import {
   latencies,
   objectsOf,
   retire,
+  runQueueWaitMs,
   ownerWithAssets,
   percentile,
   pct,
@@ -236,7 +238,11 @@ async function steady(ctx: Ctx, rate: number, bulk: number) {
   await sleep(500);
   const since = Date.now() - 60_000;
   const cpu0 = cpuSeconds(ctx.svc.proc.pid);
+  const wait0 = runQueueWaitMs(ctx.svc.proc.pid);
+  const pressure0 = cpuPressureMs();
   const r = await ingestPaced(ctx.api, assets, { bulk, intervalMs: (bulk / rate) * 1000, seconds: STEADY_SECONDS });
+  const waited = runQueueWaitMs(ctx.svc.proc.pid) - wait0;
+  const pressure = cpuPressureMs() - pressure0;
   const deliveredAtWindowEnd = sink.count;
   const complete = await waitArrivals(sink, r.stored, deadlineFor(r.stored));
   const cpu = cpuSeconds(ctx.svc.proc.pid) - cpu0;
@@ -254,6 +260,10 @@ async function steady(ctx: Ctx, rate: number, bulk: number) {
     ...(await tail(ctx.db, integ.id)),
     /** The service's CPU (all its processes) per 1,000 records stored and delivered, ms. */
     serviceCpuMsPer1k: round((cpu / r.stored) * 1e6),
+    /** Over the window, per second: how long the service's threads waited for a core, ms. */
+    serviceRunQueueMsPerS: round(waited / r.seconds),
+    /** Over the window: the share of time in which some task of the machine waited for a core, %. */
+    cpuPressurePct: round((pressure / (r.seconds * 1000)) * 100),
     serviceRssMiB: ctx.svc.peakRssMiB(),
   };
 }

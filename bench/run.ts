@@ -355,6 +355,12 @@ if (lat) {
       vs('serviceCpuMsPer1k'),
       theirs.length ? times(m(mine, 'serviceCpuMsPer1k') / m(theirs, 'serviceCpuMsPer1k')) : '',
     );
+    row(
+      fig,
+      "  waiting for a core: the service's threads, ms per s / the machine (some task waiting), % of the time",
+      `${m(mine, 'serviceRunQueueMsPerS')} / ${m(mine, 'cpuPressurePct')}%`,
+      theirs.length ? `${lat.baseline} ${m(theirs, 'serviceRunQueueMsPerS')} / ${m(theirs, 'cpuPressurePct')}%` : '',
+    );
   }
 }
 if (ingest) {
