@@ -323,6 +323,10 @@ postgresOnly(
     rx.on(b.path, () => ({ status: 200 }));
     // a is paused: the engine leaves it alone (its round would wait for the test's lock of a).
     await db.query(`UPDATE integration_state SET paused_until = now() + interval '1 hour' WHERE integration_id = $1`, [a.integrationId]);
+    // A claim round that delivers an event of b stored now listed its integrations after the pause:
+    // no round still about to claim a (listed before it) is left to wait for the lock below.
+    const [before] = await b.store([0]);
+    await rx.waitFor(() => locationsAt(b.path).includes(before!), 30_000, "b's event before a's claim");
     const first = await rawSession();
     const second = await rawSession();
     try {
