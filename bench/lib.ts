@@ -474,25 +474,36 @@ export function rssGrowth(pid: number): { stop(): number } {
 }
 
 /**
- * CPU seconds (user + system) a process and its child processes (the service's delivery
- * processes) have used so far; NaN when unreadable. Take it before and after a window.
+ * `own(pid)` summed over a process and its child processes (the service's delivery processes), a
+ * child that ended meanwhile left out; NaN when the process itself is unreadable.
  */
-export function cpuSeconds(pid: number | undefined): number {
+function overProcessTree(pid: number | undefined, own: (pid: number) => number): number {
   if (pid === undefined) return NaN;
   try {
-    // Fields after the command's closing parenthesis: utime and stime are the 12th and 13th.
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    let s = (Number(f[11]) + Number(f[12])) / CLOCK_TICKS;
+    let sum = own(pid);
     for (const child of fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').split(' ').filter(Boolean)) {
-      const c = cpuSeconds(Number(child));
-      if (Number.isFinite(c)) s += c;
+      const c = overProcessTree(Number(child), own);
+      if (Number.isFinite(c)) sum += c;
     }
-    return s;
+    return sum;
   } catch {
     return NaN;
   }
 }
+
+/**
+ * CPU seconds (user + system) a process and its child processes have used so far; NaN when
+ * unreadable. Take it before and after a window.
+ */
+export function cpuSeconds(pid: number | undefined): number {
+  return overProcessTree(pid, (p) => {
+    // Fields after the command's closing parenthesis: utime and stime are the 12th and 13th.
+    const stat = fs.readFileSync(`/proc/${p}/stat`, 'utf8');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(f[11]) + Number(f[12])) / CLOCK_TICKS;
+  });
+}
+
 /**
  * Milliseconds the threads of a process and of its child processes have waited so far on a run
  * queue, runnable but without a core (the second field of each thread's /proc schedstat); NaN when
@@ -500,24 +511,17 @@ export function cpuSeconds(pid: number | undefined): number {
  * waited for a core or for something of its own.
  */
 export function runQueueWaitMs(pid: number | undefined): number {
-  if (pid === undefined) return NaN;
-  try {
+  return overProcessTree(pid, (p) => {
     let ms = 0;
-    for (const t of fs.readdirSync(`/proc/${pid}/task`)) {
+    for (const t of fs.readdirSync(`/proc/${p}/task`)) {
       try {
-        ms += Number(fs.readFileSync(`/proc/${pid}/task/${t}/schedstat`, 'utf8').split(' ')[1]) / 1e6;
+        ms += Number(fs.readFileSync(`/proc/${p}/task/${t}/schedstat`, 'utf8').split(' ')[1]) / 1e6;
       } catch {
         /* the thread ended */
       }
     }
-    for (const child of fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').split(' ').filter(Boolean)) {
-      const c = runQueueWaitMs(Number(child));
-      if (Number.isFinite(c)) ms += c;
-    }
     return ms;
-  } catch {
-    return NaN;
-  }
+  });
 }
 
 /**

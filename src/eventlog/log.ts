@@ -32,8 +32,11 @@ export const RELAY_LOCK = '1634955125, 0';
  * for each other).
  */
 export async function lockIntegration(q: Queryable, integrationId: string): Promise<void> {
-  await q.query('SELECT pg_advisory_xact_lock(1684368489, hashtext($1::text))', [integrationId], 'integration_lock');
+  await q.query(`SELECT pg_advisory_xact_lock(${INTEGRATION_LOCK_SPACE}, hashtext($1::text))`, [integrationId], 'integration_lock');
 }
+
+/** The first key of lockIntegration's advisory locks ("deli" in ASCII), beside the other lock spaces. */
+const INTEGRATION_LOCK_SPACE = 1684368489;
 
 /** The horizon: every transaction with a lower id has ended, so no event below it can still appear. */
 export const HORIZON = 'pg_snapshot_xmin(pg_current_snapshot())::text::bigint';
