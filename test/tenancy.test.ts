@@ -5,6 +5,9 @@
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import { test } from 'node:test';
+import { authenticate } from '../src/auth/authenticate.js';
+import type { Db } from '../src/db/db.js';
+import { Tenancy } from '../src/tenancy/tenancy.js';
 import { ownerWithKey, passwordToken, startApp, type Res } from './helpers.js';
 
 // One service for the whole file (PGlite takes seconds to start); every test makes its own owners.
@@ -385,6 +388,30 @@ test('a parent sees its whole subtree; a child sees itself and its descendants, 
     (await ta.call('POST', '/api/v1/api-keys', { token: C.key, body: { name: 'down', ownerId: G.ownerId, scopes: ['read'] } })).status,
     201,
   );
+});
+
+test("an API key's lookup reads the owners it sees in the same statement (one statement, not two, before every handler)", async () => {
+  const P = await ownerWithKey(ta, 'one-P');
+  const C = await ownerWithKey(ta, 'one-C', { parentId: P.ownerId });
+  const G = await ownerWithKey(ta, 'one-G', { parentId: C.ownerId });
+  const operatorKey = await ownerWithKey(ta, 'one-op', { scopes: ['read', 'write', 'admin'] });
+  const { db, tokens } = ta.app.services;
+  const texts: string[] = [];
+  const counting = {
+    query: (text: string, params?: unknown[], name?: string) => {
+      texts.push(text);
+      return db.query(text, params, name);
+    },
+  } as Db;
+  const seen = async (key: string) => {
+    texts.length = 0;
+    const visible = await new Tenancy(counting, await authenticate(counting, tokens, `Bearer ${key}`)).visibleOwners();
+    return { visible: visible === 'all' ? visible : [...visible].sort(), statements: texts.length };
+  };
+  assert.deepEqual(await seen(P.key), { visible: [P.ownerId, C.ownerId, G.ownerId].sort(), statements: 1 });
+  assert.deepEqual(await seen(G.key), { visible: [G.ownerId], statements: 1 });
+  assert.deepEqual(await seen(operatorKey.key), { visible: 'all', statements: 1 });
+  await assert.rejects(authenticate(counting, tokens, 'Bearer atk_not-a-key'), /not valid/);
 });
 
 test('creating an asset for an invisible owner answers 404 and stores nothing', async () => {

@@ -4,8 +4,9 @@
 // Tenancy (what it may see) and the credential that the limits and idempotency count by.
 import type { FastifyInstance } from 'fastify';
 import type { Db } from '../db/db.js';
+import { preparedName } from '../db/statement.js';
 import { ApiError } from '../http/errors.js';
-import { isScope, type Principal, type Scope, Tenancy } from '../tenancy/tenancy.js';
+import { isScope, ownerTreeSql, type Principal, type Scope, Tenancy } from '../tenancy/tenancy.js';
 import { digest } from './crypto.js';
 import type { TokenService } from './tokens.js';
 
@@ -21,18 +22,36 @@ declare module 'fastify' {
   }
 }
 
+/**
+ * An API key by its digest, with the owners it sees (none read for an operator's key, which sees
+ * all): the key and the tenancy in one statement, as every request with a key needs both
+ * (prepared on PostgreSQL: it runs at every request).
+ */
+const API_KEY_SQL = `
+  WITH RECURSIVE k AS (SELECT id, owner_id, scopes FROM api_keys WHERE digest = $1),
+  ${ownerTreeSql("SELECT owner_id FROM k WHERE NOT 'admin' = ANY(scopes)")}
+  SELECT id, owner_id, scopes, ARRAY(SELECT id FROM tree) AS visible FROM k`;
+
 export async function authenticate(db: Db, tokens: TokenService, header: string | undefined): Promise<Principal> {
   const m = /^Bearer\s+(\S+)\s*$/i.exec(header ?? '');
   if (!m?.[1]) throw new ApiError('UNAUTHENTICATED', 'Send credentials as "Authorization: Bearer <token or API key>".');
   const token = m[1];
   if (token.startsWith(API_KEY_PREFIX)) {
-    const { rows } = await db.query<{ id: string; owner_id: string; scopes: string[] }>(
-      'SELECT id, owner_id, scopes FROM api_keys WHERE digest = $1',
+    const { rows } = await db.query<{ id: string; owner_id: string; scopes: string[]; visible: string[] }>(
+      API_KEY_SQL,
       [digest(token)],
+      preparedName(API_KEY_SQL),
     );
     const key = rows[0];
     if (!key) throw new ApiError('UNAUTHENTICATED', 'The API key is not valid.');
-    return { credential: `apikey:${key.id}`, ownerId: key.owner_id, scopes: key.scopes.filter(isScope), actor: `apikey:${key.id}` };
+    const scopes = key.scopes.filter(isScope);
+    return {
+      credential: `apikey:${key.id}`,
+      ownerId: key.owner_id,
+      scopes,
+      actor: `apikey:${key.id}`,
+      ...(scopes.includes('admin') ? {} : { visibleOwners: key.visible }),
+    };
   }
   const t = await tokens.verify(token);
   const actor = t.external ? `external:${t.sub}` : t.username ? `user:${t.sub}` : `client:${t.sub}`;

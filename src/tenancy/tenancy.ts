@@ -23,15 +23,24 @@ export interface Principal {
   scopes: Scope[];
   /** Who acts, for whoCreated / createdBy: "user:<id>", "client:<id>", "apikey:<id>", "external:<sub>". */
   actor: string;
+  /**
+   * The owners it sees (its owner and every descendant), when the credential's own lookup read
+   * them already (an API key's, ownerTreeSql): one statement less per request.
+   */
+  visibleOwners?: string[];
 }
 
-const VISIBLE_OWNERS_SQL = `
-  WITH RECURSIVE tree(id) AS (
-    SELECT id FROM owners WHERE id = $1
+/**
+ * A recursive CTE `tree(id)`: the owners `roots` (a query of owner ids) and every descendant of
+ * them, which is what a credential of such an owner sees. For a WITH RECURSIVE.
+ */
+export const ownerTreeSql = (roots: string) => `tree(id) AS (
+    SELECT o.id FROM owners o WHERE o.id IN (${roots})
     UNION
     SELECT o.id FROM owners o JOIN tree ON o.parent_id = tree.id
-  )
-  SELECT id FROM tree`;
+  )`;
+
+const VISIBLE_OWNERS_SQL = `WITH RECURSIVE ${ownerTreeSql('$1::uuid')} SELECT id FROM tree`;
 
 export class Tenancy {
   private visible?: Promise<string[] | 'all'>;
@@ -58,9 +67,10 @@ export class Tenancy {
   visibleOwners(q: Queryable = this.db): Promise<string[] | 'all'> {
     this.visible ??= (async () => {
       if (this.isAdmin) return 'all' as const;
-      const { rows } = await q.query<{ id: string }>(VISIBLE_OWNERS_SQL, [this.principal.ownerId]);
-      if (rows.length === 0) throw new ApiError('UNAUTHENTICATED', 'The owner of this credential no longer exists.');
-      return rows.map((r) => r.id);
+      const ids =
+        this.principal.visibleOwners ?? (await q.query<{ id: string }>(VISIBLE_OWNERS_SQL, [this.principal.ownerId])).rows.map((r) => r.id);
+      if (ids.length === 0) throw new ApiError('UNAUTHENTICATED', 'The owner of this credential no longer exists.');
+      return ids;
     })();
     return this.visible;
   }
