@@ -569,7 +569,7 @@ const DELIVERY_MAIN = path.join(path.dirname(here), `delivery-main${path.extname
 export function deliveryEngine(db: Db, cfg: Config, secretsKey: Buffer, policy: AddressPolicy, log: FastifyBaseLogger): DeliveryEngine {
   // One instance per channel: a channel is an entry here, not code in the engine.
   const channels = new Map<string, Channel>([
-    ['webhook', webhookChannel(policy)],
+    ['webhook', webhookChannel(policy, () => cfg.publicUrl)],
     ['mqtt', mqttChannel(policy)],
     ['kafka', kafkaChannel(policy)],
   ]);

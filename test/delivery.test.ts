@@ -635,6 +635,7 @@ test('https is required unless allowed, and a host name is vetted again when dia
     destinations: {},
     retry: { scheduleSeconds: [1], maxAttempts: 1, deadlineHours: 1 },
     webhook: {
+      format: 'standard',
       mode: 'single',
       batchSize: 1,
       maxItemsPerMinute: null,

@@ -15,6 +15,7 @@ import type { WebhookIntegration } from './integrations/model.js';
 import { auditOwner, manageableRow, visibleRow } from './integrations/access.js';
 import { audit } from '../audit/audit.js';
 import { loadIntegration } from './integrations/store.js';
+import { chatBody } from './channels/webhook/chat.js';
 import { sendWebhook, USER_AGENT } from './channels/webhook/webhook.js';
 
 const Status = Literals(['PENDING', 'SUCCEEDED', 'FAILED', 'CANCELLED']);
@@ -212,7 +213,8 @@ export const historyRoutes: FastifyPluginAsyncTypebox<{ db: Db; secretsKey: Buff
   app.post('/webhooks/test', {
     schema: {
       tags: ['webhooks'],
-      summary: "Send one sample Asset to a URL now (API guide 9), with an integration's auth and signature when integrationId is given",
+      summary:
+        "Send one sample Asset (a sample alert for a chat format) to a URL now (API guide 9), with an integration's auth and signature when integrationId is given",
       body: TestBody,
       response: {
         200: Type.Object({
@@ -265,6 +267,7 @@ export const historyRoutes: FastifyPluginAsyncTypebox<{ db: Db; secretsKey: Buff
         destinations: {},
         retry: { scheduleSeconds: [1], maxAttempts: 1, deadlineHours: 1 },
         webhook: {
+          format: 'standard',
           mode: 'single',
           batchSize: 1,
           maxItemsPerMinute: null,
@@ -289,9 +292,29 @@ export const historyRoutes: FastifyPluginAsyncTypebox<{ db: Db; secretsKey: Buff
         note: `Sample object sent by ${USER_AGENT}; not stored`,
         tags: ['test'],
       };
+      // A chat format's test is a sample alert as its chat shows one (an asset means nothing there).
+      const format = base.webhook.format;
+      const chat =
+        format === 'standard'
+          ? null
+          : chatBody(
+              format,
+              'notification',
+              {
+                assetId: sample.id,
+                assetName: sample.name,
+                type: 'ALERT',
+                subject: `Test message from ${USER_AGENT}: alerts of this integration look like this`,
+                whenCreated: now,
+                specificationName: 'Sample specification',
+              },
+              app.publicUrl,
+            );
       const r = await sendWebhook(
         base,
-        { url: url.href, id: `test_${crypto.randomUUID()}`, objectType: 'asset', body: JSON.stringify(sample) },
+        chat
+          ? { url: url.href, id: `test_${crypto.randomUUID()}`, objectType: 'notification', body: chat }
+          : { url: url.href, id: `test_${crypto.randomUUID()}`, objectType: 'asset', body: JSON.stringify(sample) },
         policy,
       );
       // Changes nothing, but who sent what where is worth knowing (an entry per test, secrets never).

@@ -59,6 +59,45 @@ test("a receiver answering NUL and invalid UTF-8 is recorded byte for byte, and 
   assert.ok(lines.some((l) => l.integrationId === hostile.integrationId && l.responseBody === 'b\u0000\ufffd\ufffd\ufffd\ufffdz'));
 });
 
+test("chat messages from the longest names, all characters each chat escapes, stay within Slack's limits and go out beside another tenant's webhook", async () => {
+  const path = '/chat-longest';
+  const slack = await hookFleet(path, { objectTypes: ['event', 'notification'], webhook: { format: 'slack' } });
+  const healthy = await hookFleet('/chat-healthy');
+  // The asset's name at its bound (255), every character one that Slack's escaping lengthens 5 times.
+  ok(await ta.call('PATCH', `/api/v1/assets/${slack.assetId}`, { token: slack.key, body: { name: '&'.repeat(255) } }), 200, 'name');
+  ok(
+    await ta.call('POST', '/api/v1/specifications', {
+      token: slack.key,
+      body: {
+        assetId: slack.assetId,
+        type: 'REEFER',
+        name: '<'.repeat(50),
+        ranges: { cargo: { sensors: { supplyAirTemperature: [-30, -10] } } },
+      },
+    }),
+    201,
+    'specification',
+  );
+  ok(
+    await ta.call('POST', '/api/v1/reefer-data', {
+      token: slack.key,
+      body: { assetId: slack.assetId, whenCreated: new Date(Date.now() - 60_000).toISOString(), data: { supplyAirTemperature: 5 } },
+    }),
+    201,
+    'reefer data',
+  );
+  await healthy.store(2);
+  await reached(healthy.integrationId, 2, 'SUCCEEDED');
+  await rx.waitFor(() => rx.for(path).length >= 1, 60_000, 'the alert in Slack');
+  for (const m of rx.for(path).map((r) => JSON.parse(r.body))) {
+    for (const b of m.blocks) {
+      if (b.text) assert.ok(b.text.text.length <= 3000, `section text ${b.text.text.length}`);
+      for (const f of b.fields ?? []) assert.ok(f.text.length <= 2000, `field ${f.text.length}`);
+    }
+    assert.ok(m.text.length <= 3000);
+  }
+});
+
 test('a result row the database refuses is written without its response, or parked; it never holds back the others', async () => {
   // A refusal no input check can foresee, made in the database itself: the attempt row of any
   // answer 507 is refused while it carries the receiver's error text, so the whole batch fails

@@ -79,6 +79,7 @@ const cfg: WebhookIntegration = {
   destinations: {},
   retry: { scheduleSeconds: [10, 60], maxAttempts: 3, deadlineHours: 1 },
   webhook: {
+    format: 'standard',
     mode: 'single',
     batchSize: 100,
     maxItemsPerMinute: null,
@@ -91,7 +92,7 @@ const cfg: WebhookIntegration = {
     previousSigningSecret: null,
   },
 };
-const channel = webhookChannel(addressPolicy(false, []));
+const channel = webhookChannel(addressPolicy(false, []), () => 'https://tracking.example.com');
 const answer = (outcome: 'success' | 'retry' | 'fail' | 'pause', retryAfter: number | null = null) => ({
   outcome,
   retryAfterSeconds: retryAfter,

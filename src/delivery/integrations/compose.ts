@@ -14,7 +14,15 @@ import { type AddressPolicy, refusedAs400, vetUrl } from '../address.js';
 import { filterFields, OBJECT_TYPES, type ObjectType, PUSH_FIELDS, RECORD_TYPES } from '../../eventlog/objects.js';
 import { checkTopics, composeKafka, composeMqtt } from './broker-settings.js';
 import { newSigningSecret, type Row, SECRET_OVERLAP_MS, type Secrets } from './model.js';
-import { type AuthIn, CHANNELS, type ChannelName, DEFAULT_SCHEDULE_SECONDS, type IntegrationInput } from './schemas.js';
+import {
+  type AuthIn,
+  CHANNELS,
+  CHAT_TYPES,
+  type ChannelName,
+  DEFAULT_SCHEDULE_SECONDS,
+  type IntegrationInput,
+  type WebhookFormat,
+} from './schemas.js';
 import { type Composed, readSecrets, sealSecrets } from './store.js';
 import { publicAuth, stripSecretFlags } from './view.js';
 
@@ -43,10 +51,18 @@ export async function compose(
   for (const [n, id] of ownerIds.entries()) {
     if (!(await t.sees(id, q))) throw new ApiError('NOT_FOUND', `owner ${id} not found`, { field: `/ownerIds/${n}` });
   }
-  const objectTypes = b.objectTypes ?? base?.object_types ?? [...RECORD_TYPES];
+  // A chat format's defaults: events and notifications, and of the events only INFO ones (an ALERT
+  // event's notification is the same alert, and the message is built from it: one alert, one message).
+  const chat = channel === 'webhook' && (b.webhook?.format ?? base?.settings.format ?? 'standard') !== 'standard';
+  const objectTypes = b.objectTypes ?? base?.object_types ?? (chat ? [...CHAT_TYPES] : [...RECORD_TYPES]);
+  const chatFilter = chat && mode !== 'patch' && CHAT_TYPES.every((t) => objectTypes.includes(t)) ? { severity: ['INFO'] } : null;
   // A merge patch merges into the stored filter ({"filter": {"severity": null}} drops that member).
   const filterIn =
-    b.filter === undefined ? (base?.filter ?? null) : mode === 'patch' && b.filter ? mergePatch(base?.filter ?? {}, b.filter) : b.filter;
+    b.filter === undefined
+      ? (base?.filter ?? chatFilter)
+      : mode === 'patch' && b.filter
+        ? mergePatch(base?.filter ?? {}, b.filter)
+        : b.filter;
   const { filter, typeFilters } = compileFilter(filterIn as Record<string, unknown[]> | null, objectTypes as ObjectType[]);
   const destination = b.destination ?? base?.destination ?? '';
   const destinations = (b.destinations ?? base?.destinations ?? {}) as Record<string, string>;
@@ -114,6 +130,7 @@ export async function compose(
     { on: 'injectEventId', field: '/webhook/injectEventIdPath', defaultField: null },
   );
   const settings = {
+    format: (w.format as WebhookFormat | undefined) ?? 'standard',
     mode: (w.mode as string) ?? 'single',
     batchSize: (w.batchSize as number) ?? 100,
     maxItemsPerMinute: (w.maxItemsPerMinute as number | null) ?? null,
@@ -123,6 +140,7 @@ export async function compose(
     injectEventIdPath: inject.field,
   };
   if (settings.injectEventIdPath !== null) parseDottedPath(settings.injectEventIdPath, '/webhook/injectEventIdPath');
+  if (settings.format !== 'standard') checkChatFormat(settings.format, settings, objectTypes);
   // Write-only secrets: absent = keep (PUT included), null = remove, a value = replace; but a stored
   // credential is kept only while every destination keeps its origin (scheme, host, port): a
   // changed destination never receives a secret entered for another, so it is dropped.
@@ -147,6 +165,29 @@ export async function compose(
     /** The new secret, for the one answer that shows it. */
     shownSecret: signing.shown,
   };
+}
+
+/**
+ * A chat format (slack, teams) tells a person about alerts: one message per event or notification,
+ * so any other object type, batches or an injected event id (the body is the chat's, not the
+ * object) would send what no chat shows; each is a 400 naming what to change.
+ */
+function checkChatFormat(format: WebhookFormat, settings: { mode: string; injectEventId: boolean }, objectTypes: readonly string[]): void {
+  const other = objectTypes.filter((t) => !(CHAT_TYPES as readonly string[]).includes(t));
+  if (other.length) {
+    throw badRequest(
+      `/objectTypes: the ${format} format sends events and notifications only; leave out ${other.join(', ')} (a webhook of the standard format sends them)`,
+      '/objectTypes',
+    );
+  }
+  if (settings.mode !== 'single')
+    throw badRequest(`/webhook/mode: the ${format} format sends one message per object (mode single)`, '/webhook/mode');
+  if (settings.injectEventId) {
+    throw badRequest(
+      `/webhook/injectEventId: the ${format} format's body is a chat message, which carries no event id`,
+      '/webhook/injectEventId',
+    );
+  }
 }
 
 /**

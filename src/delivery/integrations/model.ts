@@ -3,7 +3,7 @@
 // engine and every channel depend on this file, and it on none of them.
 import crypto from 'node:crypto';
 import type { ObjectType } from '../../eventlog/objects.js';
-import type { AuthIn, ChannelName } from './schemas.js';
+import type { AuthIn, ChannelName, WebhookFormat } from './schemas.js';
 
 /** What the engine and the channels need, decrypted: a union keyed by channel. */
 export type IntegrationConfig = WebhookIntegration | MqttIntegration | KafkaIntegration;
@@ -22,6 +22,8 @@ export interface IntegrationBase {
 export interface WebhookIntegration extends IntegrationBase {
   channel: 'webhook';
   webhook: {
+    /** What the body is: the objects (standard), or a chat message (slack, teams). */
+    format: WebhookFormat;
     mode: 'single' | 'batch';
     batchSize: number;
     maxItemsPerMinute: number | null;

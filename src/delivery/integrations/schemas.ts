@@ -54,7 +54,19 @@ export const AuthBody = Type.Union(
   ),
 );
 
+/** What a webhook's body is: the objects themselves, or a chat message a person reads (API guide 9). */
+export const WEBHOOK_FORMATS = ['standard', 'slack', 'teams'] as const;
+export type WebhookFormat = (typeof WEBHOOK_FORMATS)[number];
+/** The object types a chat format renders: what a person is told about. */
+export const CHAT_TYPES = ['event', 'notification'] as const;
+
 export const WebhookIn = Type.Object({
+  format: Type.Optional(
+    Literals(WEBHOOK_FORMATS, {
+      description:
+        'standard (default): the objects as JSON; slack: a Slack incoming-webhook message; teams: an Adaptive Card as Teams Workflows webhooks take it. The chat formats send events and notifications only, one message each (mode single)',
+    }),
+  ),
   mode: Type.Optional(Type.Union([Type.Literal('single'), Type.Literal('batch')])),
   batchSize: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })),
   maxItemsPerMinute: Type.Optional(Nullable(Type.Integer({ minimum: 1, maximum: 10_000_000 }))),
@@ -316,6 +328,7 @@ export const Integration = Type.Object(
     }),
     webhook: Type.Optional(
       Type.Object({
+        format: Literals(WEBHOOK_FORMATS),
         mode: Type.String(),
         batchSize: Type.Integer(),
         maxItemsPerMinute: Nullable(Type.Integer()),

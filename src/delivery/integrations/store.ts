@@ -54,6 +54,8 @@ export function loadConfigFromRow(r: Row, key: Buffer): IntegrationConfig {
     channel: 'webhook',
     webhook: {
       ...(settings as Omit<WebhookIntegration['webhook'], 'auth' | 'signingSecret' | 'previousSigningSecret'>),
+      // Saved before formats existed: the objects as they are.
+      format: (settings.format as WebhookIntegration['webhook']['format'] | undefined) ?? 'standard',
       auth: secrets.auth,
       signingSecret: secrets.signingSecret,
       previousSigningSecret: secrets.previousSigningSecret ?? null,

@@ -37,6 +37,7 @@ function channelOut(r: Row): Pick<IntegrationApi, 'webhook' | 'mqtt' | 'kafka'> 
     return {
       webhook: {
         ...st,
+        format: st.format ?? 'standard',
         // Saved before a path turned the injection on: a path that does nothing is shown as none.
         injectEventIdPath: st.injectEventId === true ? (st.injectEventIdPath ?? null) : null,
         signingSecretSet: r.secrets !== null && st.signingSecretSet === true,
