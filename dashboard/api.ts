@@ -8,6 +8,15 @@ export const setCredential = (c: string) => {
   credential = c;
 };
 export const authorization = () => ({ authorization: `Bearer ${credential}` });
+/** Who the signed-in credential acts as (`user:<sub>`), to say "you" of what it did; '' for an API key. */
+export function actor(): string {
+  try {
+    const part = credential.split('.')[1]!.replace(/-/g, '+').replace(/_/g, '/');
+    return `user:${JSON.parse(atob(part)).sub}`;
+  } catch {
+    return '';
+  }
+}
 
 export class ApiError extends Error {
   constructor(

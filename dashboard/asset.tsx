@@ -10,7 +10,7 @@ import { type ChartData, TemperatureChart } from './chart.js';
 import { FleetMap, type MapAsset, type MapStop, type MapZone, type TrackPoint } from './map.js';
 import { REPORT_KINDS, type Report, type ReportKind, type ReportState, ReportTables, rangeText, type TemperatureItem } from './reports.js';
 import { DAY, type Loaded, loadTemperatures } from './series.js';
-import { DownloadCsv, ErrorLine } from './ui.js';
+import { Acknowledge, DownloadCsv, ErrorLine } from './ui.js';
 
 const PRESETS = [
   { id: '24h', label: 'Last 24 h', ms: DAY },
@@ -317,6 +317,9 @@ export function AssetPage({ id }: { id: string }) {
             {events.map((e) => (
               <li key={e.id} class={e.severity === 'ALERT' ? 'alert' : ''}>
                 {time(e.whenCreated)} · {e.subject}
+                {e.severity === 'ALERT' ? (
+                  <Acknowledge kind="events" item={e} onDone={(u) => setEvents((all) => all?.map((x) => (x.id === u.id ? u : x)))} />
+                ) : null}
               </li>
             ))}
           </ul>

@@ -20,7 +20,7 @@ import { AuditLog } from './audit.js';
 import { Devices } from './devices.js';
 import { IntegrationPage, Integrations } from './integrations.js';
 import { FleetMap, type MapZone } from './map.js';
-import { DownloadCsv, ErrorLine } from './ui.js';
+import { Acknowledge, DownloadCsv, ErrorLine } from './ui.js';
 
 // ---- sign-in ------------------------------------------------------------------------------------
 
@@ -257,6 +257,7 @@ function Fleet() {
             {events.map((e) => (
               <li key={e.id} class={e.severity === 'ALERT' ? 'alert' : ''}>
                 {time(e.whenCreated)} · {byId.get(e.assetId)?.name ?? e.assetId} · {e.subject}
+                {e.severity === 'ALERT' ? <Acknowledge kind="events" item={e} onDone={() => void load()} /> : null}
               </li>
             ))}
           </ul>
@@ -274,6 +275,7 @@ function Fleet() {
             {notifications.map((n) => (
               <li key={n.id}>
                 {time(n.whenCreated)} · {n.assetName} · {n.subject}
+                <Acknowledge kind="notifications" item={n} onDone={() => void load()} />
               </li>
             ))}
           </ul>

@@ -46,6 +46,7 @@ import { traccarRoutes } from './ingest/traccar.js';
 import { AlertEngine } from './alerts/engine.js';
 import { silenceHook } from './alerts/silence.js';
 import { specificationRoutes } from './alerts/specifications.js';
+import { acknowledgeRoutes } from './alerts/acknowledge.js';
 import { Notification, notificationRoutes } from './alerts/notifications.js';
 import { Event, eventRoutes } from './events/events.js';
 import { pruneAudit } from './audit/audit.js';
@@ -534,6 +535,7 @@ export async function buildApp(
       await api.register(positionRoutes, { db });
       await api.register(zoneRoutes, { db, limits: cfg });
       await api.register(eventRoutes, { db });
+      await api.register(acknowledgeRoutes, { db });
       await api.register(auditRoutes, { db });
       await api.register(rollupRoutes, { db });
       await api.register(deviceRoutes, {

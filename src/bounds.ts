@@ -53,6 +53,13 @@ export const BOUNDS = {
     what: 'request bodies over 1 MiB (data-record creates) in flight at once, per HTTP process (its heap holds them)',
     past: '503 SERVICE_BUSY with Retry-After, before the body is read',
   },
+  alertsPerAcknowledge: {
+    setting: null,
+    value: 1000,
+    unit: 'count',
+    what: 'event ids in one POST /events/acknowledge',
+    past: '400 VALIDATION_FAILED naming /ids',
+  },
   recordsPerRequest: {
     setting: null,
     value: 1000,

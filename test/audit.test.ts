@@ -77,6 +77,22 @@ test('every audited write operation of the OpenAPI document writes exactly one e
       201,
     ).id as string;
 
+  /** An asset whose specification has just raised an alert: its ALERT event's and notification's ids. */
+  const alertOf = async () => {
+    const assetId = await asset();
+    ok(
+      await call('c', 'POST', '/specifications', {
+        assetId,
+        type: 'REEFER',
+        ranges: { cargo: { sensors: { supplyAirTemperature: [-30, -10] } } },
+      }),
+      201,
+    );
+    ok(await call('c', 'POST', '/reefer-data', { assetId, data: { supplyAirTemperature: 5 } }), 201);
+    const [event] = ok(await call('c', 'GET', `/events?assetId=${assetId}`), 200);
+    const [notification] = ok(await call('c', 'GET', `/notifications?assetId=${assetId}`), 200);
+    return { event: event.id as string, notification: notification.id as string };
+  };
   type Actor = { type: string; id: string | null };
   type Expect = { action: string; type: string; actor: Actor } | null;
   type Recipe = { expect: Expect; setup?: () => Promise<void>; run: () => Promise<Res> };
@@ -251,6 +267,22 @@ test('every audited write operation of the OpenAPI document writes exactly one e
     },
     'PATCH /api/v1/zones/{id}': { expect: cu('update', 'zone'), run: () => call('c', 'PATCH', `/zones/${st.zone}`, { note: 'n' }) },
     'DELETE /api/v1/zones/{id}': { expect: cu('delete', 'zone'), run: () => call('c', 'DELETE', `/zones/${st.zone}`) },
+    // An alert each (its asset, specification and reading are the setup's entries, not the run's).
+    'POST /api/v1/events/{id}/acknowledge': {
+      expect: cu('acknowledge', 'event'),
+      setup: async () => void (st.alert = (await alertOf()).event),
+      run: () => call('c', 'POST', `/events/${st.alert}/acknowledge`),
+    },
+    'POST /api/v1/events/acknowledge': {
+      expect: cu('acknowledge', 'event'),
+      setup: async () => void (st.alert = (await alertOf()).event),
+      run: () => call('c', 'POST', '/events/acknowledge', { ids: [st.alert] }),
+    },
+    'POST /api/v1/notifications/{id}/acknowledge': {
+      expect: cu('acknowledge', 'event'),
+      setup: async () => void (st.alert = (await alertOf()).notification),
+      run: () => call('c', 'POST', `/notifications/${st.alert}/acknowledge`),
+    },
     'POST /api/v1/specifications': {
       expect: cu('create', 'specification'),
       run: async () => {

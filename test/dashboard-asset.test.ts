@@ -332,6 +332,16 @@ if (TEST_DB === 'postgres') {
     await page.click('header >> text=Fleet');
     const events = await downloaded(() => page.locator('.report-head', { hasText: 'Latest events' }).locator('button.download').click());
     assert.match(events.text.split('\n')[0]!, /^id,/);
+    // An alert of the feed acknowledged from it: who and when replace the button, as the API has them.
+    const feed = page.locator('.report-head', { hasText: 'Latest events' }).locator('xpath=..').locator('.feed');
+    const firstAlert = feed.locator('li.alert').first();
+    await firstAlert.locator('button:text("Acknowledge")').click();
+    await feed.locator('li.alert .acknowledged').first().waitFor();
+    const acknowledged = (ok(await call('GET', '/events?severity=ALERT&limit=1000'), 200) as any[]).filter((e) => e.acknowledgedAt);
+    assert.equal(acknowledged.length, 1, 'one alert acknowledged');
+    assert.match(acknowledged[0].acknowledgedBy, /^apikey:/);
+    assert.match(await feed.locator('li.alert .acknowledged').first().innerText(), /acknowledged by API key [0-9a-f]{8}, /);
+    await page.locator('.fleet .columns').screenshot({ path: path.join(ARTIFACTS, 'fleet-acknowledged.png') });
 
     t.diagnostic(report.join('; '));
     console.log(report.join('\n'));

@@ -41,6 +41,12 @@ export const Notification = Type.Object(
         lastUpdated: DateTime,
       }),
     ),
+    acknowledgedAt: Type.Union([DateTime, Type.Null()], {
+      description: 'When someone acknowledged it (or its event); null until then, and when pushed',
+    }),
+    acknowledgedBy: Nullable(
+      Type.String({ description: 'Who acknowledged it: user:<id>, apikey:<id>, client:<id> or external:<subject>' }),
+    ),
   },
   { title: 'Notification' },
 );
@@ -61,6 +67,8 @@ interface Row {
   cm_data: Static<typeof Notification>['cmData'];
   when_created: Date;
   when_received: Date;
+  acknowledged_at: Date | null;
+  acknowledged_by: string | null;
 }
 const toApi = (r: Row) => ({
   id: r.id,
@@ -79,7 +87,11 @@ const toApi = (r: Row) => ({
   reeferData: r.reefer_data,
   assetState: r.asset_state ?? { powerOffSince: null, powerOnSince: null, lastDefrost: null },
   cmData: r.cm_data,
+  acknowledgedAt: iso(r.acknowledged_at),
+  acknowledgedBy: r.acknowledged_by,
 });
+
+export const toNotificationApi = toApi;
 
 export const notificationRoutes: FastifyPluginAsync<{ db: Db }> = async (app, { db }) => {
   readRoutes(app, db, {

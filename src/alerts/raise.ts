@@ -36,7 +36,7 @@ export const notificationPayload = (n: string) =>
      'subject', ${n}.subject, 'eventId', ${n}.event_id::text, 'specificationId', ${n}.specification_id, 'zoneId', ${n}.zone_id::text,
      'location', ${n}.location, 'reeferData', ${n}.reefer_data,
      'assetState', COALESCE(${n}.asset_state, '{"powerOffSince": null, "powerOnSince": null, "lastDefrost": null}'::jsonb),
-     'cmData', ${n}.cm_data)
+     'cmData', ${n}.cm_data, 'acknowledgedAt', ${sqlIso(`${n}.acknowledged_at`)}, 'acknowledgedBy', ${n}.acknowledged_by)
    || CASE WHEN ${n}.specification_name IS NULL THEN '{}'::jsonb ELSE jsonb_build_object('specificationName', ${n}.specification_name) END`;
 
 /** Notification types: a specification's violation, an asset's silence, a stay in a zone. */

@@ -20,7 +20,7 @@ export const PUSH_FIELDS: Record<ObjectType, readonly string[]> = {
   reeferdata: ['id', 'assetId', 'ownerId', 'whenCreated', 'reeferClass', 'data'],
   gensetdata: ['id', 'assetId', 'ownerId', 'whenCreated', 'gensetType', 'data', 'boxId'],
   oemdata: ['id', 'assetId', 'ownerId', 'whenCreated', 'payloadType', 'data', 'boxId', 'when_received'],
-  event: ['id', 'subject', 'assetId', 'ownerId', 'severity', 'currentData', 'prevData', 'whenCreated'],
+  event: ['id', 'subject', 'assetId', 'ownerId', 'severity', 'currentData', 'prevData', 'whenCreated', 'acknowledgedAt', 'acknowledgedBy'],
   notification: [
     'id',
     'ownerId',
@@ -38,6 +38,8 @@ export const PUSH_FIELDS: Record<ObjectType, readonly string[]> = {
     'reeferData',
     'assetState',
     'cmData',
+    'acknowledgedAt',
+    'acknowledgedBy',
   ],
   command: [
     'id',

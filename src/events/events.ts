@@ -24,6 +24,12 @@ export const Event = Type.Object(
     currentData: ReadingSchema,
     prevData: Nullable(ReadingSchema),
     whenCreated: DateTime,
+    acknowledgedAt: Type.Union([DateTime, Type.Null()], {
+      description: 'ALERT: when someone acknowledged it (or its notification); null until then, and when pushed',
+    }),
+    acknowledgedBy: Nullable(
+      Type.String({ description: 'Who acknowledged it: user:<id>, apikey:<id>, client:<id> or external:<subject>' }),
+    ),
   },
   { title: 'Event' },
 );
@@ -36,6 +42,8 @@ interface Row {
   current_data: { value: string; whenCreated: string };
   prev_data: { value: string; whenCreated: string } | null;
   when_created: Date;
+  acknowledged_at: Date | null;
+  acknowledged_by: string | null;
 }
 const toApi = (r: Row) => ({
   id: r.id,
@@ -46,6 +54,8 @@ const toApi = (r: Row) => ({
   currentData: r.current_data,
   prevData: r.prev_data,
   whenCreated: iso(r.when_created)!,
+  acknowledgedAt: iso(r.acknowledged_at),
+  acknowledgedBy: r.acknowledged_by,
 });
 
 /** A reading as events carry it (API guide 8): the value as text and its record time. */
@@ -68,7 +78,8 @@ export interface NewEvent {
 /** The push shape of an event (API guide 8): its REST shape, from the row alias `e`. */
 export const eventPayload = (e: string) =>
   `jsonb_build_object('id', ${e}.id::text, 'subject', ${e}.subject, 'assetId', ${e}.asset_id, 'ownerId', ${e}.owner_id,
-     'severity', ${e}.severity, 'currentData', ${e}.current_data, 'prevData', ${e}.prev_data, 'whenCreated', ${sqlIso(`${e}.when_created`)})`;
+     'severity', ${e}.severity, 'currentData', ${e}.current_data, 'prevData', ${e}.prev_data, 'whenCreated', ${sqlIso(`${e}.when_created`)},
+     'acknowledgedAt', ${sqlIso(`${e}.acknowledged_at`)}, 'acknowledgedBy', ${e}.acknowledged_by)`;
 
 /** Appends the events inserted by the CTE `inserted` (RETURNING *) to the event log: they are pushed like records. */
 export const pushEvents = (stmt: WriteStatement, inserted: string, paths: OwnerPaths) =>
@@ -104,6 +115,8 @@ export async function insertEvents(
   );
   pushEvents(stmt, inserted, paths ?? (await ownerPaths(q, [...new Set(events.map((e) => e.ownerId))])));
 }
+
+export const toEventApi = toApi;
 
 export const eventRoutes: FastifyPluginAsync<{ db: Db }> = async (app, { db }) => {
   readRoutes(app, db, {
