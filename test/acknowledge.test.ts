@@ -3,35 +3,15 @@
 // another tenant's alert is a 404; a bulk is all or none; each acknowledgement is audited.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { bad, customer, ok, ownerWithKey, startApp } from './helpers.js';
+import { alertingReefer, bad, ok, ownerWithKey, startApp } from './helpers.js';
 
 const ta = await startApp(undefined, { RATE_LIMIT_MAX: '100000' });
 
 /** A customer with a reefer whose specification alerts above -10, and `readings` stored a minute apart (oldest first). */
 async function alerted(label: string, readings: number[]) {
-  const c = await customer(ta, label, { base: '/api/v1' });
-  const assetId = await c.asset(`${label}-reefer`);
-  ok(
-    await c.call('POST', '/specifications', {
-      assetId,
-      type: 'REEFER',
-      name: 'Frozen',
-      ranges: { cargo: { sensors: { supplyAirTemperature: [-30, -10] } } },
-    }),
-    201,
-    'specification',
-  );
-  for (const [n, supplyAirTemperature] of readings.entries()) {
-    ok(
-      await c.call('POST', '/reefer-data', {
-        assetId,
-        whenCreated: new Date(Date.now() - (readings.length - n) * 60_000).toISOString(),
-        data: { supplyAirTemperature },
-      }),
-      201,
-      'reefer data',
-    );
-  }
+  const c = await alertingReefer(ta, label);
+  const assetId = c.assetId;
+  for (const [n, t] of readings.entries()) await c.reefer(readings.length - n, t);
   const events = ok(await c.call('GET', `/events?assetId=${assetId}&order=asc`), 200, 'events') as any[];
   const notifications = ok(await c.call('GET', `/notifications?assetId=${assetId}&order=asc`), 200, 'notifications') as any[];
   return { ...c, assetId, events, notifications };

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { expireCommands } from '../src/commands/commands.js';
 import { createTopic, type KafkaBroker, kafkaBroker, kcatConsume, type MosquittoSub, mosquittoSub } from './brokers.js';
-import { bad, customer, deliveryHistory, ok, PUSHED_TYPES, startApp, type TestApp, waitFor } from './helpers.js';
+import { alertingReefer, bad, customer, deliveryHistory, ok, PUSHED_TYPES, startApp, type TestApp, waitFor } from './helpers.js';
 import { TEST_EVENT_LOG } from './event-log.js';
 import { Receiver } from './receiver.js';
 
@@ -52,31 +52,7 @@ async function integration(ownerId: string, body: Record<string, unknown>) {
 const objectsAt = (path: string) => rx.for(path).map((r) => ({ type: r.headers['webhook-object-type'], body: JSON.parse(r.body) }));
 
 /** A customer with a reefer and a specification that alerts at once when supply air is above -10. */
-async function reeferFleet(label: string) {
-  const c = await customer(ta, label, { base: '/api/v1' });
-  const assetId = await c.asset(`${label}-reefer`);
-  const spec = ok(
-    await c.call('POST', '/specifications', {
-      assetId,
-      type: 'REEFER',
-      name: 'Frozen',
-      ranges: { cargo: { sensors: { supplyAirTemperature: [-30, -10] } } },
-    }),
-    201,
-    'specification',
-  );
-  const reefer = async (minutesAgo: number, supplyAirTemperature: number) =>
-    ok(
-      await c.call('POST', '/reefer-data', {
-        assetId,
-        whenCreated: new Date(Date.now() - minutesAgo * 60_000).toISOString(),
-        data: { supplyAirTemperature },
-      }),
-      201,
-      'reefer data',
-    );
-  return { ...c, assetId, spec, reefer };
-}
+const reeferFleet = (label: string) => alertingReefer(ta, label);
 
 test('a specification alert reaches a webhook, an MQTT topic and a Kafka topic; default object types receive none of it', {
   skip: kafkaLog,

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import { after, test } from 'node:test';
 import { MASK, pruneAudit, redactedUrl } from '../src/audit/audit.js';
-import { customer, OPERATOR, ok, type Res, startApp, storeLocations } from './helpers.js';
+import { customer, frozenSpecification, OPERATOR, ok, type Res, startApp, storeLocations } from './helpers.js';
 import { Receiver } from './receiver.js';
 
 const TRACCAR_TOKEN = 'audit-traccar-token-0123456789';
@@ -80,18 +80,14 @@ test('every audited write operation of the OpenAPI document writes exactly one e
   /** An asset whose specification has just raised an alert: its ALERT event's and notification's ids. */
   const alertOf = async () => {
     const assetId = await asset();
-    ok(
-      await call('c', 'POST', '/specifications', {
-        assetId,
-        type: 'REEFER',
-        ranges: { cargo: { sensors: { supplyAirTemperature: [-30, -10] } } },
-      }),
-      201,
-    );
+    await frozenSpecification((m, p, b) => call('c', m, p, b), assetId);
     ok(await call('c', 'POST', '/reefer-data', { assetId, data: { supplyAirTemperature: 5 } }), 201);
     const [event] = ok(await call('c', 'GET', `/events?assetId=${assetId}`), 200);
     const [notification] = ok(await call('c', 'GET', `/notifications?assetId=${assetId}`), 200);
     return { event: event.id as string, notification: notification.id as string };
+  };
+  const alertSetup = (which: 'event' | 'notification') => async () => {
+    st.alert = (await alertOf())[which];
   };
   type Actor = { type: string; id: string | null };
   type Expect = { action: string; type: string; actor: Actor } | null;
@@ -270,17 +266,17 @@ test('every audited write operation of the OpenAPI document writes exactly one e
     // An alert each (its asset, specification and reading are the setup's entries, not the run's).
     'POST /api/v1/events/{id}/acknowledge': {
       expect: cu('acknowledge', 'event'),
-      setup: async () => void (st.alert = (await alertOf()).event),
+      setup: alertSetup('event'),
       run: () => call('c', 'POST', `/events/${st.alert}/acknowledge`),
     },
     'POST /api/v1/events/acknowledge': {
       expect: cu('acknowledge', 'event'),
-      setup: async () => void (st.alert = (await alertOf()).event),
+      setup: alertSetup('event'),
       run: () => call('c', 'POST', '/events/acknowledge', { ids: [st.alert] }),
     },
     'POST /api/v1/notifications/{id}/acknowledge': {
       expect: cu('acknowledge', 'event'),
-      setup: async () => void (st.alert = (await alertOf()).notification),
+      setup: alertSetup('notification'),
       run: () => call('c', 'POST', `/notifications/${st.alert}/acknowledge`),
     },
     'POST /api/v1/specifications': {

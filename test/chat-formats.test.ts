@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
 import { after, before, test } from 'node:test';
-import { bad, customer, ok, startApp, type TestApp } from './helpers.js';
+import { alertingReefer, bad, ok, startApp, type TestApp } from './helpers.js';
 import { Receiver } from './receiver.js';
 
 // The library's own build for Node (its ESM entry imports files without extensions).
@@ -29,41 +29,12 @@ after(() => rx.close());
 const stamp = `${process.env.TEST_DB ?? 'postgres'}${Date.now()}`;
 let n = 0;
 
-/** A customer with a reefer (named `assetName`) whose specification alerts when supply air is above -10. */
+/** A customer with a reefer (named `assetName`) whose specification alerts when supply air is above -10, and a location. */
 async function reeferFleet(label: string, assetName: string) {
-  const c = await customer(ta, label, { base: '/api/v1' });
-  const assetId = await c.asset(assetName);
-  ok(
-    await c.call('POST', '/specifications', {
-      assetId,
-      type: 'REEFER',
-      name: 'Frozen <cargo>',
-      ranges: { cargo: { sensors: { supplyAirTemperature: [-30, -10] } } },
-    }),
-    201,
-    'specification',
-  );
-  ok(
-    await c.call('POST', '/locations', {
-      assetId,
-      latitude: 53.54,
-      longitude: 9.98,
-      whenCreated: new Date(Date.now() - 300_000).toISOString(),
-    }),
-    201,
-    'location',
-  );
-  const reefer = async (minutesAgo: number, supplyAirTemperature: number) =>
-    ok(
-      await c.call('POST', '/reefer-data', {
-        assetId,
-        whenCreated: new Date(Date.now() - minutesAgo * 60_000).toISOString(),
-        data: { supplyAirTemperature },
-      }),
-      201,
-      'reefer data',
-    );
-  return { ...c, assetId, reefer };
+  const f = await alertingReefer(ta, label, { assetName, specName: 'Frozen <cargo>' });
+  const whenCreated = new Date(Date.now() - 300_000).toISOString();
+  ok(await f.call('POST', '/locations', { assetId: f.assetId, latitude: 53.54, longitude: 9.98, whenCreated }), 201, 'location');
+  return f;
 }
 
 /** The customer's own integration of a chat format (the defaults: events and notifications, INFO events only). */

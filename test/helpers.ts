@@ -330,6 +330,45 @@ export async function storeLocations(
   );
 }
 
+/** The REEFER specification the alert tests share: supply air -30 to -10 °C, so a reading above -10 alerts at once. */
+export async function frozenSpecification(
+  call: (method: string, path: string, body?: unknown) => Promise<Res>,
+  assetId: string,
+  name = 'Frozen',
+) {
+  return ok(
+    await call('POST', '/specifications', {
+      assetId,
+      type: 'REEFER',
+      name,
+      ranges: { cargo: { sensors: { supplyAirTemperature: [-30, -10] } } },
+    }),
+    201,
+    'specification',
+  );
+}
+
+/**
+ * A customer (paths under /api/v1) with a reefer (`assetName`, default `<label>-reefer`) under the
+ * frozen specification (named `specName`); `reefer(minutesAgo, supplyAirTemperature)` stores a reading.
+ */
+export async function alertingReefer(ta: TestApp, label: string, opts: { assetName?: string; specName?: string } = {}) {
+  const c = await customer(ta, label, { base: '/api/v1' });
+  const assetId = await c.asset(opts.assetName ?? `${label}-reefer`);
+  const spec = await frozenSpecification(c.call, assetId, opts.specName);
+  const reefer = async (minutesAgo: number, supplyAirTemperature: number) =>
+    ok(
+      await c.call('POST', '/reefer-data', {
+        assetId,
+        whenCreated: new Date(Date.now() - minutesAgo * 60_000).toISOString(),
+        data: { supplyAirTemperature },
+      }),
+      201,
+      'reefer data',
+    );
+  return { ...c, assetId, spec, reefer };
+}
+
 /** Asserts a status and returns the body. */
 export function ok(r: Res, status: number, what = ''): any {
   assert.equal(r.status, status, `${what}: expected ${status}, got ${r.status} ${r.raw.slice(0, 500)}`);

@@ -13,7 +13,7 @@ import { after, test } from 'node:test';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
 import { sweepHealth } from '../src/delivery/queue/index.js';
-import { customer, deliveryHistory, ok, PUSHED_TYPES, startApp, waitFor } from './helpers.js';
+import { customer, deliveryHistory, frozenSpecification, ok, PUSHED_TYPES, startApp, waitFor } from './helpers.js';
 import { Receiver } from './receiver.js';
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => Ajv2020;
@@ -154,16 +154,7 @@ test('every pushed object type is as its OpenAPI webhooks entry says, with no un
   );
   ok(await c.call('POST', '/oem-data', [{ assetId, payloadType: 7, data: { door: 'open' }, whenCreated: at(6) }]), 201);
   // A specification that alerts on supply air above -10: the reefer data raises an event and a notification.
-  ok(
-    await c.call('POST', '/specifications', {
-      assetId,
-      type: 'REEFER',
-      name: 'Frozen',
-      ranges: { cargo: { sensors: { supplyAirTemperature: [-30, -10] } } },
-    }),
-    201,
-    'specification',
-  );
+  await frozenSpecification(c.call, assetId);
   ok(await c.call('POST', '/reefer-data', [{ assetId, reeferClass: 'CR', data: { supplyAirTemperature: -2 }, whenCreated: at(5) }]), 201);
   // A command (the asset has sent reefer data).
   ok(await c.call('POST', '/commands', { assetId, type: 'SET_TEMPERATURE', parameters: { value: -18 } }), 201, 'command');
