@@ -69,11 +69,15 @@ test('a consumer group lagging across a retention pass loses nothing: every even
       )
     ).rows.map((r) => r.name);
   const partsBefore = await logParts();
+  // The partitions holding events: an empty one made ahead of time may go on a clock moved 90 days on.
+  const holding = (await db.query<{ name: string }>('SELECT DISTINCT tableoid::regclass::text AS name FROM event_log')).rows.map(
+    (r) => r.name,
+  );
   const result = await ta.app.services.storage.runRetention(Date.now() + 90 * DAY);
   const kept = (await db.query<{ id: string }>('SELECT id::text FROM event_log WHERE object_id = ANY($1::text[])', [lagging])).rows.map(
     (r) => r.id,
   );
-  const dropped = result?.dropped.filter((p) => p.startsWith('event_log')) ?? [];
+  const dropped = result?.dropped.filter((p) => holding.includes(p)) ?? [];
 
   // The integration is disabled before the group goes on: its events are parked (read back from
   // the event log), then sent once it is enabled again.

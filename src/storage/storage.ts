@@ -98,13 +98,25 @@ export class Storage {
     });
   }
 
-  /** At start (before serving): this interval's and the next partitions, then the periodic task. */
+  /**
+   * How far ahead partitions are made: the future tolerance, and at least a day, so the next
+   * interval's partitions exist a day before it starts.
+   */
+  private get aheadMs(): number {
+    return Math.max(this.s.aheadSeconds * 1000, 86_400_000);
+  }
+
+  /**
+   * At start (before serving): the partitions the periodic task would make (this interval's, and
+   * the next one's within a day of it: made here, not by the first turn while requests are served),
+   * then the periodic task.
+   */
   async start(): Promise<void> {
     await this.noteSystemRetention();
     await this.partitions.prepare(
       PARTITIONED.map((t) => t.name),
       Date.now(),
-      this.s.aheadSeconds * 1000,
+      this.aheadMs,
     );
     const every = Math.min(this.s.checkSeconds, 3600) * 1000;
     this.timer = setInterval(() => void this.tick(), every);
@@ -126,7 +138,7 @@ export class Storage {
       await this.partitions.prepare(
         PARTITIONED.map((t) => t.name),
         now,
-        Math.max(this.s.aheadSeconds * 1000, 86_400_000),
+        this.aheadMs,
       );
       if (now >= this.due) {
         await this.retention.run(now);
