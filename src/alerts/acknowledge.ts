@@ -16,7 +16,7 @@ import type { Tenancy } from '../tenancy/tenancy.js';
 import { Notification, toNotificationApi } from './notifications.js';
 
 const tags = ['events'];
-const Int8Id = Type.String({ pattern: '^[1-9][0-9]{0,18}$', description: 'int64 as a decimal string' });
+const Int8Id = Type.String({ pattern: '^[1-9][0-9]{0,18}$', maxLength: 19, description: 'int64 as a decimal string' });
 const AcknowledgeMany = Type.Object({
   ids: Type.Array(Int8Id, {
     minItems: 1,
