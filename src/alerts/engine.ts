@@ -340,20 +340,6 @@ export class AlertEngine {
     batch?: { records: string; paths: OwnerPaths },
   ): Promise<void> {
     if (results.length === 0) return;
-    const at = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
-    const states = stmt.arrays(results, [
-      [(r) => r.s.id, 'uuid'],
-      [(r) => JSON.stringify(r.e.state), 'jsonb'],
-      [(r) => at(r.e.evaluatedAt), 'timestamptz'],
-      [(r) => r.e.evaluatedId, 'int8'],
-      [(r) => at(r.e.nextDue()), 'timestamptz'],
-    ]);
-    stmt.with(
-      `UPDATE specifications s SET alert_state = u.st, evaluated_at = u.ea, evaluated_id = u.ei, next_due = u.nd
-         ${received ? ', received_at = now()' : ''}
-         FROM unnest(${states}) AS u(id, st, ea, ei, nd)
-        WHERE s.id = u.id`,
-    );
     const fired = results.flatMap(({ s, e }) => e.fired.map((f) => ({ s, f })));
     const items: Raised[] = fired.map(({ s, f }) => ({
       event: {
@@ -364,6 +350,8 @@ export class AlertEngine {
         currentData: f.current,
         prevData: f.prev,
         whenCreated: new Date(f.at).toISOString(),
+        ref: f.ref,
+        clears: f.clears,
       },
       // The ceiling's own events (limit reached, events left out) have no notification.
       ...(f.severity === 'ALERT' && !f.summary
@@ -380,6 +368,21 @@ export class AlertEngine {
           }
         : {}),
     }));
+    // First: raise() gives the ALERTs' refs their ids, which the states keep for the INFO that ends each.
     await raise(q, stmt, items, { recordType: type, ...batch });
+    const at = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+    const states = stmt.arrays(results, [
+      [(r) => r.s.id, 'uuid'],
+      [(r) => JSON.stringify(r.e.state), 'jsonb'],
+      [(r) => at(r.e.evaluatedAt), 'timestamptz'],
+      [(r) => r.e.evaluatedId, 'int8'],
+      [(r) => at(r.e.nextDue()), 'timestamptz'],
+    ]);
+    stmt.with(
+      `UPDATE specifications s SET alert_state = u.st, evaluated_at = u.ea, evaluated_id = u.ei, next_due = u.nd
+         ${received ? ', received_at = now()' : ''}
+         FROM unnest(${states}) AS u(id, st, ea, ei, nd)
+        WHERE s.id = u.id`,
+    );
   }
 }

@@ -6,9 +6,10 @@
 // Each stored reefer (or genset) data record is judged per condition: out-of-range sensor values,
 // unaccepted levels, active alarm codes (controller alarm, CA and scheduler) and power loss. A
 // violation that has lasted `duration` minutes raises one ALERT, again every `frequency` minutes
-// while it lasts; a return to range after an alert raises an INFO. Time is record time
+// while it lasts; a return to range after an alert raises an INFO, which names the violation's
+// latest stored ALERT (clearsEventId; the engine sets that ALERT's clearedAt). Time is record time
 // (whenCreated): a replay gives the same alerts. Every event counts towards an hourly ceiling.
-import type { Reading } from '../events/events.js';
+import type { AlertRef, Reading } from '../events/events.js';
 import { getAtPath } from '../http/dotted-path.js';
 import { iso } from '../http/schemas.js';
 import { LEVEL_SENSORS, type NotificationValue, type RangesValue } from './model.js';
@@ -83,11 +84,16 @@ interface Cond {
   /** When the next alert falls due (null: no more in this violation). */
   due?: number | null;
   last?: number;
+  /**
+   * The violation's latest stored ALERT event, which its INFO ends (absent in a state saved before
+   * events named what they end, or while every alert of it was past the ceiling).
+   */
+  e?: AlertRef;
 }
 
 interface AssetState {
   /** Events raised in the current hour of record time (`s` its start), and those left out past the ceiling. */
-  w?: { s: number; n: number; x: number };
+  w?: { s: number; n: number; x: number; e?: AlertRef };
   powerOn?: boolean;
   powerOffSince?: number | null;
   powerOnSince?: number | null;
@@ -169,6 +175,10 @@ export interface Fired {
   current: Reading;
   prev: Reading | null;
   at: number;
+  /** ALERT: its id once taken (raise.ts), for the INFO that ends it. */
+  ref?: AlertRef;
+  /** INFO: the ALERT event it ends. */
+  clears?: AlertRef;
   /** ALERT only: the record the notification shows, and the asset state at that moment. */
   recordId?: string;
   assetState?: Record<string, string | null>;
@@ -213,9 +223,10 @@ export class Evaluation {
   /**
    * Every event goes through here: up to maxEventsPerHour per hour of record time. The first one
    * past the ceiling becomes one ALERT saying so; the rest are counted, and the count is told in
-   * an INFO event when the hour is over. The conditions' own state moves on as if they had been raised.
+   * an INFO event when the hour is over, which ends that ALERT. The conditions' own state moves on
+   * as if they had been raised. True when `f` is stored (an ALERT then has its `ref`).
    */
-  private raise(f: Fired): void {
+  private raise(f: Fired): boolean {
     const a = this.state.a;
     const limit = this.limits.maxEventsPerHour;
     if (!a.w || f.at - a.w.s >= HOUR) {
@@ -228,14 +239,19 @@ export class Evaluation {
           current: reading(String(a.w.x), end),
           prev: null,
           at: end,
+          clears: a.w.e,
         });
       }
       a.w = { s: f.at, n: 0, x: 0 };
     }
     if (a.w.n < limit) {
       a.w.n++;
+      if (f.severity === 'ALERT') f.ref = { at: f.at };
       this.fired.push(f);
-    } else if (a.w.x++ === 0) {
+      return true;
+    }
+    if (a.w.x++ === 0) {
+      a.w.e = { at: f.at };
       this.fired.push({
         severity: 'ALERT',
         summary: true,
@@ -243,13 +259,15 @@ export class Evaluation {
         current: reading(String(limit), f.at),
         prev: null,
         at: f.at,
+        ref: a.w.e,
       });
     }
+    return false;
   }
 
   private alert(c: Cond, subject: string, current: Reading, prev: Reading | null, at: number, recordId: string | null) {
     const a = this.state.a;
-    this.raise({
+    const f: Fired = {
       severity: 'ALERT',
       subject,
       current,
@@ -258,7 +276,9 @@ export class Evaluation {
       recordId: recordId ?? undefined,
       assetState: { powerOffSince: stamp(a.powerOffSince), powerOnSince: stamp(a.powerOnSince), lastDefrost: stamp(a.lastDefrost) },
       cmData: a.cm ? { ...a.cm, lastUpdated: isoMs(a.cm.lastUpdated as number) } : null,
-    });
+    };
+    // One past the ceiling is not stored: the violation's INFO ends the latest that was.
+    if (this.raise(f)) c.e = f.ref;
     c.n = (c.n ?? 0) + 1;
     c.last = at;
   }
@@ -356,11 +376,19 @@ export class Evaluation {
     }
     if (c.since !== undefined) {
       if ((c.n ?? 0) > 0)
-        this.raise({ severity: 'INFO', subject: subjectOf(rule, v), current: reading(v.value, r.at), prev: prevOf(), at: r.at });
+        this.raise({
+          severity: 'INFO',
+          subject: subjectOf(rule, v),
+          current: reading(v.value, r.at),
+          prev: prevOf(),
+          at: r.at,
+          clears: c.e,
+        });
       delete c.since;
       delete c.n;
       delete c.due;
       delete c.last;
+      delete c.e;
     }
     delete c.subj;
   }
@@ -390,7 +418,14 @@ export class Evaluation {
           const subject = !rule ? `${key} no longer monitored` : v ? subjectOf(rule, v) : `${key} back in range`;
           // Dated in record time: the newest evaluated record, or the last alert if the sweep raised it later.
           const at = Math.max(this.evaluatedAt ?? now, c.last ?? 0);
-          this.raise({ severity: 'INFO', subject, current: reading(c.v, c.at), prev: c.p ? reading(c.p.v, c.p.at) : null, at });
+          this.raise({
+            severity: 'INFO',
+            subject,
+            current: reading(c.v, c.at),
+            prev: c.p ? reading(c.p.v, c.p.at) : null,
+            at,
+            clears: c.e,
+          });
         }
         if (!rule || rule.kind === 'codes') delete this.state.c[key];
         else this.state.c[key] = { v: c.v, at: c.at, p: c.p, bad: false };

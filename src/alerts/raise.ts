@@ -58,7 +58,8 @@ export interface Raised {
 }
 
 /**
- * Adds the events and notifications to `stmt`, both pushed. `recordType`: which data a
+ * Adds the events and notifications to `stmt`, both pushed. An event's `ref` gets its id (before
+ * this returns), so a caller writes it in its state in the same statement. `recordType`: which data a
  * notification shows (reefer data unless a GENSET specification raised it); `records`: the CTE of
  * records stored by the same statement (not yet visible in their table), looked in first.
  */
@@ -70,9 +71,11 @@ export async function raise(
 ): Promise<void> {
   if (items.length === 0) return;
   const paths = opts.paths ?? (await ownerPaths(q, [...new Set(items.map((i) => i.event.ownerId))]));
-  const alerts = items.filter((i) => i.notification);
-  // Notifications name their events, so the events' ids are taken first.
-  const ids = alerts.length ? await allocateIds(q, 'events', items.length) : undefined;
+  // Notifications name their events, and so does an INFO event that ends an ALERT raised here
+  // (its `ref`, which the caller's state keeps too): the events' ids are taken first.
+  const named = items.some((i) => i.notification || i.event.ref);
+  const ids = named ? await allocateIds(q, 'events', items.length) : undefined;
+  if (ids) for (const [n, i] of items.entries()) if (i.event.ref) i.event.ref.id = ids[n]!;
   await insertEvents(
     q,
     stmt,

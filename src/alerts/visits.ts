@@ -4,7 +4,7 @@
 // ends at the first location outside, confirmed (the Left event) once the asset stayed outside for
 // leaveAfterSeconds. A stay shorter than enterAfterSeconds is a pass-by: no event, no visit. A
 // confirmed visit longer than dwellAlertMinutes raises a DWELL alert (event and notification),
-// cleared by an INFO event when the visit ends.
+// cleared by an INFO event when the visit ends, which names that ALERT (the visit keeps its id).
 //
 // Time is record time, as for specification alerts: before a location is applied, whatever fell
 // due before it fires as if the last location persisted, so the result does not depend on when the
@@ -15,7 +15,7 @@
 import { assetXactLock, type Db, type Queryable } from '../db/db.js';
 import { allocateIds, WriteStatement } from '../db/statement.js';
 import type { OwnerPaths } from '../eventlog/log.js';
-import type { NewEvent } from '../events/events.js';
+import type { AlertRef, NewEvent } from '../events/events.js';
 import { iso } from '../http/schemas.js';
 import { type Raised, raise } from './raise.js';
 
@@ -39,6 +39,11 @@ export interface Visit {
   leftAt: number | null;
   lastInsideAt: number;
   dwellAlertedAt: number | null;
+  /**
+   * The dwell alert's ALERT event, which the INFO at the visit's end names: its id (taken when
+   * raised) and time. Null before the alert, and in a visit alerted before events named what they end.
+   */
+  dwellEvent: AlertRef | null;
   /** Dropped: a pass-by (never confirmed), or its zone no longer the asset owner's and unconfirmed. */
   dropped?: boolean;
   changed?: boolean;
@@ -97,6 +102,7 @@ export class AssetVisits {
   }
 
   private fire(kind: Fired['kind'], zone: ZoneRule, visit: Visit, at: number): void {
+    if (kind === 'dwell') visit.dwellEvent = { at };
     this.fired.push({ kind, zone, visit, at });
     visit.changed = true;
   }
@@ -182,6 +188,7 @@ export class AssetVisits {
         leftAt: null,
         lastInsideAt: at,
         dwellAlertedAt: null,
+        dwellEvent: null,
         changed: true,
       };
       this.visits.push(v);
@@ -213,7 +220,7 @@ export class AssetVisits {
     return this.fired.map((f) => {
       const { zone: z, visit: v } = f;
       const reading = (at: number) => ({ value: z.id, whenCreated: isoMs(at) });
-      const event = (subject: string, severity: NewEvent['severity'], since: number): NewEvent => ({
+      const event = (subject: string, severity: NewEvent['severity'], since: number, ends?: AlertRef | null): NewEvent => ({
         ownerId: this.ownerId,
         assetId: this.assetId,
         subject,
@@ -221,6 +228,7 @@ export class AssetVisits {
         currentData: reading(since),
         prevData: null,
         whenCreated: new Date(f.at).toISOString(),
+        ...(severity === 'ALERT' ? { ref: v.dwellEvent! } : { clears: ends ?? null }),
       });
       switch (f.kind) {
         case 'enter':
@@ -228,7 +236,14 @@ export class AssetVisits {
         case 'leave':
           return { event: event(`Left zone ${z.name}`, 'INFO', v.leftAt!) };
         case 'dwellEnd':
-          return { event: event(`Dwell in zone ${z.name} ended after ${minutes(v.leftAt! - v.enteredAt)} minutes`, 'INFO', v.leftAt!) };
+          return {
+            event: event(
+              `Dwell in zone ${z.name} ended after ${minutes(v.leftAt! - v.enteredAt)} minutes`,
+              'INFO',
+              v.leftAt!,
+              v.dwellEvent,
+            ),
+          };
         default:
           return {
             event: event(`In zone ${z.name} for more than ${minutes(z.dwellMs!)} minutes`, 'ALERT', v.enteredAt),
@@ -257,6 +272,7 @@ interface VisitRow {
   left_at: Date | null;
   last_inside_at: Date;
   dwell_alerted_at: Date | null;
+  dwell_event_id: string | null;
 }
 
 const ms = (d: Date | null) => (d === null ? null : d.getTime());
@@ -269,10 +285,11 @@ const toVisit = (r: VisitRow): Visit => ({
   leftAt: ms(r.left_at),
   lastInsideAt: r.last_inside_at.getTime(),
   dwellAlertedAt: ms(r.dwell_alerted_at),
+  dwellEvent: r.dwell_event_id === null ? null : { id: r.dwell_event_id, at: r.dwell_alerted_at!.getTime() },
 });
 
-const VISIT_COLUMNS =
-  'v.id::text, v.asset_id, v.zone_id::text, v.entered_at, v.confirmed_at, v.leaving_at, v.left_at, v.last_inside_at, v.dwell_alerted_at';
+const VISIT_COLUMNS = `v.id::text, v.asset_id, v.zone_id::text, v.entered_at, v.confirmed_at, v.leaving_at, v.left_at,
+   v.last_inside_at, v.dwell_alerted_at, v.dwell_event_id::text`;
 
 /** A zone's timings or owner changed: its open visits are looked at again by the next sweep. */
 export async function rescheduleVisits(q: Queryable, zoneId: string): Promise<void> {
@@ -301,6 +318,13 @@ export async function saveVisits(
   paths?: OwnerPaths,
   allocate = false,
 ): Promise<void> {
+  // First: raise() gives a dwell alert its id, which its visit keeps for the INFO that ends it.
+  await raise(
+    q,
+    stmt,
+    assets.flatMap((a) => a.raised()),
+    paths ? { paths } : {},
+  );
   const at = (t: number | null) => (t === null ? null : new Date(t).toISOString());
   const changed = assets.flatMap((a) => a.visits.filter((v) => v.changed).map((v) => ({ a, v, fresh: v.id === null })));
   const gone = changed.filter((x) => x.v.dropped && x.v.id !== null).map((x) => x.v.id!);
@@ -324,29 +348,25 @@ export async function saveVisits(
       [(x) => at(x.v.leftAt), 'timestamptz'],
       [(x) => at(x.v.lastInsideAt), 'timestamptz'],
       [(x) => at(x.v.dwellAlertedAt), 'timestamptz'],
+      [(x) => x.v.dwellEvent?.id ?? null, 'int8'],
       [(x) => at(x.a.nextDue(x.v)), 'timestamptz'],
     ]);
-    const u =
-      'u(fresh, id, asset_id, zone_id, owner_id, entered_at, confirmed_at, leaving_at, left_at, last_inside_at, dwell_alerted_at, next_due)';
+    const u = `u(fresh, id, asset_id, zone_id, owner_id, entered_at, confirmed_at, leaving_at, left_at, last_inside_at, dwell_alerted_at,
+                 dwell_event_id, next_due)`;
     stmt.with(
       `UPDATE zone_visits v SET confirmed_at = u.confirmed_at, leaving_at = u.leaving_at, left_at = u.left_at,
-              last_inside_at = u.last_inside_at, dwell_alerted_at = u.dwell_alerted_at, next_due = u.next_due, when_updated = now()
+              last_inside_at = u.last_inside_at, dwell_alerted_at = u.dwell_alerted_at, dwell_event_id = u.dwell_event_id,
+              next_due = u.next_due, when_updated = now()
          FROM unnest(${cols}) AS ${u} WHERE v.id = u.id AND NOT u.fresh`,
     );
     stmt.with(
       `INSERT INTO zone_visits (id, asset_id, zone_id, owner_id, entered_at, confirmed_at, leaving_at, left_at, last_inside_at,
-                                dwell_alerted_at, next_due) OVERRIDING SYSTEM VALUE
+                                dwell_alerted_at, dwell_event_id, next_due) OVERRIDING SYSTEM VALUE
        SELECT COALESCE(id, nextval(pg_get_serial_sequence('zone_visits', 'id'))), asset_id, zone_id, owner_id, entered_at,
-              confirmed_at, leaving_at, left_at, last_inside_at, dwell_alerted_at, next_due
+              confirmed_at, leaving_at, left_at, last_inside_at, dwell_alerted_at, dwell_event_id, next_due
          FROM unnest(${cols}) AS ${u} WHERE u.fresh`,
     );
   }
-  await raise(
-    q,
-    stmt,
-    assets.flatMap((a) => a.raised()),
-    paths ? { paths } : {},
-  );
 }
 
 /** A zone's row as ZONE_RULE_COLUMNS reads it. */

@@ -91,6 +91,51 @@ test('past maxEventsPerHour one summary ALERT, then a count when the hour is ove
     'INFO Alarm e cleared @70',
   ]);
   assert.equal(e.fired.filter((f) => f.summary).length, 2, 'the two summaries (no notification for them)');
+  // The count ends the summary ALERT; alarm e's INFO ends nothing stored (its ALERT was only counted).
+  const [limit, count, cleared] = e.fired.slice(3);
+  assert.ok(limit!.ref && count!.clears === limit!.ref, 'the count names the summary');
+  assert.equal(cleared!.clears, undefined);
+  assert.equal(e.state.a.w!.e, undefined, "the new hour's window has no summary");
+});
+
+test('the INFO that ends a violation names its latest stored ALERT, kept in the state between evaluations', () => {
+  const e = evaluation(supplyAir([0, 5, 0, 10]));
+  feed(e, [0, { supplyAirTemperature: 9 }], [10, { supplyAirTemperature: 9 }]);
+  const [first, repeat] = e.fired;
+  assert.deepEqual(first!.ref, { at: T0 });
+  assert.deepEqual(repeat!.ref, { at: T0 + 10 * MIN });
+  // raise() fills in the ids before the state is written; the state holds the latest.
+  first!.ref!.id = '41';
+  repeat!.ref!.id = '42';
+  const saved = JSON.parse(JSON.stringify(e.state)) as AlertState;
+  assert.deepEqual(saved.c.supplyAirTemperature!.e, { at: T0 + 10 * MIN, id: '42' });
+  const next = new Evaluation(saved, e.rules, { at: e.evaluatedAt, id: e.evaluatedId }, LIMITS);
+  feed(next, [15, { supplyAirTemperature: 4 }]);
+  assert.deepEqual(
+    next.fired.map((f) => [f.severity, f.clears]),
+    [['INFO', { at: T0 + 10 * MIN, id: '42' }]],
+  );
+  assert.equal(saved.c.supplyAirTemperature!.e, undefined, 'forgotten with the violation');
+  // An ALERT and its end in one evaluation: the INFO holds the ALERT's own reference (its id comes later).
+  const both = evaluation(supplyAir([0, 5, 0, 0]));
+  feed(both, [0, { supplyAirTemperature: 9 }], [1, { supplyAirTemperature: 3 }]);
+  assert.equal(both.fired[1]!.clears, both.fired[0]!.ref);
+  // A state saved before ALERTs were kept: the INFO names nothing.
+  const old = { c: { supplyAirTemperature: { v: '9', at: T0, bad: true, since: T0, n: 1, due: null, last: T0 } }, a: {} } as AlertState;
+  const upgraded = new Evaluation(old, rulesOf(supplyAir([0, 5, 0, 0]) as never, null), { at: T0, id: '1' }, LIMITS);
+  feed(upgraded, [5, { supplyAirTemperature: 3 }]);
+  assert.deepEqual(
+    upgraded.fired.map((f) => [f.severity, f.clears]),
+    [['INFO', undefined]],
+  );
+  // A changed specification that ends the violation names it too.
+  const state = { c: {}, a: {} } as AlertState;
+  const before = new Evaluation(state, rulesOf(supplyAir([0, 5, 0, 0]) as never, null), { at: null, id: null }, LIMITS);
+  feed(before, [0, { supplyAirTemperature: 9 }]);
+  before.fired[0]!.ref!.id = '7';
+  const after = new Evaluation(state, rulesOf(null, null), { at: before.evaluatedAt, id: before.evaluatedId }, LIMITS);
+  after.respecify(T0 + MIN);
+  assert.deepEqual(after.fired[0]!.clears, { at: T0, id: '7' });
 });
 
 test('timings that could break the date arithmetic (a stored 5e-324 minutes) become whole seconds; nothing throws', () => {
