@@ -11,7 +11,7 @@ import { Badge, ErrorLine, SecretOnce } from './ui.js';
 export interface Integration {
   id: string;
   name: string;
-  channel: 'webhook' | 'mqtt' | 'kafka';
+  channel: 'webhook' | 'mqtt' | 'kafka' | 'email';
   enabled: boolean;
   ownerIds: string[];
   objectTypes: string[];
@@ -41,14 +41,16 @@ interface Owner {
   name: string;
 }
 
-const CHANNEL_TITLES: Record<string, string> = { webhook: 'Webhooks', mqtt: 'MQTT', kafka: 'Kafka' };
+const CHANNEL_TITLES: Record<string, string> = { webhook: 'Webhooks', mqtt: 'MQTT', kafka: 'Kafka', email: 'E-mail' };
 const RECORD_TYPES = ['asset', 'location', 'sensorData', 'reeferData', 'gensetData', 'oemData'];
 const MORE_TYPES = ['event', 'notification', 'command', 'integrationStatus'];
 
 /** Whether this credential may change it: the operator any, a customer those customers made. */
 const manageable = (i: Integration, admin: boolean) => admin || i.managedBy === 'customer';
 const where = (i: Integration) =>
-  i.channel === 'webhook' ? i.destination : `${i.channel === 'mqtt' ? i.mqtt?.url : i.kafka?.brokers.join(', ')} · ${i.destination}`;
+  i.channel === 'webhook' || i.channel === 'email'
+    ? i.destination
+    : `${i.channel === 'mqtt' ? i.mqtt?.url : i.kafka?.brokers.join(', ')} · ${i.destination}`;
 
 /** A labelled control: `id` names the control inside (the label points at it). */
 function Field({ label, id, children }: { label: string; id: string; children: preact.ComponentChildren }) {
@@ -298,7 +300,7 @@ export function Integrations({ admin, attempts }: { admin: boolean; attempts: At
       <ErrorLine error={error} />
       {shown ? <SecretOnce label={`Signing secret of ${shown.name}`} value={shown.secret} onDone={() => setShown(null)} /> : null}
       {creating && owners.length ? <NewIntegration owners={owners} onCreated={created} onCancel={() => setCreating(false)} /> : null}
-      {['webhook', 'mqtt', 'kafka'].map((ch) =>
+      {['webhook', 'mqtt', 'kafka', 'email'].map((ch) =>
         byChannel(ch).length ? (
           <div key={ch}>
             <h3>{CHANNEL_TITLES[ch]}</h3>

@@ -58,6 +58,9 @@ import type { Channel } from './delivery/channels/channel.js';
 import { kafkaChannel } from './delivery/channels/kafka/index.js';
 import { mqttChannel } from './delivery/channels/mqtt/index.js';
 import { webhookChannel } from './delivery/channels/webhook/index.js';
+import { emailChannel } from './delivery/channels/email/index.js';
+import { Mailer } from './email/mailer.js';
+import { emailLinkRoutes } from './email/routes.js';
 import { DeliveryEngine } from './delivery/engine.js';
 import { type DeliveryCounters, DeliveryProcesses } from './delivery/processes.js';
 import { KafkaFirstAttempts } from './eventlog/consumer.js';
@@ -523,6 +526,7 @@ export async function buildApp(
     },
   });
   await app.register(dashboardRoutes, { realm: cfg.AUTH_REALM });
+  await app.register(emailLinkRoutes, { db, secretsKey, linkHours: cfg.EMAIL_LINK_HOURS });
   // Devices send here, at the server root: they carry no token (src/ingest/).
   await app.register(osmandRoutes, { ingest: app.services.ingest });
   await app.register(traccarRoutes, { ingest: app.services.ingest, token: cfg.INGEST_TRACCAR_TOKEN });
@@ -560,6 +564,26 @@ export async function buildApp(
   return app;
 }
 
+/** What the e-mail channel needs (API guide 9, "E-mail"): one SMTP pool per process, made when first used. */
+function emailDeps(db: Db, cfg: Config, secretsKey: Buffer, log: FastifyBaseLogger) {
+  let mailer: Mailer | null = null;
+  const smtpUrl = cfg.SMTP_URL;
+  return {
+    db,
+    secretsKey,
+    log,
+    publicUrl: () => cfg.publicUrl,
+    mailer: () => {
+      if (smtpUrl && !mailer) mailer = new Mailer({ ...cfg, SMTP_URL: smtpUrl });
+      return mailer;
+    },
+    allowedDomains: cfg.EMAIL_ALLOWED_DOMAINS,
+    linkHours: cfg.EMAIL_LINK_HOURS,
+    tickMs: cfg.EMAIL_TICK_MS,
+    onClose: () => mailer?.close(),
+  };
+}
+
 /** The delivery process's entry, as this file is run (.ts under tsx, .js when built). */
 const here = fileURLToPath(import.meta.url);
 const DELIVERY_MAIN = path.join(path.dirname(here), `delivery-main${path.extname(here)}`);
@@ -574,6 +598,7 @@ export function deliveryEngine(db: Db, cfg: Config, secretsKey: Buffer, policy: 
     ['webhook', webhookChannel(policy, () => cfg.publicUrl)],
     ['mqtt', mqttChannel(policy)],
     ['kafka', kafkaChannel(policy)],
+    ['email', emailChannel(emailDeps(db, cfg, secretsKey, log))],
   ]);
   const source = cfg.EVENT_LOG === 'kafka' ? new KafkaFirstAttempts(db, cfg, cfg.DELIVERY_POLL_MS, log) : new PostgresFirstAttempts();
   return new DeliveryEngine(

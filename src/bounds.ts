@@ -7,7 +7,17 @@
 // Why a bound at all: the service is shared. Whatever one caller can make grow without limit
 // (bytes, rows, partitions, CPU on the event loop, open streams) is paid by every other tenant.
 
-export type BoundUnit = 'bytes' | 'count' | 'milliseconds' | 'seconds' | 'days' | 'hours' | 'per second' | 'per minute' | 'characters';
+export type BoundUnit =
+  | 'bytes'
+  | 'count'
+  | 'milliseconds'
+  | 'seconds'
+  | 'days'
+  | 'hours'
+  | 'per second'
+  | 'per minute'
+  | 'per hour'
+  | 'characters';
 
 export interface Bound {
   /** The configuration variable that changes it, or null where it is fixed. */
@@ -253,6 +263,20 @@ export const BOUNDS = {
     unit: 'count',
     what: "a customer integration's maxConcurrentRequests",
     past: '400 VALIDATION_FAILED naming the field',
+  },
+  emailRecipients: {
+    setting: 'EMAIL_MAX_RECIPIENTS',
+    value: 10,
+    unit: 'count',
+    what: "distinct addresses of one e-mail integration (to, cc and escalateTo together), anyone's",
+    past: '400 VALIDATION_FAILED naming /email/to',
+  },
+  emailMessagesPerHour: {
+    setting: 'EMAIL_MAX_MESSAGES_PER_HOUR',
+    value: 60,
+    unit: 'per hour',
+    what: "messages a customer's e-mail integration sends in any hour (its maxMessagesPerHour, which defaults to this)",
+    past: '400 VALIDATION_FAILED naming /email/maxMessagesPerHour; past the hour, alerts wait for the next digest',
   },
   streamsPerOwner: {
     setting: 'STREAM_MAX_OPEN_PER_OWNER',

@@ -149,6 +149,32 @@ const spec = {
   CUSTOMER_MAX_INTEGRATIONS: [int(0, 100_000), '10'],
   CUSTOMER_MAX_ITEMS_PER_MINUTE: [int(1, 100_000_000), '60000'],
   CUSTOMER_MAX_CONCURRENT_REQUESTS: [int(1, 256), '8'],
+  // E-mail (API guide 9, "E-mail"): the SMTP server alerts go through (smtp:// with STARTTLS when
+  // the server offers it, or smtps://; unset: the e-mail channel refuses integrations), its
+  // credentials when not in the URL, the sender, the domains recipients may be at (empty: any),
+  // the ceilings on an integration's recipients and a customer's messages per hour, and how long
+  // a mailed acknowledgement link stays valid.
+  SMTP_URL: [url(['smtp:', 'smtps:']), undefined],
+  SMTP_USERNAME: [str, undefined],
+  SMTP_PASSWORD: [str, undefined],
+  SMTP_FROM: [str, 'Asset tracking <alerts@localhost>'],
+  EMAIL_ALLOWED_DOMAINS: [
+    (raw: string) =>
+      raw
+        .split(',')
+        .map((s) => s.trim().toLowerCase())
+        .filter(Boolean)
+        .map((d) => {
+          if (!/^[a-z0-9.-]+\.[a-z0-9-]+$/.test(d)) throw new Error(`"${d}" is not a domain`);
+          return d;
+        }),
+    '',
+  ],
+  EMAIL_MAX_RECIPIENTS: [int(1, 1000), '10'],
+  EMAIL_MAX_MESSAGES_PER_HOUR: [int(1, 100_000), '60'],
+  EMAIL_LINK_HOURS: [int(1, 30 * 24), '72'],
+  // How often each delivering process looks for digests, escalations and confirmations to mail.
+  EMAIL_TICK_MS: [int(0, 3_600_000), '5000'],
   // The audit log (API guide 14): how long its entries are kept.
   AUDIT_RETENTION_DAYS: [int(1, 36500), '365'],
   // Exports (API guide 5): the longest from..to range one export may cover.

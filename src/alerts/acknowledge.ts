@@ -6,7 +6,7 @@
 // (migration 0028), so every read and export shows them.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import { recordMany } from '../audit/audit.js';
+import { type AuditActor, recordMany } from '../audit/audit.js';
 import { BOUNDS } from '../bounds.js';
 import type { Db, Queryable } from '../db/db.js';
 import { Event, toEventApi } from '../events/events.js';
@@ -51,6 +51,18 @@ async function acknowledge(q: Queryable, t: Tenancy, ids: string[], at: (n: numb
     if (s === undefined) throw missing(at(n));
     if (s !== 'ALERT') throw conflict(`event ${id} is an ${s} event: only an ALERT event is acknowledged`, at(n));
   }
+  await acknowledgeEvents(q, t, ids);
+  const { rows } = await q.query('SELECT * FROM events WHERE id = ANY($1::int8[])', [ids]);
+  const byId = new Map(rows.map((r) => [String(r.id), r]));
+  return ids.map((id) => toEventApi(byId.get(id) as Parameters<typeof toEventApi>[0]));
+}
+
+/**
+ * Records `who` as having acknowledged the ALERT events `ids` (seen, checked, by the caller) and
+ * their notifications, with their audit entries; an alert already acknowledged keeps its first.
+ * Answers the ids this call acknowledged.
+ */
+export async function acknowledgeEvents(q: Queryable, who: AuditActor, ids: string[]): Promise<string[]> {
   // The first acknowledgement stands: rows already acknowledged are left as they are.
   const { rows: changed } = await q.query<{ id: string; owner_id: string; acknowledged_at: Date }>(
     `WITH ev AS (
@@ -63,23 +75,21 @@ async function acknowledge(q: Queryable, t: Tenancy, ids: string[], at: (n: numb
          FROM ev WHERE notifications.event_id = ev.id AND notifications.acknowledged_at IS NULL
          RETURNING 1)
      SELECT id::text, owner_id, acknowledged_at FROM ev`,
-    [ids, t.principal.actor],
+    [ids, who.principal.actor],
   );
   // One entry each, written in one statement (a bulk of 1,000 is not 1,000 round trips).
   await recordMany(
     q,
-    t,
+    who,
     changed.map((r) => ({
       action: 'acknowledge',
       type: 'event',
       id: r.id,
       ownerId: r.owner_id,
-      after: { acknowledgedAt: r.acknowledged_at.toISOString(), acknowledgedBy: t.principal.actor },
+      after: { acknowledgedAt: r.acknowledged_at.toISOString(), acknowledgedBy: who.principal.actor },
     })),
   );
-  const { rows } = await q.query('SELECT * FROM events WHERE id = ANY($1::int8[])', [ids]);
-  const byId = new Map(rows.map((r) => [String(r.id), r]));
-  return ids.map((id) => toEventApi(byId.get(id) as Parameters<typeof toEventApi>[0]));
+  return changed.map((r) => r.id);
 }
 
 export const acknowledgeRoutes: FastifyPluginAsyncTypebox<{ db: Db }> = async (app, { db }) => {

@@ -127,6 +127,8 @@ export function actorOf(actor: string): Actor {
   if (kind === 'apikey') return { type: 'apiKey', id };
   if (kind === 'client') return { type: 'client', id };
   if (kind === 'system') return { type: 'system', id };
+  // An alert acknowledged by a mailed link: the service acted on the recipient's word.
+  if (kind === 'email') return { type: 'system', id: actor };
   return { type: 'user', id };
 }
 
@@ -169,7 +171,10 @@ export async function record(q: Queryable, e: Entry): Promise<void> {
 }
 
 /** Several entries of one request in one statement (a bulk's changes: one row each, one round trip). */
-export async function recordMany(q: Queryable, t: Tenancy, changes: AuditedChange[]): Promise<void> {
+/** Who made a change: a request's tenancy, or one without a credential (an e-mailed link: its actor says whose). */
+export type AuditActor = { readonly principal: { readonly actor: string }; readonly address: string | null };
+
+export async function recordMany(q: Queryable, t: AuditActor, changes: AuditedChange[]): Promise<void> {
   if (changes.length === 0) return;
   const actor = actorOf(t.principal.actor);
   await q.query(

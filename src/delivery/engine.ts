@@ -184,6 +184,11 @@ export class DeliveryEngine {
     private readonly source: FirstAttemptSource,
   ) {}
 
+  /** A channel of this engine by name (tests drive the e-mail channel's clock through it). */
+  channel(name: string): Channel | undefined {
+    return this.channels.get(name);
+  }
+
   start(): void {
     if (this.running) return;
     this.running = true;

@@ -31,7 +31,10 @@ export async function manageableRow(q: Queryable, t: Tenancy, id: string): Promi
   return row;
 }
 
-type Limits = Pick<Config, 'CUSTOMER_MAX_INTEGRATIONS' | 'CUSTOMER_MAX_ITEMS_PER_MINUTE' | 'CUSTOMER_MAX_CONCURRENT_REQUESTS'>;
+type Limits = Pick<
+  Config,
+  'CUSTOMER_MAX_INTEGRATIONS' | 'CUSTOMER_MAX_ITEMS_PER_MINUTE' | 'CUSTOMER_MAX_CONCURRENT_REQUESTS' | 'EMAIL_MAX_MESSAGES_PER_HOUR'
+>;
 
 /**
  * A customer's save within the operator's ceilings: the pace (no maxItemsPerMinute means the
@@ -42,14 +45,21 @@ export async function withinCustomerLimits(q: Queryable, t: Tenancy, limits: Lim
   if (t.isAdmin) return;
   const key = v.channel;
   const s = v.settings;
-  if (s.maxItemsPerMinute === null || s.maxItemsPerMinute === undefined) s.maxItemsPerMinute = limits.CUSTOMER_MAX_ITEMS_PER_MINUTE;
+  if (key === 'email') {
+    if ((s.maxMessagesPerHour as number) > limits.EMAIL_MAX_MESSAGES_PER_HOUR) {
+      throw badRequest(
+        `/email/maxMessagesPerHour: at most ${limits.EMAIL_MAX_MESSAGES_PER_HOUR} for a customer's integration (EMAIL_MAX_MESSAGES_PER_HOUR)`,
+        '/email/maxMessagesPerHour',
+      );
+    }
+  } else if (s.maxItemsPerMinute === null || s.maxItemsPerMinute === undefined) s.maxItemsPerMinute = limits.CUSTOMER_MAX_ITEMS_PER_MINUTE;
   if ((s.maxItemsPerMinute as number) > limits.CUSTOMER_MAX_ITEMS_PER_MINUTE) {
     throw badRequest(
       `/${key}/maxItemsPerMinute: at most ${limits.CUSTOMER_MAX_ITEMS_PER_MINUTE} for a customer's integration`,
       `/${key}/maxItemsPerMinute`,
     );
   }
-  if ((s.maxConcurrentRequests as number) > limits.CUSTOMER_MAX_CONCURRENT_REQUESTS) {
+  if (key !== 'email' && (s.maxConcurrentRequests as number) > limits.CUSTOMER_MAX_CONCURRENT_REQUESTS) {
     throw badRequest(
       `/${key}/maxConcurrentRequests: at most ${limits.CUSTOMER_MAX_CONCURRENT_REQUESTS} for a customer's integration`,
       `/${key}/maxConcurrentRequests`,

@@ -13,6 +13,7 @@ import type { Tenancy } from '../../tenancy/tenancy.js';
 import { type AddressPolicy, refusedAs400, vetUrl } from '../address.js';
 import { filterFields, OBJECT_TYPES, type ObjectType, PUSH_FIELDS, RECORD_TYPES } from '../../eventlog/objects.js';
 import { checkTopics, composeKafka, composeMqtt } from './broker-settings.js';
+import { composeEmail, type EmailRules } from './email-settings.js';
 import { newSigningSecret, type Row, SECRET_OVERLAP_MS, type Secrets } from './model.js';
 import {
   type AuthIn,
@@ -28,7 +29,7 @@ import { publicAuth, stripSecretFlags } from './view.js';
 
 /** Merges input over the current row (PATCH) or defaults (create/PUT) and validates it all. */
 export async function compose(
-  deps: { secretsKey: Buffer; policy: AddressPolicy },
+  deps: { secretsKey: Buffer; policy: AddressPolicy; email: EmailRules },
   t: Tenancy,
   q: Queryable,
   b: IntegrationInput,
@@ -53,9 +54,14 @@ export async function compose(
   }
   // A chat format's defaults: events and notifications, and of the events only INFO ones (an ALERT
   // event's notification is the same alert, and the message is built from it: one alert, one message).
+  // E-mail's: the same types, and only ALERT events (the filter the API guide's example shows).
+  const email = channel === 'email';
   const chat = channel === 'webhook' && (b.webhook?.format ?? base?.settings.format ?? 'standard') !== 'standard';
-  const objectTypes = b.objectTypes ?? base?.object_types ?? (chat ? [...CHAT_TYPES] : [...RECORD_TYPES]);
-  const chatFilter = chat && mode !== 'patch' && CHAT_TYPES.every((t) => objectTypes.includes(t)) ? { severity: ['INFO'] } : null;
+  const objectTypes = b.objectTypes ?? base?.object_types ?? (chat || email ? [...CHAT_TYPES] : [...RECORD_TYPES]);
+  const chatFilter =
+    (chat || email) && mode !== 'patch' && CHAT_TYPES.every((t) => objectTypes.includes(t))
+      ? { severity: [email ? 'ALERT' : 'INFO'] }
+      : null;
   // A merge patch merges into the stored filter ({"filter": {"severity": null}} drops that member).
   const filterIn =
     b.filter === undefined
@@ -64,6 +70,14 @@ export async function compose(
         ? mergePatch(base?.filter ?? {}, b.filter)
         : b.filter;
   const { filter, typeFilters } = compileFilter(filterIn as Record<string, unknown[]> | null, objectTypes as ObjectType[]);
+  if (email) {
+    for (const f of ['destination', 'destinations'] as const) {
+      if (b[f] !== undefined) throw badRequest(`/${f}: an e-mail integration's recipients are in email.to; leave ${f} out`, `/${f}`);
+    }
+    checkAlertTypes('email', objectTypes);
+  } else if (!(b.destination ?? base?.destination)) {
+    throw badRequest(`/destination is required: the ${channel === 'webhook' ? 'URL' : 'topic prefix'} events go to`, '/destination');
+  }
   const destination = b.destination ?? base?.destination ?? '';
   const destinations = (b.destinations ?? base?.destinations ?? {}) as Record<string, string>;
   if (channel === 'webhook') {
@@ -73,7 +87,7 @@ export async function compose(
         throw badRequest(`/destinations: unknown object type "${type}"`, `/destinations/${type}`);
       await refusedAs400(`/destinations/${type}`, () => vetUrl(url, policy));
     }
-  } else checkTopics(channel, destination, destinations);
+  } else if (!email) checkTopics(channel, destination, destinations);
   const retryIn = { ...(base?.retry ?? {}), ...(b.retry ?? {}) };
   const retry = {
     scheduleSeconds: retryIn.scheduleSeconds ?? DEFAULT_SCHEDULE_SECONDS,
@@ -94,6 +108,21 @@ export async function compose(
     maxBacklogHours: b.maxBacklogHours ?? base?.max_backlog_hours ?? 72,
     autoDisableAfterHours: b.autoDisableAfterHours ?? base?.auto_disable_after_hours ?? 48,
   };
+  if (email) {
+    const settings = composeEmail(
+      b.email as Record<string, unknown> | undefined,
+      mode === 'patch' ? (cur?.settings ?? null) : null,
+      deps.email,
+    );
+    return {
+      ...common,
+      // What the history and lists show as where it goes.
+      destination: `mailto:${settings.to.join(',')}`,
+      settings: settings as unknown as Record<string, unknown>,
+      secrets: sealSecrets(secretsKey, { auth: null, signingSecret: null }),
+      shownSecret: undefined,
+    };
+  }
   if (channel !== 'webhook') {
     // The stored public settings without the flags that only describe secrets; PATCH merges over them.
     const stored = stripSecretFlags(cur?.settings ?? {});
@@ -173,19 +202,24 @@ export async function compose(
  * object) would send what no chat shows; each is a 400 naming what to change.
  */
 function checkChatFormat(format: WebhookFormat, settings: { mode: string; injectEventId: boolean }, objectTypes: readonly string[]): void {
-  const other = objectTypes.filter((t) => !(CHAT_TYPES as readonly string[]).includes(t));
-  if (other.length) {
-    throw badRequest(
-      `/objectTypes: the ${format} format sends events and notifications only; leave out ${other.join(', ')} (a webhook of the standard format sends them)`,
-      '/objectTypes',
-    );
-  }
+  checkAlertTypes(`${format} format`, objectTypes);
   if (settings.mode !== 'single')
     throw badRequest(`/webhook/mode: the ${format} format sends one message per object (mode single)`, '/webhook/mode');
   if (settings.injectEventId) {
     throw badRequest(
       `/webhook/injectEventId: the ${format} format's body is a chat message, which carries no event id`,
       '/webhook/injectEventId',
+    );
+  }
+}
+
+/** A message a person reads (chat, e-mail) tells of events and notifications: any other type is a 400. */
+function checkAlertTypes(what: string, objectTypes: readonly string[]): void {
+  const other = objectTypes.filter((t) => !(CHAT_TYPES as readonly string[]).includes(t));
+  if (other.length) {
+    throw badRequest(
+      `/objectTypes: the ${what} sends events and notifications only; leave out ${other.join(', ')} (a webhook of the standard format sends them)`,
+      '/objectTypes',
     );
   }
 }

@@ -6,7 +6,7 @@ import type { ObjectType } from '../../eventlog/objects.js';
 import type { AuthIn, ChannelName, WebhookFormat } from './schemas.js';
 
 /** What the engine and the channels need, decrypted: a union keyed by channel. */
-export type IntegrationConfig = WebhookIntegration | MqttIntegration | KafkaIntegration;
+export type IntegrationConfig = WebhookIntegration | MqttIntegration | KafkaIntegration | EmailIntegration;
 
 export interface IntegrationBase {
   id: string;
@@ -76,6 +76,26 @@ export interface KafkaIntegration extends IntegrationBase {
     ssl: { ca: string | null; cert: string | null; key: string | null } | null;
     metadata: Record<string, string | number | boolean>;
   };
+}
+
+/** The e-mail channel's settings (API guide 9, "E-mail"): addresses in lower case. */
+export interface EmailSettings {
+  to: string[];
+  cc: string[];
+  escalateTo: string[];
+  escalateAfterMinutes: number | null;
+  minIntervalMinutes: number;
+  maxMessagesPerHour: number;
+  timeZone: string;
+}
+
+export interface EmailIntegration extends IntegrationBase {
+  channel: 'email';
+  email: EmailSettings;
+  /** With notifications, an ALERT event is told by its notification (one alert, one message). */
+  objectTypes: string[];
+  /** Who made it: a customer's recipients confirm before they are mailed. */
+  managedBy: 'operator' | 'customer';
 }
 
 export interface Row {

@@ -8,7 +8,8 @@ import crypto from 'node:crypto';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { Config } from '../../config.js';
-import type { Db } from '../../db/db.js';
+import type { Db, Queryable } from '../../db/db.js';
+import { recipientsOf, syncRecipients } from '../../email/recipients.js';
 import { listPage } from '../../http/paging.js';
 import { IdParam, iso } from '../../http/schemas.js';
 import type { AddressPolicy } from '../address.js';
@@ -27,7 +28,22 @@ export const integrationRoutes: FastifyPluginAsyncTypebox<{ db: Db; secretsKey: 
   opts,
 ) => {
   const { db, secretsKey, policy, limits } = opts;
-  const deps = { secretsKey, policy };
+  const deps = {
+    secretsKey,
+    policy,
+    email: {
+      smtpConfigured: limits.SMTP_URL !== undefined,
+      allowedDomains: limits.EMAIL_ALLOWED_DOMAINS,
+      maxRecipients: limits.EMAIL_MAX_RECIPIENTS,
+      defaultMessagesPerHour: limits.EMAIL_MAX_MESSAGES_PER_HOUR,
+    },
+  };
+  /** An e-mail integration's recipients follow its settings (trusted when the operator made it). */
+  const syncEmail = async (q: Queryable, row: Row) => {
+    if (row.channel !== 'email') return;
+    const st = row.settings as { to: string[]; cc: string[]; escalateTo: string[] };
+    await syncRecipients(q, row.id, [...new Set([...st.to, ...st.cc, ...st.escalateTo])], row.managed_by === 'operator');
+  };
   await signUnsignedIntegrations(db, secretsKey);
   const tags = ['integrations'];
   const withStats = async (row: Row) => ({ ...toApi(row), stats: statsApi(await stats(db, row.id)) });
@@ -81,6 +97,7 @@ export const integrationRoutes: FastifyPluginAsyncTypebox<{ db: Db; secretsKey: 
           ownerId: t.principal.ownerId,
         };
         const row = await saveRow(q, id, v, maker);
+        await syncEmail(q, row);
         await startIntegration(q, id);
         await audit(q, t, {
           action: 'create',
@@ -102,7 +119,13 @@ export const integrationRoutes: FastifyPluginAsyncTypebox<{ db: Db; secretsKey: 
     schema: { tags, summary: 'Get a push integration, with its delivery stats', params: IdParam, response: { 200: Integration } },
     handler: async (req) => {
       const row = await visibleRow(db, req.tenancy, req.params.id);
-      return { ...(await withStats(row)), healthLog: await healthApi(row.id) };
+      const out = { ...(await withStats(row)), healthLog: await healthApi(row.id) };
+      if (!out.email) return out;
+      const recipients = (await recipientsOf(db, [row.id])).get(row.id) ?? [];
+      return {
+        ...out,
+        email: { ...out.email, recipients: recipients.map((r) => ({ address: r.address, confirmedAt: iso(r.confirmedAt) })) },
+      };
     },
   });
 
@@ -119,6 +142,7 @@ export const integrationRoutes: FastifyPluginAsyncTypebox<{ db: Db; secretsKey: 
       const v = await compose(deps, req.tenancy, q, body, cur, mode);
       await withinCustomerLimits(q, req.tenancy, limits, v, false);
       let row = await saveRow(q, id, v, null);
+      await syncEmail(q, row);
       if (!cur.enabled && row.enabled) {
         // Enabled again: healthy until proven otherwise; what is within maxBacklogHours goes out.
         await enabledAgain(q, id, req.tenancy.principal.actor);

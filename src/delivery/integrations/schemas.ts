@@ -160,7 +160,42 @@ export const KafkaIn = Type.Object({
   ...BrokerFlow,
 });
 
-export const CHANNELS = ['webhook', 'mqtt', 'kafka'] as const;
+/** An address as the e-mail channel takes it: one mailbox, no display name (RFC 5321's 254 characters at most). */
+export const EmailAddress = Type.String({
+  minLength: 3,
+  maxLength: 254,
+  pattern:
+    "^[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]+@[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+$",
+  description: 'An e-mail address (local@domain, no display name)',
+});
+
+const Recipients = (description: string) => Type.Array(EmailAddress, { maxItems: 1000, uniqueItems: true, description });
+
+export const EmailIn = Type.Object({
+  to: Recipients('Who each alert is mailed to; at least one'),
+  cc: Type.Optional(Recipients('Copied on each alert')),
+  escalateTo: Type.Optional(Recipients('Who an alert neither acknowledged nor cleared within escalateAfterMinutes is mailed to, once')),
+  escalateAfterMinutes: Type.Optional(Nullable(Type.Integer({ minimum: 1, maximum: 10_080, description: 'Default 30 with escalateTo' }))),
+  minIntervalMinutes: Type.Optional(
+    Type.Integer({
+      minimum: 0,
+      maximum: 1440,
+      description: 'At most one message per asset this often; what arrives in between is told in the next one (a digest). Default 15',
+    }),
+  ),
+  maxMessagesPerHour: Type.Optional(
+    Type.Integer({
+      minimum: 1,
+      maximum: 100_000,
+      description: "Messages this integration sends in any hour; default (and a customer's ceiling) EMAIL_MAX_MESSAGES_PER_HOUR",
+    }),
+  ),
+  timeZone: Type.Optional(
+    Type.String({ minLength: 1, maxLength: 64, description: "The recipients' IANA time zone for times in messages; default UTC" }),
+  ),
+});
+
+export const CHANNELS = ['webhook', 'mqtt', 'kafka', 'email'] as const;
 
 export type ChannelName = (typeof CHANNELS)[number];
 
@@ -191,10 +226,13 @@ export const IntegrationIn = Type.Object({
     }),
   ),
   filter: Type.Optional(Nullable(FilterIn)),
-  destination: Str(2048, {
-    minLength: 1,
-    description: 'Webhook URL, or the MQTT or Kafka topic prefix, for every type without its own',
-  }),
+  destination: Type.Optional(
+    Str(2048, {
+      minLength: 1,
+      description:
+        'Webhook URL, or the MQTT or Kafka topic prefix, for every type without its own (required but for e-mail, whose recipients are in email)',
+    }),
+  ),
   destinations: Type.Optional(
     Type.Record(Type.String(), Str(2048, { minLength: 1 }), { description: 'Per object type: a webhook URL or a whole topic name' }),
   ),
@@ -216,6 +254,7 @@ export const IntegrationIn = Type.Object({
   webhook: Type.Optional(WebhookIn),
   mqtt: Type.Optional(MqttIn),
   kafka: Type.Optional(KafkaIn),
+  email: Type.Optional(EmailIn),
 });
 
 export type IntegrationIn = Static<typeof IntegrationIn>;
@@ -226,6 +265,7 @@ export const IntegrationPatch = Type.Partial(
     ...IntegrationIn.properties,
     mqtt: Type.Partial(MqttIn),
     kafka: Type.Partial(KafkaIn),
+    email: Type.Partial(EmailIn),
     // A member set to null is dropped from the stored filter.
     filter: Nullable(
       Type.Record(Type.String({ minLength: 1, maxLength: 100 }), Nullable(Type.Array(FilterValue, { minItems: 1, maxItems: 1000 })), {
@@ -277,6 +317,22 @@ const KafkaOut = Type.Object({
   ssl: Nullable(Type.Object({ ca: Nullable(Type.String()), cert: Nullable(Type.String()), keySet: Type.Boolean() })),
   metadata: Type.Record(Type.String(), Type.Unknown()),
   ...FlowOut,
+});
+
+const EmailOut = Type.Object({
+  to: Type.Array(Type.String()),
+  cc: Type.Array(Type.String()),
+  escalateTo: Type.Array(Type.String()),
+  escalateAfterMinutes: Nullable(Type.Integer()),
+  minIntervalMinutes: Type.Integer(),
+  maxMessagesPerHour: Type.Integer(),
+  timeZone: Type.String(),
+  recipients: Type.Optional(
+    Type.Array(Type.Object({ address: Type.String(), confirmedAt: Nullable(DateTime) }), {
+      description:
+        'GET /integrations/{id} only: every address and when it confirmed (a customer-made integration mails only confirmed ones; null: asked, not yet confirmed)',
+    }),
+  ),
 });
 
 const Counts = Type.Object({ lastHour: Type.Integer(), lastDay: Type.Integer() });
@@ -344,6 +400,7 @@ export const Integration = Type.Object(
     ),
     mqtt: Type.Optional(MqttOut),
     kafka: Type.Optional(KafkaOut),
+    email: Type.Optional(EmailOut),
     whenCreated: DateTime,
     whenUpdated: DateTime,
     stats: Type.Optional(IntegrationStats),

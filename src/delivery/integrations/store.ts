@@ -4,7 +4,16 @@ import type { Db, Queryable } from '../../db/db.js';
 import { decrypt, encrypt } from '../../auth/crypto.js';
 import { notFound } from '../../http/errors.js';
 import { isUuid } from '../../http/schemas.js';
-import type { IntegrationBase, IntegrationConfig, KafkaIntegration, MqttIntegration, Row, Secrets, WebhookIntegration } from './model.js';
+import type {
+  EmailSettings,
+  IntegrationBase,
+  IntegrationConfig,
+  KafkaIntegration,
+  MqttIntegration,
+  Row,
+  Secrets,
+  WebhookIntegration,
+} from './model.js';
 import { newSigningSecret } from './model.js';
 
 export const SELECT =
@@ -32,6 +41,10 @@ export function loadConfigFromRow(r: Row, key: Buffer): IntegrationConfig {
       channel: 'mqtt',
       mqtt: { ...(st as unknown as MqttIntegration['mqtt']), password: secrets.password ?? null, key: secrets.key ?? null },
     };
+  }
+  if (r.channel === 'email') {
+    const { recipients: _r, ...st } = r.settings;
+    return { ...base, channel: 'email', email: st as unknown as EmailSettings, objectTypes: r.object_types, managedBy: r.managed_by };
   }
   if (r.channel === 'kafka') {
     const st = r.settings as unknown as Omit<KafkaIntegration['kafka'], 'sasl' | 'ssl'> & {

@@ -31,8 +31,9 @@ type IntegrationApi = Static<typeof Integration>;
  * The channel's settings as the API shows them: only the integration's own channel has a member.
  * The stored settings are the public ones, written by compose.ts in this shape: read as such.
  */
-function channelOut(r: Row): Pick<IntegrationApi, 'webhook' | 'mqtt' | 'kafka'> {
+function channelOut(r: Row): Pick<IntegrationApi, 'webhook' | 'mqtt' | 'kafka' | 'email'> {
   const st = r.settings;
+  if (r.channel === 'email') return { email: st as IntegrationApi['email'] };
   if (r.channel === 'webhook') {
     return {
       webhook: {

@@ -5,68 +5,8 @@
 // objects, never a secret. Names and subjects are the customer's text: escaped for each format and
 // cut to the format's limits.
 import type { KnownBlock } from '@slack/types';
+import { type AlertText, alertText } from '../../../alerts/text.js';
 import type { WebhookFormat } from '../../integrations/schemas.js';
-
-/** What a person is told, whatever the chat: built once from the object. */
-export interface AlertText {
-  /** `[ALERT] MSKU1234565: supplyAirTemperature 9.5 above maximum 8` */
-  title: string;
-  severity: 'ALERT' | 'INFO';
-  /** Label and value lines under the title (time, specification, reading, location). */
-  facts: [string, string][];
-  /** The asset's page on the dashboard (its map and latest data). */
-  link: { title: string; url: string };
-}
-
-/** Cuts the customer's text (names up to 255, subjects) to `n` characters, before escaping lengthens it (Slack's limits: 3,000 a section, 2,000 a field). */
-const cut = (s: string, n: number) => (s.length > n ? `${s.slice(0, n - 1)}…` : s);
-const str = (v: unknown): string | null => (typeof v === 'string' && v !== '' ? v : null);
-const num = (v: unknown): number | null => (typeof v === 'number' && Number.isFinite(v) ? v : null);
-
-/** An ISO time as people read it in a message: `2026-11-28 23:40:12 UTC`. */
-export function readableTime(iso: unknown): string | null {
-  const t = str(iso);
-  if (!t) return null;
-  const d = new Date(t);
-  return Number.isNaN(d.getTime()) ? t : `${d.toISOString().slice(0, 19).replace('T', ' ')} UTC`;
-}
-
-/**
- * The text of an event or a notification (their push shapes, API guide 8). A notification is an
- * alert (ALERT, SILENT, DWELL) and names its asset; an event names only the asset's id.
- */
-export function alertText(objectType: 'event' | 'notification', o: Record<string, unknown>, publicUrl: string): AlertText {
-  const assetId = str(o.assetId) ?? '';
-  const link = { title: 'Open the asset', url: `${publicUrl}/dashboard/#/assets/${encodeURIComponent(assetId)}` };
-  const facts: [string, string][] = [];
-  const add = (label: string, value: string | null) => {
-    if (value) facts.push([label, cut(value, 300)]);
-  };
-  if (objectType === 'notification') {
-    const asset = str(o.assetName) ?? assetId;
-    add('When', readableTime(o.whenCreated));
-    add('Specification', str(o.specificationName));
-    const loc = (o.location ?? null) as Record<string, unknown> | null;
-    const lat = num(loc?.latitude);
-    const lon = num(loc?.longitude);
-    if (lat !== null && lon !== null) {
-      const zone = str(loc?.name);
-      add(
-        'Last location',
-        `${lat.toFixed(5)}, ${lon.toFixed(5)}${zone ? ` (${zone})` : ''} at ${readableTime(loc?.whenCreated) ?? 'an unknown time'}`,
-      );
-    }
-    return { title: cut(`[ALERT] ${asset}: ${str(o.subject) ?? String(o.type ?? 'alert')}`, 300), severity: 'ALERT', facts, link };
-  }
-  const severity = o.severity === 'ALERT' ? 'ALERT' : 'INFO';
-  const current = (o.currentData ?? null) as Record<string, unknown> | null;
-  const prev = (o.prevData ?? null) as Record<string, unknown> | null;
-  add('When', readableTime(o.whenCreated));
-  add('Reading', str(current?.value));
-  add('Before', str(prev?.value));
-  add('Asset', assetId);
-  return { title: cut(`[${severity}] ${str(o.subject) ?? 'event'}`, 300), severity, facts, link };
-}
 
 /** Slack's mrkdwn: &, < and > are its only control characters (links and mentions). */
 const slackEscape = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
