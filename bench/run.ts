@@ -5,6 +5,8 @@
 // backlog, sustain), peer, latency, pglite, fairness, brokers (= kafka, mqtt: bench/brokers.ts, on
 // `tracking_bench_brokers`, the shared Kafka at 127.0.0.1:19092 and a private Mosquitto), alerts
 // (bench/alerts.ts: reefer ingest with and without alert evaluation, on `tracking_bench_alerts`),
+// email (bench/email.ts: an alert's store-to-mailbox latency over SMTP next to the same alert as a
+// Slack webhook, on `tracking_bench_email`),
 // storage (bench/storage.ts: bytes, WAL and rows written per record, partitioned next to
 // unpartitioned ingest and lists at 10 million rows, removing an expired partition; not in the default run),
 // exports (bench/exports.ts: 10 million locations as CSV and NDJSON next to a raw COPY, memory sampled;
@@ -20,6 +22,7 @@
 // Prints tables, then one JSON line.
 import os from 'node:os';
 import { type AlertBenchResult, runAlertsBench } from './alerts.js';
+import { runEmailBench } from './email.js';
 import { runIngestBench } from './ingest.js';
 import { HTTP_PROCESS_COUNTS, runHttpWorkersBench } from './http-workers.js';
 import { runStorageBench } from './storage.js';
@@ -48,6 +51,7 @@ const PARTS = [
   'kafka',
   'mqtt',
   'alerts',
+  'email',
   'storage',
   'exports',
   'reports',
@@ -139,6 +143,12 @@ if (alerts) {
     '\n## Reefer data bulk ingest (1000 per post, 4 in flight) with alert evaluation, next to the same ingest without specifications',
   );
   console.table([alerts]);
+}
+
+const email = sel.has('email') ? await runEmailBench() : null;
+if (email) {
+  console.log('\n## Alert e-mail: store to mailbox (a real SMTP server), 2 alerts a second, next to the same alerts as a Slack webhook');
+  console.table(email);
 }
 
 const rx = new Receiver();
@@ -505,6 +515,7 @@ console.log(
     pglite,
     brokers,
     alerts,
+    email,
     storage,
     exports: exportsBench,
     reports,

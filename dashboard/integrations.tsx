@@ -66,7 +66,10 @@ const value = (e: Event) => (e.target as HTMLInputElement).value;
 
 /** The form for a new integration of any channel; answers with what the API answered. */
 function NewIntegration({ owners, onCreated, onCancel }: { owners: Owner[]; onCreated: (i: Integration) => void; onCancel: () => void }) {
-  const [channel, setChannel] = useState<'webhook' | 'mqtt' | 'kafka'>('webhook');
+  const [channel, setChannel] = useState<'webhook' | 'mqtt' | 'kafka' | 'email'>('webhook');
+  // A chat format or e-mail tells people about alerts: events and notifications, one message each.
+  const [format, setFormat] = useState<'standard' | 'slack' | 'teams'>('standard');
+  const [mail, setMail] = useState({ to: '', cc: '', escalateTo: '', escalateAfterMinutes: '30', minIntervalMinutes: '15', timeZone: '' });
   const [name, setName] = useState('');
   const [ownerIds, setOwnerIds] = useState<string[]>(owners[0] ? [owners[0].id] : []);
   const [types, setTypes] = useState<string[]>(['location']);
@@ -81,11 +84,29 @@ function NewIntegration({ owners, onCreated, onCancel }: { owners: Owner[]; onCr
   const [tls, setTls] = useState(true);
   const [error, setError] = useState('');
   const toggle = (list: string[], v: string) => (list.includes(v) ? list.filter((x) => x !== v) : [...list, v]);
+  const addresses = (text: string) =>
+    text
+      .split(/[\s,;]+/)
+      .map((a) => a.trim())
+      .filter(Boolean);
+  const forPeople = channel === 'email' || (channel === 'webhook' && format !== 'standard');
   const submit = async (e: Event) => {
     e.preventDefault();
     setError('');
-    const body: Record<string, unknown> = { name, channel, ownerIds, objectTypes: types, destination };
-    if (channel === 'webhook') {
+    // A message for people takes the service's defaults: events and notifications, one alert one message.
+    const body: Record<string, unknown> = forPeople ? { name, channel, ownerIds } : { name, channel, ownerIds, objectTypes: types };
+    if (channel !== 'email') body.destination = destination;
+    if (channel === 'email') {
+      const escalateTo = addresses(mail.escalateTo);
+      body.email = {
+        to: addresses(mail.to),
+        cc: addresses(mail.cc),
+        escalateTo,
+        ...(escalateTo.length ? { escalateAfterMinutes: Number(mail.escalateAfterMinutes) } : {}),
+        minIntervalMinutes: Number(mail.minIntervalMinutes),
+        ...(mail.timeZone ? { timeZone: mail.timeZone } : {}),
+      };
+    } else if (channel === 'webhook') {
       const a =
         auth === 'basic'
           ? { type: 'basic', username: user, password: secret }
@@ -94,7 +115,7 @@ function NewIntegration({ owners, onCreated, onCancel }: { owners: Owner[]; onCr
             : auth === 'header'
               ? { type: 'header', name: headerName, value: secret }
               : null;
-      body.webhook = { mode, auth: a };
+      body.webhook = format === 'standard' ? { mode, auth: a } : { format, auth: a };
     } else if (channel === 'mqtt') {
       body.mqtt = { url, ...(user ? { username: user, password: secret } : {}) };
     } else {
@@ -113,7 +134,12 @@ function NewIntegration({ owners, onCreated, onCancel }: { owners: Owner[]; onCr
       setError((x as Error).message);
     }
   };
-  const credentials = channel !== 'webhook' || auth !== 'none';
+  const credentials = channel !== 'email' && (channel !== 'webhook' || auth !== 'none');
+  const mailField = (key: keyof typeof mail, label: string, attrs: Record<string, unknown> = {}) => (
+    <Field id={`f-${key}`} label={label}>
+      <input id={`f-${key}`} name={key} value={mail[key]} onInput={(e) => setMail({ ...mail, [key]: value(e) })} {...attrs} />
+    </Field>
+  );
   return (
     <form class="panel new-integration" onSubmit={submit}>
       <h3>New integration</h3>
@@ -125,8 +151,18 @@ function NewIntegration({ owners, onCreated, onCancel }: { owners: Owner[]; onCr
           <option value="webhook">Webhook (HTTPS)</option>
           <option value="mqtt">MQTT broker</option>
           <option value="kafka">Kafka cluster</option>
+          <option value="email">E-mail (alerts to people)</option>
         </select>
       </Field>
+      {channel === 'webhook' ? (
+        <Field id="f-format" label="Format">
+          <select id="f-format" name="format" value={format} onChange={(e) => setFormat(value(e) as typeof format)}>
+            <option value="standard">the objects as JSON</option>
+            <option value="slack">Slack message (alerts)</option>
+            <option value="teams">Microsoft Teams card (alerts)</option>
+          </select>
+        </Field>
+      ) : null}
       <fieldset>
         <legend>Owners whose data it sends</legend>
         {owners.map((o) => (
@@ -135,15 +171,35 @@ function NewIntegration({ owners, onCreated, onCancel }: { owners: Owner[]; onCr
           </label>
         ))}
       </fieldset>
-      <fieldset>
-        <legend>What it sends</legend>
-        {[...RECORD_TYPES, ...MORE_TYPES].map((t) => (
-          <label key={t} class="check">
-            <input type="checkbox" name={`type-${t}`} checked={types.includes(t)} onChange={() => setTypes(toggle(types, t))} /> {t}
-          </label>
-        ))}
-      </fieldset>
-      {channel === 'webhook' ? (
+      {forPeople ? (
+        <p class="hint">
+          {channel === 'email'
+            ? 'Sends alerts: one message per alert, from its notification (the filter over the API can add the events that end them).'
+            : 'Sends alerts: one message per alert, from its notification, and one for each INFO event (an alert ending, a zone left).'}
+        </p>
+      ) : (
+        <fieldset>
+          <legend>What it sends</legend>
+          {[...RECORD_TYPES, ...MORE_TYPES].map((t) => (
+            <label key={t} class="check">
+              <input type="checkbox" name={`type-${t}`} checked={types.includes(t)} onChange={() => setTypes(toggle(types, t))} /> {t}
+            </label>
+          ))}
+        </fieldset>
+      )}
+      {channel === 'email' ? (
+        <>
+          {mailField('to', 'To (addresses, comma-separated)', { required: true, placeholder: 'ops@example.com' })}
+          {mailField('cc', 'Cc (optional)')}
+          {mailField('escalateTo', 'Escalate to (optional): if nobody acknowledges in time')}
+          {mail.escalateTo.trim()
+            ? mailField('escalateAfterMinutes', 'Escalate after (minutes)', { type: 'number', min: 1, required: true })
+            : null}
+          {mailField('minIntervalMinutes', 'At most one message per asset every (minutes)', { type: 'number', min: 0, required: true })}
+          {mailField('timeZone', 'Time zone of the times in messages (optional)', { placeholder: 'Europe/Amsterdam' })}
+          <p class="hint">Recipients of an integration you make confirm by a link mailed to them before they receive alerts.</p>
+        </>
+      ) : channel === 'webhook' ? (
         <>
           <Field id="f-endpoint" label="Endpoint URL">
             <input
@@ -156,12 +212,14 @@ function NewIntegration({ owners, onCreated, onCancel }: { owners: Owner[]; onCr
               onInput={(e) => setDestination(value(e))}
             />
           </Field>
-          <Field id="f-mode" label="Mode">
-            <select id="f-mode" value={mode} onChange={(e) => setMode(value(e))}>
-              <option value="single">one object per request</option>
-              <option value="batch">batches (a JSON array)</option>
-            </select>
-          </Field>
+          {format === 'standard' ? (
+            <Field id="f-mode" label="Mode">
+              <select id="f-mode" value={mode} onChange={(e) => setMode(value(e))}>
+                <option value="single">one object per request</option>
+                <option value="batch">batches (a JSON array)</option>
+              </select>
+            </Field>
+          ) : null}
           <Field id="f-auth" label="Authentication">
             <select id="f-auth" name="auth" value={auth} onChange={(e) => setAuth(value(e) as typeof auth)}>
               <option value="none">none (the signature only)</option>
@@ -246,7 +304,7 @@ function NewIntegration({ owners, onCreated, onCancel }: { owners: Owner[]; onCr
         </>
       ) : null}
       <div class="actions">
-        <button type="submit" class="primary" disabled={!ownerIds.length || !types.length}>
+        <button type="submit" class="primary" disabled={!ownerIds.length || (!forPeople && !types.length)}>
           Create
         </button>
         <button type="button" onClick={onCancel}>

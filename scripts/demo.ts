@@ -2,7 +2,9 @@
 // the service (its own data folder, ./data-demo, made afresh each run; never ./data), a small
 // webhook receiver on 127.0.0.1, an owner with a user, an API key and a webhook integration to that
 // receiver, then the fleet simulator with a specification on every reefer, and prints where to
-// look. The loopback allowance the receiver needs (PUSH_ALLOW_HTTP, PUSH_ALLOWED_NETWORKS) exists
+// look. Alerts are also mailed: a local SMTP sink (smtp-server) takes them and writes each as an
+// .eml file in the data folder's mail/ (open one with any mail program), and the first one's
+// subject is printed. The loopback allowance the receiver needs (PUSH_ALLOW_HTTP, PUSH_ALLOWED_NETWORKS) exists
 // only in this process's configuration. Ctrl-C stops everything and closes the database cleanly.
 //
 // DEMO_PORT (8080; 0 = any free port), DEMO_DATA_DIR (./data-demo), DEMO_ASSETS (30), DEMO_RATE
@@ -13,6 +15,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
+import { SMTPServer } from 'smtp-server';
 import { buildApp } from '../src/app.js';
 import { loadConfig } from '../src/config.js';
 import { type FleetAsset, type Progress, simulate } from '../sim/simulator.js';
@@ -28,6 +31,32 @@ if (path.resolve('data') === dataDir) throw new Error('DEMO_DATA_DIR must not be
 
 // A fresh folder each run: the demo's operator and fleet are made anew and its passwords are known.
 fs.rmSync(dataDir, { recursive: true, force: true });
+// The SMTP sink: every message it accepts becomes <data folder>/mail/<n>.eml.
+const mailDir = path.join(dataDir, 'mail');
+fs.mkdirSync(mailDir, { recursive: true });
+let mails = 0;
+const sink = new SMTPServer({
+  authOptional: true,
+  disabledCommands: ['STARTTLS', 'AUTH'],
+  logger: false,
+  onData(stream, _session, cb) {
+    const chunks: Buffer[] = [];
+    stream.on('data', (c: Buffer) => chunks.push(c));
+    stream.on('end', () => {
+      const raw = Buffer.concat(chunks);
+      const file = path.join(mailDir, `${String(++mails).padStart(4, '0')}.eml`);
+      fs.writeFileSync(file, raw);
+      if (mails === 1) {
+        const subject = /^Subject: (.*(?:\r?\n[ \t].*)*)/im.exec(raw.toString('utf8'))?.[1]?.replace(/\r?\n[ \t]/g, ' ') ?? '';
+        console.log(`\nFirst alert e-mail received ${seconds()} s after the demo started: ${subject}\n  (saved as ${file})`);
+      }
+      cb();
+    });
+  },
+});
+await new Promise<void>((r) => sink.listen(0, '127.0.0.1', r));
+const smtpUrl = `smtp://127.0.0.1:${(sink.server.address() as AddressInfo).port}`;
+
 const OPERATOR = { clientId: 'tracking-cli', clientSecret: 'demo-client-secret', username: 'operator', password: 'demo-operator-password' };
 const cfg = loadConfig({
   DATA_DIR: dataDir,
@@ -46,6 +75,9 @@ const cfg = loadConfig({
   RATE_LIMIT_CONCURRENT: '100',
   TOKEN_LIFE_SECONDS: '86400',
   DELIVERY_POLL_MS: '250',
+  // Only here: alert e-mail goes to the local sink.
+  SMTP_URL: smtpUrl,
+  SMTP_FROM: 'Demo alerts <alerts@demo-shipping.example>',
 });
 
 // The webhook receiver: answers 200 with a receipt, counts what arrives.
@@ -110,6 +142,13 @@ const integration = await api('POST', '/integrations', {
   destination: hookUrl,
   webhook: { mode: 'batch', batchSize: 200, injectEventId: true },
 });
+// Made by the operator: its recipient is trusted (a customer's would confirm first).
+await api('POST', '/integrations', {
+  name: 'Demo alert e-mail',
+  channel: 'email',
+  ownerIds: [owner.id],
+  email: { to: ['ops@demo-shipping.example'], minIntervalMinutes: 15 },
+});
 
 // Every reefer gets a specification around its set point: excursions of the simulated units alert.
 const specify = async (fleet: FleetAsset[]) => {
@@ -167,6 +206,7 @@ const run = simulate({
 Ready after ${seconds()} s: ${fleet.length} simulated assets of "Demo Shipping", ${rate} records/s, pushed to a local webhook.
 
   Dashboard:     ${base}/dashboard  (sign in as the demo user or the operator, or paste the API key)
+  Alert e-mail:  ${mailDir}  (one .eml file per message, to ops@demo-shipping.example)
   API docs:      ${base}/docs
   Operator:      ${OPERATOR.username} / ${OPERATOR.password} (client ${OPERATOR.clientId}, secret ${OPERATOR.clientSecret})
   Demo user:     ${user.username} / ${user.password} (owner Demo Shipping, read and write)
@@ -190,9 +230,10 @@ const summary = await run.catch((e: Error) => {
 const notifications = ((await api('GET', '/notifications?limit=1000', undefined, key.key).catch(() => [])) as unknown[]).length;
 await app.close();
 await new Promise((r) => receiver.close(r));
+await new Promise((r) => sink.close(() => r(undefined)));
 if (summary) {
   console.log(
-    `Demo over after ${seconds()} s: ${summary.sent.toLocaleString('en-US')} records stored, ${delivered.toLocaleString('en-US')} delivered in ${requests} webhook requests (first after ${firstDeliveryAt ?? '-'} s), ${notifications} notifications. Data kept in ${dataDir} until the next demo.`,
+    `Demo over after ${seconds()} s: ${summary.sent.toLocaleString('en-US')} records stored, ${delivered.toLocaleString('en-US')} delivered in ${requests} webhook requests (first after ${firstDeliveryAt ?? '-'} s), ${notifications} notifications, ${mails} e-mails. Data kept in ${dataDir} until the next demo.`,
   );
 }
 process.exit(summary ? 0 : 1);

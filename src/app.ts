@@ -11,7 +11,7 @@ import v8 from 'node:v8';
 import vm from 'node:vm';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import swagger from '@fastify/swagger';
-import type { Config } from './config.js';
+import { type Config, pemOrFile } from './config.js';
 import { createPglite, createPostgres, type Db, endDatabaseThread } from './db/db.js';
 import { migrate } from './db/migrate.js';
 import { loadSecretsKey } from './auth/crypto.js';
@@ -574,7 +574,7 @@ function emailDeps(db: Db, cfg: Config, secretsKey: Buffer, log: FastifyBaseLogg
     log,
     publicUrl: () => cfg.publicUrl,
     mailer: () => {
-      if (smtpUrl && !mailer) mailer = new Mailer({ ...cfg, SMTP_URL: smtpUrl });
+      if (smtpUrl && !mailer) mailer = new Mailer({ ...cfg, SMTP_URL: smtpUrl, ca: pemOrFile(cfg.SMTP_CA) });
       return mailer;
     },
     allowedDomains: cfg.EMAIL_ALLOWED_DOMAINS,

@@ -157,6 +157,7 @@ const spec = {
   SMTP_URL: [url(['smtp:', 'smtps:']), undefined],
   SMTP_USERNAME: [str, undefined],
   SMTP_PASSWORD: [str, undefined],
+  SMTP_CA: [str, undefined],
   SMTP_FROM: [str, 'Asset tracking <alerts@localhost>'],
   EMAIL_ALLOWED_DOMAINS: [
     (raw: string) =>
@@ -330,7 +331,7 @@ export type Config = {
   [K in keyof Spec]: Spec[K][1] extends string ? Parsed<K> : Parsed<K> | undefined;
 } & { publicUrl: string; dataDir: string };
 
-/** A CA setting (INGEST_MQTT_CA, EVENT_LOG_KAFKA_CA): the PEM itself or a file's path. */
+/** A CA setting (INGEST_MQTT_CA, EVENT_LOG_KAFKA_CA, SMTP_CA): the PEM itself or a file's path. */
 export function pemOrFile(value: string | undefined): string | undefined {
   if (!value) return undefined;
   return value.includes('-----BEGIN') ? value : readFileSync(value, 'utf8');

@@ -446,7 +446,8 @@ function parseKcat(stdout: string): KafkaRecord[] {
 // ---------------------------------------------------------------------------------------------
 // Certificates (openssl), for Mosquitto; scripts/kafka.sh makes the Kafka ones the same way.
 
-async function makeCerts(dir: string, label: string): Promise<void> {
+/** A CA, a server certificate for localhost and 127.0.0.1 signed by it, client certificates, and another CA, as PEM files in `dir`. */
+export async function makeCerts(dir: string, label: string): Promise<void> {
   const o = (...args: string[]) => runOk('openssl', args, 60_000);
   const leaf = 'basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n';
   fs.writeFileSync(path.join(dir, 'server.ext'), `${leaf}extendedKeyUsage=serverAuth\nsubjectAltName=DNS:localhost,IP:127.0.0.1\n`);

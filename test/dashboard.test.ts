@@ -17,6 +17,7 @@ import { DASHBOARD_CSP } from '../src/dashboard/dashboard.js';
 import { atEnd, OPERATOR, ok, ownerWithKey, startApp, TEST_DB, waitFor } from './helpers.js';
 import { ARTIFACTS, launchChromium, requireChromium } from './browser.js';
 import { Receiver } from './receiver.js';
+import { SmtpSink } from './smtp.js';
 
 const HOSTILE = '<img src=x onerror="window.__xss=1">';
 
@@ -200,12 +201,15 @@ if (TEST_DB === 'postgres') {
     timeout: 240_000,
   }, async (t) => {
     if (!requireChromium(t)) return;
+    const smtp = await new SmtpSink().start();
+    atEnd(() => smtp.close());
     const ta = await startApp(t, {
       PUSH_ALLOW_HTTP: 'true',
       PUSH_ALLOWED_NETWORKS: '127.0.0.0/8',
       DELIVERY_POLL_MS: '100',
       RATE_LIMIT_MAX: '100000',
       RATE_LIMIT_CONCURRENT: '1000',
+      SMTP_URL: smtp.url,
     });
     const rx = await new Receiver().start();
     atEnd(() => rx.close());
@@ -277,7 +281,43 @@ if (TEST_DB === 'postgres') {
       await page.click('form.new-integration button[type=submit]');
       await page.waitForSelector(`a:text("Portal ${channel}")`);
     }
-    assert.deepEqual((await integrations()).map((i) => i.channel).sort(), ['kafka', 'mqtt', 'webhook']);
+    // Alerts for people: a Slack webhook and an e-mail integration, from the same form.
+    await page.click('text=New integration');
+    await page.fill('#f-name', 'Portal Slack');
+    await page.selectOption('#f-format', 'slack');
+    assert.equal(await page.locator('#f-mode').count(), 0, 'a chat message is one per alert: no mode to choose');
+    await page.fill('#f-endpoint', `${rx.url}/slack`);
+    await page.click('form.new-integration button[type=submit]');
+    await page.click('text=I have copied it');
+    await page.waitForSelector('a:text("Portal Slack")');
+    await page.click('text=New integration');
+    await page.fill('#f-name', 'Portal e-mail');
+    await page.selectOption('#f-channel', 'email');
+    await page.fill('#f-to', 'ops@example.com, night@example.com');
+    await page.fill('#f-escalateTo', 'duty@example.com');
+    await page.fill('#f-escalateAfterMinutes', '20');
+    await page.fill('#f-timeZone', 'Europe/Amsterdam');
+    await page.screenshot({ path: path.join(ARTIFACTS, 'portal-new-email.png'), fullPage: true });
+    await page.click('form.new-integration button[type=submit]');
+    await page.waitForSelector('a:text("Portal e-mail")');
+    const byName = async (name: string) => {
+      const id = (await integrations()).find((i) => i.name === name)!.id;
+      return ok(await ta.call('GET', `/api/v1/integrations/${id}`, { token: shipper.key }), 200);
+    };
+    const slack = await byName('Portal Slack');
+    assert.equal(slack.webhook.format, 'slack');
+    assert.deepEqual(slack.objectTypes, ['event', 'notification']);
+    const mail = await byName('Portal e-mail');
+    assert.deepEqual(mail.email.to, ['ops@example.com', 'night@example.com']);
+    assert.deepEqual(mail.email.escalateTo, ['duty@example.com']);
+    assert.equal(mail.email.escalateAfterMinutes, 20);
+    assert.equal(mail.email.timeZone, 'Europe/Amsterdam');
+    assert.deepEqual(
+      mail.email.recipients.map((r: { confirmedAt: string | null }) => r.confirmedAt),
+      [null, null, null],
+      "a customer's recipients confirm first",
+    );
+    assert.deepEqual((await integrations()).map((i) => i.channel).sort(), ['email', 'kafka', 'mqtt', 'webhook', 'webhook']);
     await page.screenshot({ path: path.join(ARTIFACTS, 'portal-integrations.png'), fullPage: true });
 
     // One integration: a test event, a rotation (the new secret once), disable, enable.
@@ -323,7 +363,7 @@ if (TEST_DB === 'postgres') {
     await page.click('a:text("Portal mqtt")');
     await page.click('.actions >> text=Delete');
     await page.waitForSelector('h2:text("Integrations")');
-    assert.deepEqual((await integrations()).map((i) => i.channel).sort(), ['kafka', 'webhook']);
+    assert.deepEqual((await integrations()).map((i) => i.channel).sort(), ['email', 'kafka', 'webhook', 'webhook']);
     assert.deepEqual(pageErrors, []);
   });
 

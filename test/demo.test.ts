@@ -42,6 +42,9 @@ if (TEST_DB === 'postgres') {
       assert.ok(dashboard, out);
       assert.equal((await fetch(dashboard[1]!)).status, 200, 'the dashboard answers (after its redirect)');
       assert.match(out, /API key: +atk_/);
+      // Alert e-mail goes to the demo's SMTP sink, which keeps each message in the data folder.
+      assert.ok(out.includes(`Alert e-mail:  ${path.join(dataDir, 'mail')}`), out);
+      assert.ok(fs.existsSync(path.join(dataDir, 'mail')));
       const curls = out.split('\n').filter((l) => l.trim().startsWith('curl '));
       assert.equal(curls.length, 3, out);
       // The first two lines work as printed (the API key and the service's address).
@@ -55,7 +58,10 @@ if (TEST_DB === 'postgres') {
       await waitFor(/records stored \(\d+\/s\), [1-9][\d,]* delivered/, 'progress line with deliveries');
       child.kill('SIGINT');
       assert.equal(await exited, 0, out);
-      assert.match(out, /Demo over after [\d.]+ s: [\d,]+ records stored, [\d,]+ delivered/);
+      assert.match(out, /Demo over after [\d.]+ s: [\d,]+ records stored, [\d,]+ delivered.*, \d+ e-mails\./);
+      // Every e-mail counted is a file.
+      const mails = Number(/, (\d+) e-mails\./.exec(out)![1]);
+      assert.equal(fs.readdirSync(path.join(dataDir, 'mail')).length, mails);
       assert.ok(fs.existsSync(path.join(dataDir, 'secrets.key')), 'the demo kept its own data folder');
     } finally {
       if (child.exitCode === null) child.kill('SIGKILL');

@@ -6,9 +6,13 @@
 // for an acknowledged alert; the hour's cap. The worker (digests, escalations, confirmations) runs
 // only when a test calls it, on the test's clock.
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { after, before, test } from 'node:test';
 import type { EmailChannel } from '../src/delivery/channels/email/index.js';
-import { alertingReefer, bad, deliveryHistory, frozenSpecification, ok, startApp, type TestApp, waitFor } from './helpers.js';
+import { makeCerts } from './brokers.js';
+import { alertingReefer, atEnd, bad, deliveryHistory, frozenSpecification, ok, startApp, type TestApp, waitFor } from './helpers.js';
 import { SmtpSink } from './smtp.js';
 
 let ta: TestApp;
@@ -156,10 +160,15 @@ test('the acknowledgement link: a page first, the button acknowledges both as th
   const done = await press(link.pathname);
   assert.equal(done.statusCode, 200, done.body);
   assert.match(done.body, /Acknowledged by email:/);
-  const [after] = ok(await f.call('GET', `/events?assetId=${f.assetId}&severity=ALERT`), 200);
-  assert.equal(after.acknowledgedBy, `email:${a}`);
-  const [note] = ok(await f.call('GET', `/notifications?assetId=${f.assetId}`), 200);
+  const notes = ok(await f.call('GET', `/notifications?assetId=${f.assetId}`), 200);
+  // The link's alert, and it alone.
+  const acked = notes.filter((x: { acknowledgedBy: string | null }) => x.acknowledgedBy !== null);
+  assert.equal(acked.length, 1, JSON.stringify(notes));
+  const note = acked[0];
   assert.equal(note.acknowledgedBy, `email:${a}`);
+  const events = ok(await f.call('GET', `/events?assetId=${f.assetId}&severity=ALERT`), 200);
+  const after = events.find((e: { id: string }) => e.id === note.eventId);
+  assert.equal(after?.acknowledgedBy, `email:${a}`, JSON.stringify(events));
   const audit = ok(await ta.call('GET', `/api/v1/audit?resourceType=event&resourceId=${after.id}`, { token: ta.adminToken }), 200);
   assert.equal(audit[0]?.action, 'acknowledge', JSON.stringify(audit));
   // Used: refused, and it changes nothing.
@@ -361,4 +370,52 @@ test('e-mail settings: recipients, domains, time zone, caps and fields of other 
   const patched = ok(await f.call('PATCH', `/integrations/${i.id}`, { email: { minIntervalMinutes: 5 } }), 200);
   assert.deepEqual(patched.email.to, six.slice(0, 4));
   assert.equal(patched.email.minIntervalMinutes, 5);
+});
+
+test('STARTTLS when the server offers it, the certificate checked against SMTP_CA; one that does not verify is retried, never sent in plain text', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'smtp-tls-'));
+  atEnd(async () => fs.rmSync(dir, { recursive: true, force: true }));
+  await makeCerts(dir, 'smtp');
+  const read = (f: string) => fs.readFileSync(path.join(dir, f), 'utf8');
+  const tls = await new SmtpSink({ cert: read('server.pem'), key: read('server-key.pem') }).start();
+  atEnd(() => tls.close());
+  for (const [ca, label] of [
+    [path.join(dir, 'ca.pem'), 'trusted'],
+    [path.join(dir, 'other-ca.pem'), 'untrusted'],
+  ] as const) {
+    const app = await startApp(undefined, {
+      SMTP_URL: tls.url,
+      SMTP_CA: ca,
+      EMAIL_TICK_MS: '0',
+      DELIVERY_POLL_MS: '100',
+      RATE_LIMIT_MAX: '100000',
+      DB_POOL_SIZE: '3',
+    });
+    const f = await alertingReefer(app, `tls-${label}`);
+    const to = addr(label);
+    const i = ok(
+      await app.call('POST', '/api/v1/integrations', {
+        token: app.adminToken,
+        body: { name: `tls-${label}`, channel: 'email', ownerIds: [f.ownerId], email: { to: [to] }, retry: { scheduleSeconds: [0.3] } },
+      }),
+      201,
+    );
+    await f.reefer(1, -5);
+    if (label === 'trusted') {
+      const m = await waitFor(
+        () => `a message over TLS to ${to}`,
+        async () => tls.to(to)[0],
+      );
+      assert.equal(m.secure, true, 'upgraded with STARTTLS');
+    } else {
+      const tries = deliveryHistory(() => app);
+      const [d] = await tries.until(i.id, (ds) => ds.some((x) => x.objectType === 'notification' && x.attemptsLog.length >= 2));
+      const note = (await tries.deliveries(i.id)).find((x: any) => x.objectType === 'notification');
+      assert.ok(d);
+      assert.equal(note.status, 'PENDING', 'retried');
+      assert.equal(note.attemptsLog[0].httpStatus, null);
+      assert.match(note.attemptsLog[0].error ?? '', /certificate|self[- ]signed|verify/i);
+      assert.equal(tls.to(to).length, 0, 'nothing sent without verified TLS');
+    }
+  }
 });

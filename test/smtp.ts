@@ -9,6 +9,10 @@ import { SMTPServer } from 'smtp-server';
 export interface Received {
   /** The envelope's recipients (each message goes to one). */
   rcpt: string[];
+  /** When its DATA ended (Date.now()): the message was in the mailbox. */
+  at: number;
+  /** Whether the connection was encrypted (STARTTLS) when it came. */
+  secure: boolean;
   mail: ParsedMail;
   subject: string;
   text: string;
@@ -23,10 +27,12 @@ export class SmtpSink {
   private server: SMTPServer;
   port = 0;
 
-  constructor() {
+  /** `tls`: a certificate and key to offer STARTTLS with (none: the server offers no STARTTLS). */
+  constructor(tls?: { cert: string; key: string }) {
     this.server = new SMTPServer({
       authOptional: true,
-      disabledCommands: ['STARTTLS', 'AUTH'],
+      disabledCommands: tls ? ['AUTH'] : ['STARTTLS', 'AUTH'],
+      ...(tls ?? {}),
       logger: false,
       onRcptTo: (address, _session, cb) => {
         const code = this.plans.get(address.address.toLowerCase())?.shift() ?? 250;
@@ -39,10 +45,13 @@ export class SmtpSink {
         const chunks: Buffer[] = [];
         stream.on('data', (c: Buffer) => chunks.push(c));
         stream.on('end', () => {
+          const at = Date.now();
           simpleParser(Buffer.concat(chunks))
             .then((mail) => {
               this.messages.push({
                 rcpt: session.envelope.rcptTo.map((r) => r.address.toLowerCase()),
+                at,
+                secure: session.secure,
                 mail,
                 subject: mail.subject ?? '',
                 text: mail.text ?? '',

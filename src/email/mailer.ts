@@ -10,6 +10,8 @@ export interface SmtpSettings {
   SMTP_URL?: string | undefined;
   SMTP_USERNAME?: string | undefined;
   SMTP_PASSWORD?: string | undefined;
+  /** The SMTP server's CA as PEM (SMTP_CA, read), or the system's. */
+  ca?: string | undefined;
   SMTP_FROM: string;
 }
 
@@ -41,6 +43,8 @@ export class Mailer {
       port: u.port ? Number(u.port) : u.protocol === 'smtps:' ? 465 : 587,
       secure: u.protocol === 'smtps:',
       ...(user ? { auth: { user, pass: pass ?? '' } } : {}),
+      // STARTTLS whenever the server offers it (nodemailer's default); a failed upgrade is an error, never plain text.
+      ...(s.ca ? { tls: { ca: s.ca } } : {}),
       connectionTimeout: timeoutMs,
       greetingTimeout: timeoutMs,
       socketTimeout: timeoutMs,
