@@ -90,11 +90,14 @@ export async function recipientByToken(
   confirm: boolean,
 ): Promise<{ integrationId: string; address: string; integrationName: string } | null> {
   if (!/^[A-Za-z0-9_-]{43}$/.test(token)) return null;
+  // The one row the link names, while valid: its integration not deleted, the address still named.
+  const valid = `r.token_hash = $1 AND r.confirmed_at IS NULL AND r.active AND i.id = r.integration_id AND i.deleted_at IS NULL
+    AND r.mailed_at > now() - make_interval(hours => $2)`;
   const { rows } = await q.query<{ integration_id: string; address: string; name: string }>(
-    `${confirm ? 'UPDATE email_recipients r SET confirmed_at = now(), token_hash = NULL FROM integrations i' : 'SELECT r.integration_id, r.address, i.name FROM email_recipients r JOIN integrations i ON true'}
-      WHERE i.id = r.integration_id AND r.token_hash = $1 AND r.confirmed_at IS NULL AND r.active AND i.deleted_at IS NULL
-        AND r.mailed_at > now() - make_interval(hours => $2)
-     ${confirm ? 'RETURNING r.integration_id, r.address, i.name' : ''}`,
+    confirm
+      ? `UPDATE email_recipients r SET confirmed_at = now(), token_hash = NULL FROM integrations i WHERE ${valid}
+         RETURNING r.integration_id, r.address, i.name`
+      : `SELECT r.integration_id, r.address, i.name FROM email_recipients r, integrations i WHERE ${valid}`,
     [confirmHash(token), hours],
   );
   const r = rows[0];

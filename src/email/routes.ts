@@ -10,8 +10,8 @@ import { Type } from '@sinclair/typebox';
 import type { FastifyReply } from 'fastify';
 import { acknowledgeEvents } from '../alerts/acknowledge.js';
 import { readableTime } from '../alerts/text.js';
-import type { Db } from '../db/db.js';
-import { ackLink, markLinkUsed, verifiedLinkId } from './links.js';
+import type { Db, Queryable } from '../db/db.js';
+import { type AckLink, ackLink, markLinkUsed, verifiedLinkId } from './links.js';
 import { recipientByToken } from './recipients.js';
 
 const TokenParam = Type.Object({ token: Type.String({ minLength: 1, maxLength: 200 }) });
@@ -34,6 +34,12 @@ const page = (reply: FastifyReply, status: number, title: string, body: string) 
         `<body><main class="signin"><h1>${esc(title)}</h1>${body}</main></body></html>`,
     );
 
+/** Why a link does nothing: the page's status and words. */
+interface Refused {
+  status: number;
+  why: string;
+}
+
 interface AlertRow {
   id: string;
   subject: string;
@@ -51,21 +57,20 @@ export const emailLinkRoutes: FastifyPluginAsyncTypebox<{ db: Db; secretsKey: Bu
   const gone = (reply: FastifyReply, status: number, why: string) =>
     page(reply, status, 'Link not valid', `<p class="error" role="alert">${esc(why)}</p>`);
 
-  /** The link's alert, or the page saying why not (null). */
-  const ackTarget = async (reply: FastifyReply, token: string, lock: Parameters<typeof ackLink>[0] | null) => {
+  /** The link's alert, or why not (a status and the words of the page that says it). */
+  const ackTarget = async (q: Queryable, token: string, lock: boolean): Promise<Refused | { link: AckLink; alert: AlertRow }> => {
     const id = verifiedLinkId(secretsKey, token);
-    const link = id ? await ackLink(lock ?? db, id, lock !== null) : null;
-    if (!link) return void (await gone(reply, 404, 'This acknowledgement link is not one this service made.'));
-    if (link.usedAt)
-      return void (await gone(reply, 410, `This link was used at ${readableTime(link.usedAt.toISOString())}; each works once.`));
+    const link = id ? await ackLink(q, id, lock) : null;
+    if (!link) return { status: 404, why: 'This acknowledgement link is not one this service made.' };
+    if (link.usedAt) return { status: 410, why: `This link was used at ${readableTime(link.usedAt.toISOString())}; each works once.` };
     if (link.expiresAt.getTime() <= Date.now())
-      return void (await gone(reply, 410, 'This link has expired; acknowledge the alert on the dashboard.'));
-    const { rows } = await (lock ?? db).query<AlertRow>(
+      return { status: 410, why: 'This link has expired; acknowledge the alert on the dashboard.' };
+    const { rows } = await q.query<AlertRow>(
       `SELECT id::text, subject, asset_name, event_id::text, when_created, acknowledged_at, acknowledged_by
          FROM notifications WHERE id = $1::int8`,
       [link.notificationId],
     );
-    if (!rows[0]) return void (await gone(reply, 404, 'The alert of this link no longer exists.'));
+    if (!rows[0]) return { status: 404, why: 'The alert of this link no longer exists.' };
     return { link, alert: rows[0] };
   };
   const describe = (a: AlertRow) =>
@@ -74,8 +79,8 @@ export const emailLinkRoutes: FastifyPluginAsyncTypebox<{ db: Db; secretsKey: Bu
     `<p>Acknowledged by ${esc(a.acknowledged_by ?? 'someone')} at ${esc(readableTime(a.acknowledged_at?.toISOString()) ?? '')}.</p>`;
 
   app.get('/email/ack/:token', common, async (req, reply) => {
-    const t = await ackTarget(reply, (req.params as { token: string }).token, null);
-    if (!t) return reply;
+    const t = await ackTarget(db, (req.params as { token: string }).token, false);
+    if ('why' in t) return gone(reply, t.status, t.why);
     if (t.alert.acknowledged_at) return page(reply, 200, 'Already acknowledged', describe(t.alert) + acknowledged(t.alert));
     return page(
       reply,
@@ -87,17 +92,21 @@ export const emailLinkRoutes: FastifyPluginAsyncTypebox<{ db: Db; secretsKey: Bu
 
   app.post('/email/ack/:token', common, async (req, reply) => {
     const token = (req.params as { token: string }).token;
-    return db.tx(async (q) => {
-      const t = await ackTarget(reply, token, q);
-      if (!t) return reply;
-      await markLinkUsed(q, t.link.id);
-      if (t.alert.event_id)
-        await acknowledgeEvents(q, { principal: { actor: `email:${t.link.recipient}` }, address: req.ip }, [t.alert.event_id]);
+    // Committed before the page answers: whoever reads the alert next sees it acknowledged.
+    const t = await db.tx(async (q): Promise<Refused | { alert: AlertRow; now: Pick<AlertRow, 'acknowledged_at' | 'acknowledged_by'> }> => {
+      const found = await ackTarget(q, token, true);
+      if ('why' in found) return found;
+      await markLinkUsed(q, found.link.id);
+      if (found.alert.event_id) {
+        await acknowledgeEvents(q, { principal: { actor: `email:${found.link.recipient}` }, address: req.ip }, [found.alert.event_id]);
+      }
       const { rows } = await q.query<AlertRow>('SELECT acknowledged_at, acknowledged_by FROM notifications WHERE id = $1::int8', [
-        t.alert.id,
+        found.alert.id,
       ]);
-      return page(reply, 200, 'Acknowledged', describe(t.alert) + acknowledged(rows[0] ?? t.alert));
+      return { ...found, now: rows[0] ?? found.alert };
     });
+    if ('why' in t) return gone(reply, t.status, t.why);
+    return page(reply, 200, 'Acknowledged', describe(t.alert) + acknowledged(t.now));
   });
 
   app.get('/email/confirm/:token', common, async (req, reply) => {

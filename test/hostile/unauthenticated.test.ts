@@ -1,7 +1,9 @@
 // The hostile-tenant suite, what nobody signed in can do: a burst of sign-ins with made-up names
 // and client ids, and thousands of guessed device ids, while tenant B is timed; then the rows they
-// wrote (audit log, ingest error log) are counted: bounded by the catalogue, not by the burst.
+// wrote (audit log, ingest error log) are counted: bounded by the catalogue, not by the burst. Guessed
+// e-mail links (the pages need no sign-in) are each refused and write nothing.
 import assert from 'node:assert/strict';
+import crypto from 'node:crypto';
 import { test } from 'node:test';
 import { BOUNDS } from '../../src/bounds.js';
 import { hostileService, whileBWorks } from './tenants.js';
@@ -55,4 +57,23 @@ test('a burst of unauthenticated sign-ins and device guesses writes a bounded nu
   // The per-address budget a minute, for each minute the guesses spanned (at most a few).
   assert.ok(errors <= BOUNDS.ingestUnknownErrorsPerAddress.value * 3, `ingest error rows: ${errors}`);
   assert.ok(errors >= 1, 'the first guesses are logged');
+});
+
+test('guessed e-mail links (acknowledgement and confirmation), pages and their buttons: each a 404 that writes nothing, and B is not held', async () => {
+  const acksBefore = await count('/audit?action=acknowledge&limit=1000');
+  const GUESSES = 500;
+  const sig = () => crypto.randomBytes(24).toString('base64url');
+  const seen = await whileBWorks(h, b, async () => {
+    for (let i = 0; i < GUESSES; i += 20) {
+      const batch = Array.from({ length: 20 }, (_, k) => {
+        // A well-formed link with a signature the service did not make; a well-formed confirmation token.
+        const path =
+          (i + k) % 2 ? `/email/ack/${crypto.randomUUID()}.${sig()}` : `/email/confirm/${crypto.randomBytes(32).toString('base64url')}`;
+        return (i + k) % 4 < 2 ? h.call('GET', path) : h.call('POST', path, { raw: '', headers: form });
+      });
+      for (const r of await Promise.all(batch)) assert.equal(r.status, 404, r.text.slice(0, 200));
+    }
+  });
+  console.log(`guessed e-mail links: ${JSON.stringify(seen)}`);
+  assert.equal(await count('/audit?action=acknowledge&limit=1000'), acksBefore, 'nothing acknowledged');
 });

@@ -53,6 +53,7 @@ export function outcomeOf(replies: Map<string, Reply>, started: number, receiptI
   const body = Buffer.from(JSON.stringify(Object.fromEntries(all)));
   const outcome = retry ? 'retry' : okCount === 0 && refused ? 'fail' : 'success';
   const worst = retry ?? (outcome === 'fail' ? refused : undefined);
+  const told = worst ?? refused;
   return {
     outcome,
     retryAfterSeconds: null,
@@ -62,7 +63,8 @@ export function outcomeOf(replies: Map<string, Reply>, started: number, receiptI
     topic: null,
     partition: null,
     qos: null,
-    error: worst ? `${worst[0]}: ${worst[1].reply}`.slice(0, 1000) : refused ? `${refused[0]}: ${refused[1].reply}`.slice(0, 1000) : null,
+    // What went wrong, even when another recipient took it: the deciding answer, else a refusal.
+    error: told ? `${told[0]}: ${told[1].reply}`.slice(0, 1000) : null,
     responseHeaders: null,
     responseBody: body,
     responseBodyBytes: body.length,
