@@ -20,7 +20,7 @@ import { badRequest } from '../http/errors.js';
 import { countPoison, isRefusal, setAside } from '../ops/poison.js';
 import type { RecordHook, StoredItem } from '../records/hooks.js';
 import { type AlertLimits, type AlertState, Evaluation, rulesOf } from './evaluation.js';
-import type { NotificationValue, RangesValue, SpecType } from './model.js';
+import type { NotificationValue, RangesValue, SettingsValue, SpecType } from './model.js';
 import { type Raised, raise } from './raise.js';
 import { sweepSilence } from './silence.js';
 import { sweepVisits } from './visits.js';
@@ -30,6 +30,8 @@ interface SpecRow {
   asset_id: string;
   owner_id: string;
   name: string | null;
+  /** Its set point, which the set point rule (opt-in in `notification`) judges by. */
+  settings: SettingsValue | null;
   ranges: RangesValue | null;
   notification: NotificationValue | null;
   alert_state: Partial<AlertState>;
@@ -68,7 +70,7 @@ export class AlertEngine {
   private evaluationOf(s: SpecRow): Evaluation {
     return new Evaluation(
       { c: s.alert_state.c ?? {}, a: s.alert_state.a ?? {} },
-      rulesOf(s.ranges, s.notification),
+      rulesOf(s.ranges, s.notification, s.settings),
       { at: s.evaluated_at?.getTime() ?? null, id: s.evaluated_id },
       this.opts,
     );
@@ -176,8 +178,8 @@ export class AlertEngine {
   }
 
   /**
-   * A specification's ranges or timing changed: re-judge its open state (same transaction, after
-   * lockSpecification).
+   * A specification's ranges, timing or set point changed: re-judge its open state (same
+   * transaction, after lockSpecification).
    */
   async respecify(q: Queryable, specId: string, type: SpecType): Promise<void> {
     const specs = await this.read(q, type, 's.id = $1', [specId], 'FOR UPDATE OF s');
@@ -309,7 +311,7 @@ export class AlertEngine {
   private async read(q: Queryable, type: SpecType, where: string, params: unknown[], tail: string): Promise<SpecRow[]> {
     params.push(type);
     const { rows } = await q.query<SpecRow>(
-      `SELECT s.id, s.asset_id, a.owner_id, s.name, s.ranges, s.notification, s.alert_state, s.evaluated_at, s.evaluated_id::text
+      `SELECT s.id, s.asset_id, a.owner_id, s.name, s.settings, s.ranges, s.notification, s.alert_state, s.evaluated_at, s.evaluated_id::text
          FROM specifications s JOIN assets a ON a.id = s.asset_id
         WHERE ${where} AND s.type = $${params.length}
         ${tail}`,

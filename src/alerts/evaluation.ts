@@ -4,7 +4,8 @@
 // left in `fired` for the engine to store (engine.ts), which also keeps the state between calls.
 //
 // Each stored reefer (or genset) data record is judged per condition: out-of-range sensor values,
-// unaccepted levels, active alarm codes (controller alarm, CA and scheduler) and power loss. A
+// unaccepted levels, active alarm codes (controller alarm, CA and scheduler), power loss and, where
+// the specification opts in, a reported set point off the specification's (SETPOINT_MISMATCH). A
 // violation that has lasted `duration` minutes raises one ALERT, again every `frequency` minutes
 // while it lasts; a return to range after an alert raises an INFO, which names the violation's
 // latest stored ALERT (clearsEventId; the engine sets that ALERT's clearedAt). Time is record time
@@ -12,7 +13,7 @@
 import type { AlertRef, Reading } from '../events/events.js';
 import { getAtPath } from '../http/dotted-path.js';
 import { iso } from '../http/schemas.js';
-import { LEVEL_SENSORS, type NotificationValue, type RangesValue } from './model.js';
+import { LEVEL_SENSORS, type NotificationValue, type RangesValue, SETPOINT_DEFAULTS, type SettingsValue } from './model.js';
 
 const HOUR = 3_600_000;
 
@@ -22,7 +23,7 @@ const minutesMs = (m: number | null | undefined): number => {
   return Number.isFinite(ms) && ms > 0 ? ms : (m ?? 0) > 0 ? 1000 : 0;
 };
 
-type Kind = 'range' | 'level' | 'codes' | 'power';
+type Kind = 'range' | 'level' | 'codes' | 'power' | 'setpoint';
 interface Rule {
   /** Condition key (range, level, power) or key prefix (codes: `alarm:<code>`). */
   key: string;
@@ -32,14 +33,31 @@ interface Rule {
   min?: number | null;
   max?: number | null;
   levels?: string[];
+  /** setpoint: the specification's set point and how far a reported one may be off it (°C). */
+  wanted?: number;
+  tolerance?: number;
   durationMs: number;
   frequencyMs: number;
 }
 
 const CODE_LABELS: Record<string, string> = { alarm: 'Alarm', ca: 'CA alarm', scheduler: 'Scheduler alarm' };
 
-/** The rules a specification's ranges and notification settings define. */
-export function rulesOf(ranges: RangesValue | null, notification: NotificationValue | null): Map<string, Rule> {
+/** The set point rule's condition key (no sensor's, no code list's). */
+const SETPOINT = 'setpoint';
+/** What every subject of the set point rule starts with: the dashboard finds its ALERTs by it. */
+export const SETPOINT_MISMATCH = 'SETPOINT_MISMATCH';
+/**
+ * Slack on the tolerance for binary fractions: -17.5 against -18 with 0.5 is a match, and so is a
+ * reading like 0.1 + 0.2 against 0.3 with 0. Far below any set point's resolution.
+ */
+const SETPOINT_EPSILON = 1e-9;
+
+/** The rules a specification's ranges, notification settings and (for the set point rule) settings define. */
+export function rulesOf(
+  ranges: RangesValue | null,
+  notification: NotificationValue | null,
+  settings: SettingsValue | null = null,
+): Map<string, Rule> {
   const rules = new Map<string, Rule>();
   for (const group of ['cargo', 'hardware'] as const) {
     for (const [key, range] of Object.entries(ranges?.[group]?.sensors ?? {})) {
@@ -67,6 +85,20 @@ export function rulesOf(ranges: RangesValue | null, notification: NotificationVa
   topic('ca', 'codes', 'caAlarms', notification?.controller?.ca?.default);
   topic('power', 'power', 'powerOn', notification?.controller?.power?.default);
   topic('scheduler', 'codes', 'schedulerAlarms', notification?.controlModule?.scheduler?.default);
+  // Opt-in, and only against a set point the specification holds (absent or null: nothing to match).
+  const setpoint = notification?.controller?.setpoint;
+  const wanted = settings?.cargo?.settings?.temperatureSetpoint;
+  if (setpoint && typeof wanted === 'number' && Number.isFinite(wanted)) {
+    rules.set(SETPOINT, {
+      key: SETPOINT,
+      kind: 'setpoint',
+      paths: [['temperatureSetpoint']],
+      wanted,
+      tolerance: setpoint.tolerance ?? SETPOINT_DEFAULTS.tolerance,
+      durationMs: minutesMs(setpoint.default?.duration ?? SETPOINT_DEFAULTS.duration),
+      frequencyMs: minutesMs(setpoint.default?.frequency ?? SETPOINT_DEFAULTS.frequency),
+    });
+  }
   return rules;
 }
 
@@ -133,6 +165,11 @@ function judge(rule: Rule, raw: unknown): Verdict | undefined {
       return typeof raw === 'string' ? { value: raw, bad: !rule.levels!.includes(raw) } : undefined;
     case 'power':
       return typeof raw === 'boolean' ? { value: raw ? 'ON' : 'OFF', bad: !raw } : undefined;
+    case 'setpoint': {
+      const v = numeric(raw);
+      if (v === undefined) return undefined;
+      return { value: String(v), bad: Math.abs(v - rule.wanted!) > rule.tolerance! + SETPOINT_EPSILON };
+    }
     default:
       return undefined;
   }
@@ -148,6 +185,10 @@ function subjectOf(rule: Rule, v: Verdict): string {
       return v.bad ? `${rule.key} level ${v.value} not accepted` : `${rule.key} level ${v.value} accepted again`;
     case 'power':
       return v.bad ? 'Power off' : 'Power back on';
+    case 'setpoint':
+      return v.bad
+        ? `${SETPOINT_MISMATCH}: set point ${v.value} differs from the specification's ${rule.wanted} by more than ${rule.tolerance} °C`
+        : `${SETPOINT_MISMATCH} cleared: set point ${v.value} matches the specification's ${rule.wanted}`;
     default:
       return `${CODE_LABELS[rule.key]} ${v.value} ${v.bad ? 'active' : 'cleared'}`;
   }
@@ -160,6 +201,10 @@ const read = (data: unknown, rule: Rule) => {
   }
   return undefined;
 };
+
+/** The INFO subject when a changed specification drops a condition that alerted. */
+const unmonitored = (key: string) =>
+  key === SETPOINT ? `${SETPOINT_MISMATCH} cleared: the set point is no longer monitored` : `${key} no longer monitored`;
 
 /** The first cadence point after `t`: due, due + f, due + 2f, ... (null when that cannot be a time). */
 const cadenceAfter = (due: number, f: number, t: number): number | null => {
@@ -415,7 +460,7 @@ export class Evaluation {
       const bad = rule?.kind === 'codes' ? true : (v?.bad ?? false);
       if (!rule || !bad) {
         if (c.since !== undefined && (c.n ?? 0) > 0) {
-          const subject = !rule ? `${key} no longer monitored` : v ? subjectOf(rule, v) : `${key} back in range`;
+          const subject = !rule ? unmonitored(key) : v ? subjectOf(rule, v) : `${key} back in range`;
           // Dated in record time: the newest evaluated record, or the last alert if the sweep raised it later.
           const at = Math.max(this.evaluatedAt ?? now, c.last ?? 0);
           this.raise({

@@ -88,12 +88,37 @@ const Timing = closed({
   frequency: Type.Number({ minimum: 0, maximum: MAX_MINUTES, description: 'Minutes between repeats while it lasts (0 = once)' }),
 });
 const Topic = closed({ default: Timing });
+/** The set point rule's defaults (API guide 8): a mismatch over half a degree for 10 minutes, told once. */
+export const SETPOINT_DEFAULTS = { tolerance: 0.5, duration: 10, frequency: 0 } as const;
+/** The most a set point may differ from the specification's and still match (°C). */
+export const MAX_SETPOINT_TOLERANCE = 50;
+// Opt-in: without it a specification's temperatureSetpoint is only kept for the customer, as before.
+const SetpointTopic = closed(
+  {
+    tolerance: Type.Optional(
+      Type.Number({
+        minimum: 0,
+        maximum: MAX_SETPOINT_TOLERANCE,
+        description: `°C the reported set point (data.temperatureSetpoint) may differ from settings.cargo.settings.temperatureSetpoint (default ${SETPOINT_DEFAULTS.tolerance})`,
+      }),
+    ),
+    default: Type.Optional(Timing),
+  },
+  `Set point mismatch: when absent, default is {duration: ${SETPOINT_DEFAULTS.duration}, frequency: ${SETPOINT_DEFAULTS.frequency}}`,
+);
 export const NotificationSettings = closed(
   {
-    controller: Type.Optional(closed({ alarm: Type.Optional(Topic), power: Type.Optional(Topic), ca: Type.Optional(Topic) })),
+    controller: Type.Optional(
+      closed({
+        alarm: Type.Optional(Topic),
+        power: Type.Optional(Topic),
+        ca: Type.Optional(Topic),
+        setpoint: Type.Optional(SetpointTopic),
+      }),
+    ),
     controlModule: Type.Optional(closed({ scheduler: Type.Optional(Topic) })),
   },
-  'When and how often to notify on alarms (data.alarms), power loss (data.powerOn false), CA alarms (data.caAlarms) and scheduler alarms (data.schedulerAlarms)',
+  "When and how often to notify on alarms (data.alarms), power loss (data.powerOn false), CA alarms (data.caAlarms), scheduler alarms (data.schedulerAlarms) and a reported set point (data.temperatureSetpoint) off the specification's",
 );
 const Setpoint = Type.Optional(Nullable(Type.Number()));
 export const Settings = closed(
@@ -111,3 +136,4 @@ export const Settings = closed(
 
 export type RangesValue = Static<typeof Ranges>;
 export type NotificationValue = Static<typeof NotificationSettings>;
+export type SettingsValue = Static<typeof Settings>;

@@ -154,10 +154,12 @@ export function checkSpecification(body: unknown): SpecWrite {
     ['controller', 'alarm', n?.controller?.alarm],
     ['controller', 'power', n?.controller?.power],
     ['controller', 'ca', n?.controller?.ca],
+    // Its timing is optional (the set point rule has defaults).
+    ['controller', 'setpoint', n?.controller?.setpoint],
     ['controlModule', 'scheduler', n?.controlModule?.scheduler],
   ] as const;
   for (const [area, topic, t] of topics) {
-    if (!t) continue;
+    if (!t?.default) continue;
     checkMinutes(t.default.duration, `/notification/${area}/${topic}/default/duration`, 'duration');
     checkMinutes(t.default.frequency, `/notification/${area}/${topic}/default/frequency`, 'frequency');
   }
