@@ -38,7 +38,8 @@ import { positionRoutes, zoneHook } from './zones/positions.js';
 import { RecordHooks } from './records/hooks.js';
 import { deviceRoutes } from './ingest/devices.js';
 import { Ingest, ingestErrorRoutes, pruneIngestErrors } from './ingest/ingest.js';
-import { startMqttIngest } from './ingest/mqtt.js';
+import { ingestClientId, startMqttIngest } from './ingest/mqtt.js';
+import { CommandDownlink, readAnswer, type CommandAnswer } from './commands/downlink.js';
 import { ReadReplica } from './replica/replica.js';
 import { redisWrites } from './replica/writes.js';
 import { osmandRoutes } from './ingest/osmand.js';
@@ -106,6 +107,8 @@ export interface Services {
   hooks: RecordHooks;
   /** The device adapters' shared parts (src/ingest/): devices, their limit, the error log, counts. */
   ingest: Ingest;
+  /** Commands to MQTT devices (src/commands/downlink.ts), when MQTT ingest is on in this process. */
+  downlink: CommandDownlink | null;
   /** The streaming replica lists, exports and reports may read (DATABASE_READ_URL), or null. */
   replica: ReadReplica | null;
   /** A credential's large bodies in flight (API guide 7), counted for the instance. */
@@ -334,6 +337,7 @@ export async function buildApp(
       storage,
       hooks,
       ingest,
+      downlink: null,
       replica,
       bodyShares,
       unknownSignIns,
@@ -377,8 +381,18 @@ export async function buildApp(
   // MQTT ingest (src/ingest/mqtt.ts): subscribed once the service is ready, closed first at shutdown.
   if (cfg.INGEST_MQTT_URL && !member) {
     const { ingest } = app.services;
+    // Commands go out on the ingest's connection, and their answers come in on it (downlink.ts).
+    const downlink = new CommandDownlink(db, cfg, app.log, ingestClientId(cfg));
+    app.services.downlink = downlink;
     app.addHook('onReady', async () => {
-      ingest.mqtt = await startMqttIngest(ingest, cfg, app.log);
+      const handle = await startMqttIngest(ingest, cfg, app.log, {
+        read: readAnswer,
+        answer: (device, a) => downlink.answer(device, a as CommandAnswer),
+        active: (assetIds) => downlink.active(assetIds),
+        connected: () => downlink.poke(),
+      });
+      ingest.mqtt = handle;
+      downlink.start(handle);
     });
   }
   // Periodic tasks that need no lease (each is idempotent; several instances may run them at once).
@@ -431,6 +445,7 @@ export async function buildApp(
     // Delivery stops first (a stopping instance sends nothing new and hands its claims back at
     // once), beside the periodic tasks' last turns rather than after them.
     for (const t of timers) clearInterval(t);
+    await app.services.downlink?.close();
     await app.services.ingest.mqtt?.close();
     const delivery = app.services.delivery?.stop();
     await storage.stop();

@@ -264,6 +264,27 @@ export const BOUNDS = {
     what: "a customer integration's maxConcurrentRequests",
     past: '400 VALIDATION_FAILED naming the field',
   },
+  commandsOpenPerAsset: {
+    setting: 'COMMAND_MAX_OPEN_PER_ASSET',
+    value: 100,
+    unit: 'count',
+    what: 'open commands (PENDING or SENT, not expired) of one asset',
+    past: '409 CONFLICT naming /assetId, nothing saved',
+  },
+  commandPublishes: {
+    setting: 'COMMAND_MAX_PUBLISHES',
+    value: 10,
+    unit: 'count',
+    what: 'publishes of one command to its MQTT devices (first, after a lost lease or a refusal, again for a silent device)',
+    past: 'not published again; it stays as it is until it is answered or expires',
+  },
+  commandAttempts: {
+    setting: null,
+    value: 50,
+    unit: 'count',
+    what: "entries in one command's history (publishes and answers)",
+    past: 'counted in command_attempts_unrecorded_total, not stored; a repeated answer changes nothing anyway',
+  },
   emailRecipients: {
     setting: 'EMAIL_MAX_RECIPIENTS',
     value: 10,

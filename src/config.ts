@@ -318,6 +318,16 @@ const spec = {
   // a message's parsed records take several times its bytes.
   INGEST_MQTT_MAX_MESSAGE_BYTES: [int(1024, 64 * 1024 * 1024), String(512 * 1024)],
   INGEST_MQTT_MAX_BYTES_IN_FLIGHT: [int(1024, 1024 * 1024 * 1024), String(2 * 1024 * 1024)],
+  // Commands over MQTT (API guide 8, "Commands to MQTT devices"): open commands (PENDING or SENT)
+  // one asset may have (a flood is a 409 before it reaches the broker); how long an instance that
+  // published a command waits for the broker's PUBACK before another may publish it again; how long
+  // after a publish a SENT command still unanswered is published again when its device shows itself;
+  // the most publishes of one command; how often each instance looks for commands another made.
+  COMMAND_MAX_OPEN_PER_ASSET: [int(1, 100_000), '100'],
+  COMMAND_LEASE_SECONDS: [int(1, 3600), '30'],
+  COMMAND_REPUBLISH_SECONDS: [int(1, 86_400), '60'],
+  COMMAND_MAX_PUBLISHES: [int(1, 1000), '10'],
+  COMMAND_POLL_MS: [int(50, 60_000), '1000'],
   // Request bodies over 1 MiB (only the data-record creates take them, up to 8 MiB) being parsed,
   // stored and answered at once, per instance (API guide 7): past it a create is answered 503 with
   // Retry-After before its body is read. Sized to `npm start`'s 128 MB heap: one 8 MiB bulk took

@@ -564,6 +564,11 @@ export interface MosquittoOptions {
   persistence?: boolean;
   /** also log every packet (`log_type debug`: "Received PUBLISH from <client>", "Sending PUBACK to ...") */
   debugLog?: boolean;
+  /**
+   * The password listener (portBase+1) takes these users (instead of BROKER_USER) and checks this
+   * access control list (the text of a Mosquitto acl_file), as an operator's broker would.
+   */
+  acl?: { users: { username: string; password: string }[]; text: string };
 }
 
 /**
@@ -624,6 +629,15 @@ export async function mosquittoBroker(name: string, portBase: number, opts: Mosq
     for (const p of ports) {
       if (await portAccepts(p)) throw new Error(`port ${p} is in use by something else; mosquitto ${name} needs ports ${ports.join(', ')}`);
     }
+    let passwd = path.join(certs, 'passwd');
+    const aclLines: string[] = [];
+    if (opts.acl) {
+      passwd = path.join(dir, 'acl-passwd');
+      fs.writeFileSync(passwd, '');
+      for (const u of opts.acl.users) await runOk('mosquitto_passwd', ['-b', passwd, u.username, u.password], 30_000);
+      fs.writeFileSync(path.join(dir, 'acl'), opts.acl.text);
+      aclLines.push(`acl_file ${path.join(dir, 'acl')}`);
+    }
     fs.writeFileSync(
       conf,
       [
@@ -651,7 +665,8 @@ export async function mosquittoBroker(name: string, portBase: number, opts: Mosq
         '',
         `listener ${ports[1]} 127.0.0.1`,
         'allow_anonymous false',
-        `password_file ${path.join(certs, 'passwd')}`,
+        `password_file ${passwd}`,
+        ...aclLines,
         '',
         `listener ${ports[2]} 127.0.0.1`,
         'allow_anonymous false',

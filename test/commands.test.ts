@@ -63,7 +63,11 @@ test('create: only for assets that sent reefer data; type echoed as command; uni
   assert.ok(c.uniqueId.length >= 8, 'a generated uniqueId');
   assert.match(c.whoCreated, /^apikey:/);
   assert.match(c.whenCreated, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
-  assert.deepEqual(ok(await a.call('GET', `/api/v1/commands/${c.id}`), 200), c);
+  assert.deepEqual(
+    ok(await a.call('GET', `/api/v1/commands/${c.id}`), 200),
+    { ...c, attempts: [] },
+    'the get adds the (empty) downlink history',
+  );
   const c2 = await a.command({ assetId: quiet, type: 'POWER_OFF' });
   assert.notEqual(c2.uniqueId, c.uniqueId, 'generated ids differ');
   assert.equal(c2.parameters, null);
@@ -352,5 +356,52 @@ test('set points take the ranges a reefer controller takes: 1e308 degrees is a 4
     ['SET_O2', 2.5],
   ] as const) {
     await a.command({ assetId, type, parameters: { value } });
+  }
+});
+
+test('SET_MODE takes parameters.mode (continuous, cycle, sleep); CLEAR_ALARMS takes none; expiresAt is whenCreated + ttlSeconds', async () => {
+  const a = await tenant('modes');
+  const assetId = await a.asset('moded');
+  bad(await a.call('POST', '/api/v1/commands', { assetId, type: 'SET_MODE' }), 400, '/parameters/mode', 'no mode');
+  bad(
+    await a.call('POST', '/api/v1/commands', { assetId, type: 'SET_MODE', parameters: { mode: 'turbo' } }),
+    400,
+    '/parameters/mode',
+    'unknown mode',
+  );
+  bad(
+    await a.call('POST', '/api/v1/commands', { assetId, type: 'SET_MODE', parameters: { mode: 5 } }),
+    400,
+    '/parameters/mode',
+    'not a string',
+  );
+  for (const mode of ['continuous', 'cycle', 'sleep']) {
+    const c = await a.command({ assetId, type: 'SET_MODE', parameters: { mode } });
+    assert.deepEqual(c.parameters, { mode });
+  }
+  const clear = await a.command({ assetId, type: 'CLEAR_ALARMS', ttlSeconds: 90 });
+  assert.equal(Date.parse(clear.expiresAt) - Date.parse(clear.whenCreated), 90_000);
+  assert.equal(clear.message, null);
+  const got = ok(await a.call('GET', `/api/v1/commands/${clear.id}`), 200);
+  assert.deepEqual(got.attempts, [], 'no MQTT device: no downlink history');
+});
+
+test('a flood of commands for one asset stops at COMMAND_MAX_OPEN_PER_ASSET open ones (409, nothing saved); ended ones free the room', async () => {
+  const small = await startApp(undefined, { RATE_LIMIT_MAX: '100000', COMMAND_MAX_OPEN_PER_ASSET: '3' });
+  try {
+    const c = await customer(small, 'flood');
+    const assetId = await c.asset('flooded');
+    ok(await c.call('POST', '/api/v1/reefer-data', { assetId, data: {} }), 201);
+    const made = [];
+    for (let i = 0; i < 3; i++) made.push(ok(await c.call('POST', '/api/v1/commands', { assetId, type: 'POWER_ON' }), 201));
+    const r = await c.call('POST', '/api/v1/commands', { assetId, type: 'POWER_ON' });
+    bad(r, 409, '/assetId', 'the fourth open one');
+    assert.match(r.body.message, /COMMAND_MAX_OPEN_PER_ASSET allows 3/);
+    const list = ok(await c.call('GET', `/api/v1/commands?assetId=${assetId}`), 200);
+    assert.equal(list.length, 3, 'nothing saved');
+    assert.equal((await c.call('DELETE', `/api/v1/commands/${made[0].id}`)).status, 204);
+    ok(await c.call('POST', '/api/v1/commands', { assetId, type: 'POWER_ON' }), 201, 'room again');
+  } finally {
+    await small.app.close();
   }
 });

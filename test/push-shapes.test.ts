@@ -206,7 +206,10 @@ test('every pushed object type is as its OpenAPI webhooks entry says, with no un
     const rest = ok(await c.call('GET', `${REST_PATH[type]}/${body.id}`), 200, `${type} ${body.id} from REST`);
     const fromRest = RECORD_FROM_REST[type];
     if (!fromRest) {
-      assert.deepEqual(body, rest, `the pushed ${type} is its REST object`);
+      // A command's get also answers its downlink history (attempts), which is never pushed.
+      const { attempts, ...object } = rest;
+      if (type === 'command') assert.ok(Array.isArray(attempts), 'the get of a command has its attempts');
+      assert.deepEqual(body, type === 'command' ? object : rest, `the pushed ${type} is its REST object`);
       continue;
     }
     const { when_received: received, ...rest_ } = body;

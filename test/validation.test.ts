@@ -828,7 +828,7 @@ test('enum errors list the allowed values; a single allowed literal is named', a
   assert.match(r.body.message, /must be one of CR, CR0, CRTT,/, r.body.message);
   r = await ta.call('POST', '/api/v1/commands', { token: o.key, body: { assetId: asset.id, type: 'REBOOT' } });
   assertRejected(r, '/type', 'command type');
-  assert.match(r.body.message, /must be one of SET_TEMPERATURE, .*POWER_OFF\./, r.body.message);
+  assert.match(r.body.message, /must be one of SET_TEMPERATURE, .*POWER_OFF, SET_MODE, CLEAR_ALARMS\./, r.body.message);
   r = await ta.call('POST', '/api/v1/booking-data', { token: o.key, body: { type: 'OTHER' } });
   assertRejected(r, '/type', 'booking type');
   assert.match(r.body.message, /\/type must be MAERSK_V1\./, r.body.message);

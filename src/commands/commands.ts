@@ -14,7 +14,8 @@ import { appendEvents, wakeReaders } from '../eventlog/log.js';
 import { ApiError, badRequest, conflict, notFound } from '../http/errors.js';
 import { type Filter, filters } from '../http/filters.js';
 import { readRoutes } from '../tenancy/read-routes.js';
-import { DateTime, IdParam, iso, isInt8Id, Str, Uuid, Literals } from '../http/schemas.js';
+import { DateTime, IdParam, iso, isInt8Id, Str, Uuid, Literals, Nullable } from '../http/schemas.js';
+import { BOUNDS } from '../bounds.js';
 import type { Tenancy } from '../tenancy/tenancy.js';
 
 export const COMMAND_TYPES = [
@@ -26,7 +27,11 @@ export const COMMAND_TYPES = [
   'START_PTI',
   'POWER_ON',
   'POWER_OFF',
+  'SET_MODE',
+  'CLEAR_ALARMS',
 ] as const;
+/** The running modes SET_MODE takes in parameters.mode. */
+export const REEFER_MODES = ['continuous', 'cycle', 'sleep'] as const;
 /**
  * The set points a reefer controller takes (API guide 8): the command types that carry
  * parameters.value, with its unit and range. A value outside is a 400, never sent to a device.
@@ -65,14 +70,49 @@ export const Command = Type.Object(
     whoCreated: Type.String(),
     whenCreated: DateTime,
     whenUpdated: DateTime,
+    expiresAt: Type.String({ format: 'date-time', description: 'whenCreated + ttlSeconds: past it an open command reads EXPIRED' }),
+    message: Nullable(Type.String({ description: 'What the device said with its answer over MQTT (FAILED: why); null until then' })),
   },
   { title: 'Command' },
+);
+export const CommandAttempt = Type.Object(
+  {
+    at: DateTime,
+    kind: Literals(['publish', 'answer'] as const),
+    device: Type.String({ description: 'The MQTT device (its uniqueId) published to, or that answered' }),
+    status: Type.String({
+      description:
+        'publish: PUBACK (the broker took it) or REFUSED (the broker refused it: message says why); answer: ACKNOWLEDGED or FAILED',
+    }),
+    message: Nullable(Type.String()),
+  },
+  { title: 'CommandAttempt' },
+);
+const CommandDetail = Type.Composite(
+  [
+    Command,
+    Type.Object({
+      attempts: Type.Array(CommandAttempt, {
+        description: `Its downlink history, oldest first: each publish to its MQTT device and each answer (at most ${BOUNDS.commandAttempts.value})`,
+      }),
+    }),
+  ],
+  { title: 'CommandDetail' },
 );
 const CommandCreate = Type.Object({
   assetId: Type.String({ format: 'uuid' }),
   type: Literals(COMMAND_TYPES),
   parameters: Type.Optional(
-    Type.Union([Type.Object({ value: Type.Optional(Type.Number()) }, { additionalProperties: true }), Type.Null()]),
+    Type.Union([
+      Type.Object(
+        {
+          value: Type.Optional(Type.Number({ description: 'SET_TEMPERATURE, SET_HUMIDITY, SET_CO2, SET_O2: the set point' })),
+          mode: Type.Optional(Str(16, { description: `SET_MODE: ${REEFER_MODES.join(', ')}` })),
+        },
+        { additionalProperties: true },
+      ),
+      Type.Null(),
+    ]),
   ),
   uniqueId: Type.Optional(Str(64, { minLength: 1, description: "Client's correlation id, unique per asset (generated when absent)" })),
   ttlSeconds: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_TTL_SECONDS, description: 'Default 3600' })),
@@ -93,7 +133,7 @@ const COMMAND_FILTERS: Record<string, Filter> = {
   },
 };
 
-interface Row {
+export interface Row {
   id: string;
   asset_id: string;
   owner_id: string;
@@ -105,13 +145,15 @@ interface Row {
   who_created: string;
   when_created: Date;
   when_updated: Date;
+  expires_at: Date;
+  message: string | null;
   expired: boolean;
 }
 // `expired` is computed by the database clock, the same for every instance.
-const SELECT = `id, asset_id, owner_id, type, parameters, status, unique_id, ttl_seconds, who_created, when_created, when_updated,
-  (status IN ('PENDING', 'SENT') AND expires_at <= now()) AS expired`;
-const effective = (r: Row) => (r.expired ? 'EXPIRED' : r.status) as Status;
-const toApi = (r: Row) => ({
+export const SELECT = `id, asset_id, owner_id, type, parameters, status, unique_id, ttl_seconds, who_created, when_created, when_updated,
+  expires_at, message, (status IN ('PENDING', 'SENT') AND expires_at <= now()) AS expired`;
+export const effective = (r: Row) => (r.expired ? 'EXPIRED' : r.status) as Status;
+export const toApi = (r: Row) => ({
   id: r.id,
   assetId: r.asset_id,
   ownerId: r.owner_id,
@@ -124,16 +166,18 @@ const toApi = (r: Row) => ({
   whoCreated: r.who_created,
   whenCreated: iso(r.when_created)!,
   whenUpdated: iso(r.when_updated)!,
+  expiresAt: iso(r.expires_at)!,
+  message: r.message,
 });
 
 /**
  * A change's whenUpdated: `at`, but at least a second after the previous one, so that the
  * command's changes order by whenUpdated as shown (to the second) even when they come fast.
  */
-const after = (at: string) => `GREATEST(${at}, date_trunc('second', when_updated) + interval '1 second')`;
+export const after = (at: string) => `GREATEST(${at}, date_trunc('second', when_updated) + interval '1 second')`;
 
 /** Appends commands in their new state to the event log (the push object is the REST object). */
-const pushCommands = (q: Queryable, rows: Row[]) =>
+export const pushCommands = (q: Queryable, rows: Row[]) =>
   appendEvents(
     q,
     'command',
@@ -178,7 +222,9 @@ async function move(q: Queryable, t: Tenancy, id: string, to: Status, action: 'u
     throw new ApiError('CONFLICT', `A ${from} command cannot become ${to}.`, { field: '/status' });
   }
   const { rows } = await q.query<Row>(
-    `UPDATE commands SET status = $2, when_updated = ${after('clock_timestamp()')} WHERE id = $1 RETURNING ${SELECT}`,
+    // Moved by the API: nothing more for the MQTT downlink to publish (downlink.ts).
+    `UPDATE commands SET status = $2, when_updated = ${after('clock_timestamp()')}, publish_after = NULL, leased_by = NULL
+      WHERE id = $1 RETURNING ${SELECT}`,
     [id, to],
   );
   await pushCommands(q, rows);
@@ -186,7 +232,22 @@ async function move(q: Queryable, t: Tenancy, id: string, to: Status, action: 'u
   return rows[0]!;
 }
 
-export const commandRoutes: FastifyPluginAsyncTypebox<{ db: Db; cfg: Config }> = async (app, { db }) => {
+/** The first key of the per-asset advisory lock around a command's create ("cmdc"), beside the other lock spaces. */
+const CREATE_LOCK_SPACE = 1668113507;
+
+/** Wakes the MQTT downlinks (downlink.ts) of every instance: a command is due. */
+export const DOWNLINK_CHANNEL = 'tracking_command_downlink';
+
+/** A command's downlink history, oldest first (GET /commands/{id}). */
+async function attemptsOf(db: Db, id: string) {
+  const { rows } = await db.query<{ at: Date; kind: 'publish' | 'answer'; device: string; status: string; message: string | null }>(
+    'SELECT at, kind, device, status, message FROM command_attempts WHERE command_id = $1 ORDER BY id',
+    [id],
+  );
+  return rows.map((r) => ({ at: iso(r.at)!, kind: r.kind, device: r.device, status: r.status, message: r.message }));
+}
+
+export const commandRoutes: FastifyPluginAsyncTypebox<{ db: Db; cfg: Config }> = async (app, { db, cfg }) => {
   const tags = ['commands'];
   readRoutes(app, db, {
     path: '/commands',
@@ -202,6 +263,7 @@ export const commandRoutes: FastifyPluginAsyncTypebox<{ db: Db; cfg: Config }> =
     defaultOrder: 'desc',
     export: { name: 'commands' },
     filters: COMMAND_FILTERS,
+    detail: { item: CommandDetail, more: async (r) => ({ attempts: await attemptsOf(db, r.id) }) },
   });
 
   app.post('/commands', {
@@ -214,11 +276,20 @@ export const commandRoutes: FastifyPluginAsyncTypebox<{ db: Db; cfg: Config }> =
       if (range && typeof value === 'number' && (value < range.min || value > range.max)) {
         throw badRequest(`${b.type} takes parameters.value from ${range.min} to ${range.max} (${range.unit}).`, '/parameters/value');
       }
+      const mode = b.parameters?.mode;
+      if (b.type === 'SET_MODE' && !REEFER_MODES.includes(mode as (typeof REEFER_MODES)[number])) {
+        throw badRequest(`SET_MODE needs parameters.mode, one of ${REEFER_MODES.join(', ')}.`, '/parameters/mode');
+      }
       const row = await db.tx(async (q) => {
+        // One create per asset at a time (every instance): the count of open commands below holds.
+        await q.query(`SELECT pg_advisory_xact_lock(${CREATE_LOCK_SPACE}, hashtext($1::text))`, [b.assetId]);
         const params: unknown[] = [b.assetId];
         const cond = await req.tenancy.where('owner_id', params, q);
-        const { rows: assets } = await q.query<{ owner_id: string; reefer: boolean }>(
-          `SELECT owner_id, EXISTS (SELECT 1 FROM reefer_data r WHERE r.asset_id = a.id) AS reefer
+        const { rows: assets } = await q.query<{ owner_id: string; reefer: boolean; mqtt: boolean; open: number }>(
+          `SELECT owner_id, EXISTS (SELECT 1 FROM reefer_data r WHERE r.asset_id = a.id) AS reefer,
+                  EXISTS (SELECT 1 FROM devices d WHERE d.asset_id = a.id AND d.protocol = 'mqtt' AND NOT d.disabled) AS mqtt,
+                  (SELECT count(*)::int FROM commands c
+                    WHERE c.asset_id = a.id AND c.status IN ('PENDING', 'SENT') AND c.expires_at > now()) AS open
              FROM assets a WHERE id = $1::uuid AND ${cond}`,
           params,
         );
@@ -227,10 +298,19 @@ export const commandRoutes: FastifyPluginAsyncTypebox<{ db: Db; cfg: Config }> =
         if (b.ownerId !== undefined && b.ownerId !== asset.owner_id)
           throw badRequest("/ownerId must be the asset's owner or absent.", '/ownerId');
         if (!asset.reefer) throw conflict('This asset has never sent reefer data, so it cannot take commands.', '/assetId');
+        // A flood of commands for one device is refused here, before it reaches the broker or the device.
+        if (asset.open >= cfg.COMMAND_MAX_OPEN_PER_ASSET) {
+          throw new ApiError(
+            'CONFLICT',
+            `This asset has ${asset.open} open commands (PENDING or SENT); COMMAND_MAX_OPEN_PER_ASSET allows ${cfg.COMMAND_MAX_OPEN_PER_ASSET}. Wait for them to end, or cancel some.`,
+            { field: '/assetId' },
+          );
+        }
         const ttl = b.ttlSeconds ?? 3600;
         const { rows } = await q.query<Row>(
-          `INSERT INTO commands (asset_id, owner_id, type, parameters, status, unique_id, ttl_seconds, expires_at, who_created)
-           VALUES ($1, $2, $3, $4, 'PENDING', $5, $6::int4, now() + $6::int4 * interval '1 second', $7)
+          // With an MQTT device, due for the downlink at once (downlink.ts).
+          `INSERT INTO commands (asset_id, owner_id, type, parameters, status, unique_id, ttl_seconds, expires_at, who_created, publish_after)
+           VALUES ($1, $2, $3, $4, 'PENDING', $5, $6::int4, now() + $6::int4 * interval '1 second', $7, CASE WHEN $8 THEN now() END)
            ON CONFLICT (asset_id, unique_id) DO NOTHING RETURNING ${SELECT}`,
           [
             b.assetId,
@@ -240,15 +320,18 @@ export const commandRoutes: FastifyPluginAsyncTypebox<{ db: Db; cfg: Config }> =
             b.uniqueId ?? crypto.randomUUID(),
             ttl,
             req.tenancy.principal.actor,
+            asset.mqtt,
           ],
         );
         if (!rows[0]) throw new ApiError('CONFLICT', 'A command with this uniqueId already exists for this asset.', { field: '/uniqueId' });
         await pushCommands(q, rows);
         const out = toApi(rows[0]);
         await audit(q, req.tenancy, { action: 'create', type: 'command', id: out.id, ownerId: asset.owner_id, before: null, after: out });
-        return rows[0];
+        if (asset.mqtt) await q.query(`SELECT pg_notify('${DOWNLINK_CHANNEL}', '')`);
+        return { ...rows[0], mqtt: asset.mqtt };
       });
       wakeReaders(db);
+      if (row.mqtt) db.wake(DOWNLINK_CHANNEL);
       reply.code(201).header('Location', `${req.server.publicUrl}/api/v1/commands/${row.id}`);
       return toApi(row);
     },
@@ -260,13 +343,13 @@ export const commandRoutes: FastifyPluginAsyncTypebox<{ db: Db; cfg: Config }> =
       summary: 'Change a command status (device side); illegal transitions are 409',
       params: IdParam,
       body: CommandPatch,
-      response: { 200: Command },
+      response: { 200: CommandDetail },
     },
     handler: async (req) => {
       const { status } = req.body;
       const row = await db.tx((q) => move(q, req.tenancy, req.params.id, status, 'update'));
       wakeReaders(db);
-      return toApi(row);
+      return { ...toApi(row), attempts: await attemptsOf(db, row.id) };
     },
   });
 

@@ -47,6 +47,8 @@ const RETRY_MAX_MS = 30_000;
 const PACKET_OVERHEAD = 64 * 1024 + 1024;
 /** MQTT's largest packet: a remaining length of at most 268,435,455 bytes, and its fixed header. */
 const MQTT_MAX_PACKET = 268_435_455 + 5;
+/** The largest answer to a command a device may send (an id, a status and a message of 500 characters fit well). */
+const ANSWER_BYTES = 4096;
 
 /** Why a payload is refused unread, or null: it is within the limit. */
 export function oversize(bytes: number, max: number): string | null {
@@ -74,6 +76,9 @@ interface Parsed {
   msg: Received;
   uniqueId: string | null;
   def: RecordDef<any> | null;
+  /** A `commandstatus` message: the device's answer to a command, once read. */
+  answers: boolean;
+  answer: unknown;
   items: { assetId: string }[];
   device: DeviceRow | null;
   /** Stored or refused (or left to the broker to send again). */
@@ -85,8 +90,30 @@ type SendPacket = (packet: { cmd: string; messageId?: number }, cb?: (e?: Error)
 export interface MqttIngestHandle {
   /** Connected to the broker with the subscription in place. */
   readonly connected: boolean;
+  /** Publishes at QoS 1 with an MQTT 5 message expiry; resolves at the broker's PUBACK, rejects when it refused it. */
+  publish(topic: string, payload: string, expirySeconds: number): Promise<void>;
   close(): Promise<void>;
 }
+
+/**
+ * The commands' side of the connection (src/commands/downlink.ts), given by app.ts: the service's
+ * own downlink messages (`<prefix>/<uniqueId>/commands`, which the subscription receives too) are
+ * passed over; a device's `commandstatus` answer is read and handed over; devices that sent anything
+ * are told, so that what they missed is published again; a new connection is told.
+ */
+export interface CommandSide {
+  /** Reads an answer, or throws an ApiError (refused into the error log). */
+  read(payload: Buffer): unknown;
+  /** Takes a read answer; throws an ApiError when it is refused, anything else when the database is away. */
+  answer(device: DeviceRow, answer: unknown): Promise<void>;
+  active(assetIds: string[]): Promise<void>;
+  connected(): void;
+}
+
+/** The topic types a device publishes besides the record types: its answers to commands. */
+const ANSWER_TYPE = 'commandstatus';
+/** The topic type the service publishes commands on: received by the subscription too, and passed over. */
+const COMMAND_TYPE = 'commands';
 
 /** This instance's client id: INGEST_MQTT_CLIENT_ID, else one per host and port (stable across restarts). */
 export function ingestClientId(cfg: Config): string {
@@ -101,7 +128,12 @@ function topicParts(prefix: string, topic: string): { uniqueId: string; type: st
   return { uniqueId: rest[0], type: rest[1] };
 }
 
-export async function startMqttIngest(ingest: Ingest, cfg: Config, log: FastifyBaseLogger): Promise<MqttIngestHandle> {
+export async function startMqttIngest(
+  ingest: Ingest,
+  cfg: Config,
+  log: FastifyBaseLogger,
+  commands: CommandSide | null = null,
+): Promise<MqttIngestHandle> {
   const { connect } = await import('mqtt');
   const prefix = cfg.INGEST_MQTT_TOPIC_PREFIX;
   const filter = `$share/${cfg.INGEST_MQTT_SHARE_GROUP}/${prefix}/+/+`;
@@ -190,6 +222,7 @@ export async function startMqttIngest(ingest: Ingest, cfg: Config, log: FastifyB
     // its sessions) needs it made again.
     if (connack.sessionPresent) {
       subscribed = true;
+      commands?.connected();
       return;
     }
     client.subscribe(filter, { qos: 2 }, (e, granted) => {
@@ -200,6 +233,7 @@ export async function startMqttIngest(ingest: Ingest, cfg: Config, log: FastifyB
       }
       subscribed = true;
       log.info(`MQTT ingest: subscribed to ${filter} as ${opts.clientId}`);
+      commands?.connected();
     });
   });
   client.on('close', () => {
@@ -262,11 +296,14 @@ export async function startMqttIngest(ingest: Ingest, cfg: Config, log: FastifyB
   }
 
   const parse = (msg: Received): Parsed => {
-    const p: Parsed = { msg, uniqueId: null, def: null, items: [], device: null, done: false };
+    const p: Parsed = { msg, uniqueId: null, def: null, answers: false, answer: null, items: [], device: null, done: false };
     const parts = topicParts(prefix, msg.topic);
     if (!parts) return p;
     p.uniqueId = parts.uniqueId;
     p.def = DEFS.get(parts.type) ?? null;
+    // The service's own command (downlink.ts), come back through the subscription: nothing to store, no error.
+    if (parts.type === COMMAND_TYPE && commands) p.done = true;
+    p.answers = parts.type === ANSWER_TYPE && commands !== null;
     return p;
   };
 
@@ -338,7 +375,17 @@ export async function startMqttIngest(ingest: Ingest, cfg: Config, log: FastifyB
         if (tooLarge) throw new IngestRefused('too large', 'PAYLOAD_TOO_LARGE', tooLarge);
         if (!p.uniqueId) throw badRequest(`The topic ${p.msg.topic.slice(0, 200)} is not ${prefix}/<uniqueId>/<type>.`);
         const device = await ingest.admit('mqtt', devices.get(p.uniqueId));
-        if (!p.def) throw badRequest(`The topic's type must be one of ${[...DEFS.keys()].join(', ')}.`);
+        if (p.answers) {
+          const tooLarge = oversize(p.msg.payload.length, ANSWER_BYTES);
+          if (tooLarge) throw new IngestRefused('too large', 'PAYLOAD_TOO_LARGE', `An answer is at most ${ANSWER_BYTES} bytes.`);
+          p.answer = commands!.read(p.msg.payload);
+          p.device = device;
+          continue;
+        }
+        if (!p.def) {
+          const types = [...DEFS.keys(), ...(commands ? [ANSWER_TYPE] : [])];
+          throw badRequest(`The topic's type must be one of ${types.join(', ')}.`);
+        }
         p.items = readRecords(p, device);
         p.device = device;
       } catch (e) {
@@ -363,8 +410,25 @@ export async function startMqttIngest(ingest: Ingest, cfg: Config, log: FastifyB
       g.size += p.items.length;
     }
     for (const [def, { chunks }] of groups) for (const chunk of chunks) await storeGroup(def, chunk);
-    const seen = parsed.flatMap((p) => (p.device && p.items.length ? [p.device.id] : []));
-    await ingest.seen(seen).catch((e) => log.warn({ err: e }, 'MQTT ingest: noting last seen failed'));
+    // Answers after the records, in arrival order; one refused is logged, the database away retries the batch.
+    for (const p of parsed) {
+      if (p.done || !p.answers || !p.device) continue;
+      try {
+        await commands!.answer(p.device, p.answer);
+        ingest.counters.count(ingest.counters.stored, `mqtt:${ANSWER_TYPE}`);
+      } catch (e) {
+        if (!(e instanceof ApiError)) throw e;
+        await refuse(p, new IngestRefused('bad message', e.code, e.message, e.extra));
+      }
+      p.done = true;
+    }
+    const from = parsed.filter((p) => p.device && (p.items.length || p.answers)).map((p) => p.device!);
+    await ingest.seen(from.map((d) => d.id)).catch((e) => log.warn({ err: e }, 'MQTT ingest: noting last seen failed'));
+    if (commands && from.length) {
+      await commands
+        .active(from.map((d) => d.asset_id))
+        .catch((e) => log.warn({ err: e }, 'MQTT ingest: looking for commands to publish again failed'));
+    }
   }
 
   let stop: () => void = () => {};
@@ -427,6 +491,9 @@ export async function startMqttIngest(ingest: Ingest, cfg: Config, log: FastifyB
   return {
     get connected() {
       return client.connected && subscribed;
+    },
+    async publish(topic, payload, expirySeconds) {
+      await client.publishAsync(topic, payload, { qos: 1, properties: { messageExpiryInterval: expirySeconds } });
     },
     async close() {
       closing = true;

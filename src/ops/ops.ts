@@ -271,6 +271,25 @@ export const opsRoutes = fp(async function opsRoutes(
       this.set(app.services.ingest.mqtt?.connected ? 1 : 0);
     },
   });
+  // Commands to MQTT devices (src/commands/downlink.ts): publishes and answers, by outcome.
+  new client.Gauge({
+    name: 'commands_downlink_total',
+    help: "Commands to MQTT devices since this process started: publishes the broker took (published) or refused (refused), devices' answers taken (answers)",
+    labelNames: ['outcome'] as const,
+    registers: app.services.cfg.INGEST_MQTT_URL ? instanceWide : [],
+    collect() {
+      const c = app.services.downlink?.counters;
+      for (const k of ['published', 'refused', 'answers'] as const) this.set({ outcome: k }, c?.[k] ?? 0);
+    },
+  });
+  new client.Gauge({
+    name: 'command_attempts_unrecorded_total',
+    help: "Publishes and answers past a command's history bound (50 entries), counted and not stored, since this process started",
+    registers: app.services.cfg.INGEST_MQTT_URL ? instanceWide : [],
+    collect() {
+      this.set(app.services.downlink?.counters.unrecorded ?? 0);
+    },
+  });
   // Poison (poison.ts): items a consumer set aside so the others go on, by consumer and reason;
   // this process's and its delivery processes'.
   new client.Gauge({

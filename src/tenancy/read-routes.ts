@@ -32,6 +32,11 @@ export interface ReadSpec<T extends TObject, R> {
   defaultOrder: 'asc' | 'desc';
   filters: Record<string, Filter>;
   /**
+   * The get by id answers more than a list item: `item` (the list item's schema and more) and what
+   * `more` reads for the row (commands: their attempts).
+   */
+  detail?: { item: TObject; more: (row: R) => Promise<Record<string, unknown>> };
+  /**
    * The list exports too (CSV, NDJSON; GeoJSON with `geo`), as `name`.csv and so on; with `copy`,
    * by PostgreSQL's COPY on PostgreSQL.
    */
@@ -80,7 +85,7 @@ export function readRoutes<T extends TObject, R extends { id: string }>(app: Fas
       id,
       spec.what,
     );
-    return spec.toApi(row);
+    return spec.detail ? { ...spec.toApi(row), ...(await spec.detail.more(row)) } : spec.toApi(row);
   };
   const listSchema: FastifySchema = {
     tags: spec.tags,
@@ -99,7 +104,12 @@ export function readRoutes<T extends TObject, R extends { id: string }>(app: Fas
         }
       : {}),
   };
-  const oneSchema: FastifySchema = { tags: spec.tags, summary: `Get ${spec.what}`, params: IdParam, response: { 200: spec.item } };
+  const oneSchema: FastifySchema = {
+    tags: spec.tags,
+    summary: `Get ${spec.what}`,
+    params: IdParam,
+    response: { 200: spec.detail?.item ?? spec.item },
+  };
   app.route({ method: 'GET', url: spec.path, schema: listSchema, handler: list });
   app.route({ method: 'GET', url: `${spec.path}/:id`, schema: oneSchema, handler: one });
 }
