@@ -7,6 +7,8 @@
 // (bench/alerts.ts: reefer ingest with and without alert evaluation, on `tracking_bench_alerts`),
 // email (bench/email.ts: an alert's store-to-mailbox latency over SMTP next to the same alert as a
 // Slack webhook, on `tracking_bench_email`),
+// commands (bench/commands.ts: a command's round trip to an MQTT device on the machine's Mosquitto,
+// next to the broker alone, on `tracking_bench_commands`),
 // storage (bench/storage.ts: bytes, WAL and rows written per record, partitioned next to
 // unpartitioned ingest and lists at 10 million rows, removing an expired partition; not in the default run),
 // exports (bench/exports.ts: 10 million locations as CSV and NDJSON next to a raw COPY, memory sampled;
@@ -23,6 +25,7 @@
 import os from 'node:os';
 import { type AlertBenchResult, runAlertsBench } from './alerts.js';
 import { runEmailBench } from './email.js';
+import { runCommandsBench } from './commands.js';
 import { runIngestBench } from './ingest.js';
 import { HTTP_PROCESS_COUNTS, runHttpWorkersBench } from './http-workers.js';
 import { runStorageBench } from './storage.js';
@@ -52,6 +55,7 @@ const PARTS = [
   'mqtt',
   'alerts',
   'email',
+  'commands',
   'storage',
   'exports',
   'reports',
@@ -149,6 +153,12 @@ const email = sel.has('email') ? await runEmailBench() : null;
 if (email) {
   console.log('\n## Alert e-mail: store to mailbox (a real SMTP server), 2 alerts a second, next to the same alerts as a Slack webhook');
   console.table(email);
+}
+
+const commands = sel.has('commands') ? await runCommandsBench() : null;
+if (commands) {
+  console.log('\n## Commands to an MQTT device: create to ACKNOWLEDGED read back, one at a time, next to the broker alone');
+  console.table(commands);
 }
 
 const rx = new Receiver();
@@ -516,6 +526,7 @@ console.log(
     brokers,
     alerts,
     email,
+    commands,
     storage,
     exports: exportsBench,
     reports,

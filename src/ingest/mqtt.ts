@@ -218,6 +218,9 @@ export async function startMqttIngest(
     if (packet.qos === 0) enqueue({ topic, payload, qos: 0, messageId: undefined, connection, settled: false, ack: null, freed: false });
   });
   client.on('connect', (connack) => {
+    // Small packets (a PUBACK, a command) go out at once rather than wait for the last one's ACK
+    // (Nagle's algorithm with the peer's delayed ACK held each for about 40 ms).
+    (client.stream as { setNoDelay?: (on: boolean) => void }).setNoDelay?.(true);
     // A session the broker kept holds the subscription; a new one (first start, a broker that lost
     // its sessions) needs it made again.
     if (connack.sessionPresent) {
