@@ -18,6 +18,43 @@ export function actor(): string {
   }
 }
 
+/** The signed-in credential as `GET /me` tells it: its actor, owner, scopes and a name to show. */
+export interface Me {
+  actor: string;
+  ownerId: string;
+  scopes: string[];
+  admin: boolean;
+  name: string | null;
+}
+let meAsked: { credential: string; answer: Promise<Me | null> } | null = null;
+/**
+ * Who the signed-in credential is (`GET /me`), asked once per credential; null while it cannot be
+ * asked (a network failure, a 5xx: asked again next time).
+ */
+export function me(): Promise<Me | null> {
+  if (meAsked?.credential !== credential) {
+    const answer: Promise<Me | null> = fetch('/api/v1/me', { headers: authorization() }).then(
+      async (r) => {
+        if (r.ok) return (await r.json()) as Me;
+        if (meAsked?.answer === answer) meAsked = null;
+        return null;
+      },
+      () => {
+        if (meAsked?.answer === answer) meAsked = null;
+        return null;
+      },
+    );
+    meAsked = { credential, answer };
+  }
+  return meAsked.answer;
+}
+
+/** Whether the signed-in credential has the `write` scope, so a view shows only the forms it may use. */
+export async function mayWrite(): Promise<boolean> {
+  const m = await me();
+  return m !== null && (m.scopes.includes('write') || m.admin);
+}
+
 export class ApiError extends Error {
   constructor(
     readonly status: number,
@@ -57,10 +94,12 @@ export async function all<T = any>(path: string, max = 5000): Promise<T[]> {
  * Calls `load` now and every `intervalMs` while the page is visible; a hidden tab asks for nothing
  * and catches up once when shown again. Each request counts in the credential's hourly limit (1000
  * by default), so a few open tabs must not use it up: the integrations view asks 4 times a minute,
- * the fleet 2 to 4 times.
+ * the fleet 2 to 4 times. While `enabled` is false it asks for nothing (an asset's commands are
+ * followed only while one of them is still on its way).
  */
-export function usePolling(load: () => Promise<void>, intervalMs: number) {
+export function usePolling(load: () => Promise<void>, intervalMs: number, enabled = true) {
   useEffect(() => {
+    if (!enabled) return;
     let timer = 0;
     let last = 0;
     let stopped = false;
@@ -84,7 +123,7 @@ export function usePolling(load: () => Promise<void>, intervalMs: number) {
       window.clearTimeout(timer);
       document.removeEventListener('visibilitychange', onVisibility);
     };
-  }, [load, intervalMs]);
+  }, [load, intervalMs, enabled]);
 }
 
 export const time = (iso: string | null | undefined) => (iso ? new Date(iso).toLocaleString() : '–');

@@ -3,10 +3,12 @@
 // specification (chart.ts: one canvas, from the hourly rollups or, for a short range, the raw
 // records binned to pixel columns), the trips and stops on the map, and the reports (summary,
 // trips, stops, zone visits, temperature and its excursions) with "Download CSV" each; the
-// asset's events and raw records of the range as CSV too.
+// asset's events and raw records of the range as CSV too; and its commands (commands.tsx: send one
+// after a confirmation, follow its status, the specification's set point for a mismatch alert).
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
-import { all, api, fileSafe, time } from './api.js';
+import { all, api, fileSafe, mayWrite, time } from './api.js';
 import { type ChartData, TemperatureChart } from './chart.js';
+import { CommandsPanel, isOpenSetpointMismatch, type Proposal, SendSpecSetpoint } from './commands.js';
 import { FleetMap, type MapAsset, type MapStop, type MapZone, type TrackPoint } from './map.js';
 import { REPORT_KINDS, type Report, type ReportKind, type ReportState, ReportTables, rangeText, type TemperatureItem } from './reports.js';
 import { DAY, type Loaded, loadTemperatures } from './series.js';
@@ -89,8 +91,12 @@ export function AssetPage({ id }: { id: string }) {
   const [last, setLast] = useState<MapAsset | null>(null);
   const [events, setEvents] = useState<any[] | undefined>();
   const [error, setError] = useState('');
+  // Whether the credential may send commands; undefined until known (neither form nor read-only note meanwhile).
+  const [write, setWrite] = useState<boolean>();
+  const [proposal, setProposal] = useState<Proposal | null>(null);
 
   useEffect(() => {
+    void mayWrite().then(setWrite);
     api<{ id: string; name: string }>('GET', `/assets/${id}`).then(setAsset, (x: Error) =>
       setError(`The asset could not be read: ${x.message}`),
     );
@@ -296,6 +302,8 @@ export function AssetPage({ id }: { id: string }) {
         </p>
       </div>
 
+      <CommandsPanel assetId={id} name={name} setpoint={setpoint} write={write} proposal={proposal} onPropose={setProposal} />
+
       <div class="report-head">
         <h3>Trips and stops</h3>
         <DownloadCsv path={`/locations?${q}&format=csv`} name={file('locations')} label="Locations CSV" />
@@ -320,6 +328,7 @@ export function AssetPage({ id }: { id: string }) {
                 {e.severity === 'ALERT' ? (
                   <Acknowledge kind="events" item={e} onDone={(u) => setEvents((all) => all?.map((x) => (x.id === u.id ? u : x)))} />
                 ) : null}
+                {write && isOpenSetpointMismatch(e) ? <SendSpecSetpoint setpoint={setpoint} alert={e} onPropose={setProposal} /> : null}
               </li>
             ))}
           </ul>

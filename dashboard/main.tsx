@@ -13,7 +13,7 @@
 // text content, and no file of the dashboard sets HTML.
 import { render } from 'preact';
 import { useCallback, useEffect, useMemo, useRef, useState } from 'preact/hooks';
-import { ApiError, all, api, setCredential, time, usePolling } from './api.js';
+import { ApiError, all, api, type Me, setCredential, time, usePolling } from './api.js';
 import { AssetList, AssetPage } from './asset.js';
 import { useAttemptStream } from './attempts.js';
 import { AuditLog } from './audit.js';
@@ -112,16 +112,10 @@ async function finishAccountSignIn(): Promise<boolean> {
   return true;
 }
 
-/** Operator or not: only an operator may list users (customers may list their integrations too). */
+/** Operator or not (GET /me); a credential the API refuses throws, as any call would. */
 async function isAdmin(): Promise<boolean> {
-  await api('GET', '/owners?limit=1');
-  try {
-    await api('GET', '/users?limit=1');
-    return true;
-  } catch (x) {
-    if (x instanceof ApiError && x.status === 403) return false;
-    throw x;
-  }
+  const m = await api<Me>('GET', '/me');
+  return m.admin;
 }
 
 function SignIn({ onSignedIn, error: initialError }: { onSignedIn: (admin: boolean) => void; error: string }) {

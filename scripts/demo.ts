@@ -7,8 +7,15 @@
 // subject is printed. The loopback allowance the receiver needs (PUSH_ALLOW_HTTP, PUSH_ALLOWED_NETWORKS) exists
 // only in this process's configuration. Ctrl-C stops everything and closes the database cleanly.
 //
+// Commands: the specifications opt into the set point rule, and the simulator's first reefer runs
+// at 4 °C with frozen cargo. The demo prints the SETPOINT_MISMATCH alert when it is raised, sends
+// the specification's set point as an operator would (the dashboard's one-click button), and
+// prints the command's answer, the reefer reporting the new set point (the alert cleared) and its
+// supply air back in range. The reefers take commands through the REST device side or, with a
+// broker (DEMO_MQTT_URL), five of them as MQTT devices on it (the service's MQTT ingest).
+//
 // DEMO_PORT (8080; 0 = any free port), DEMO_DATA_DIR (./data-demo), DEMO_ASSETS (30), DEMO_RATE
-// (100 records/s).
+// (100 records/s), DEMO_MQTT_URL (none) and DEMO_MQTT_TOPIC_PREFIX (devices).
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -27,6 +34,8 @@ const port = Number(env.DEMO_PORT ?? 8080);
 const dataDir = path.resolve(env.DEMO_DATA_DIR ?? 'data-demo');
 const assets = Number(env.DEMO_ASSETS ?? 30);
 const rate = Number(env.DEMO_RATE ?? 100);
+const mqttUrl = env.DEMO_MQTT_URL || undefined;
+const mqttPrefix = env.DEMO_MQTT_TOPIC_PREFIX || 'devices';
 if (path.resolve('data') === dataDir) throw new Error('DEMO_DATA_DIR must not be ./data: the demo never writes into your data');
 
 // A fresh folder each run: the demo's operator and fleet are made anew and its passwords are known.
@@ -78,6 +87,8 @@ const cfg = loadConfig({
   // Only here: alert e-mail goes to the local sink.
   SMTP_URL: smtpUrl,
   SMTP_FROM: 'Demo alerts <alerts@demo-shipping.example>',
+  // With a broker: the MQTT ingest, and with it the commands' downlink to MQTT devices.
+  ...(mqttUrl ? { INGEST_MQTT_URL: mqttUrl, INGEST_MQTT_TOPIC_PREFIX: mqttPrefix } : {}),
 });
 
 // The webhook receiver: answers 200 with a receipt, counts what arrives.
@@ -150,7 +161,9 @@ await api('POST', '/integrations', {
   email: { to: ['ops@demo-shipping.example'], minIntervalMinutes: 15 },
 });
 
-// Every reefer gets a specification around its set point: excursions of the simulated units alert.
+// Every reefer gets a specification around its cargo's set point: excursions of the simulated
+// units alert, and so does a unit reporting another set point for a minute (of record time, which
+// is wall-clock time: the simulator stamps its records with the real time).
 const specify = async (fleet: FleetAsset[]) => {
   for (const a of fleet.filter((x) => x.kind === 'reefer')) {
     await api(
@@ -163,7 +176,11 @@ const specify = async (fleet: FleetAsset[]) => {
         settings: { cargo: { settings: { temperatureSetpoint: a.setpoint } } },
         ranges: { cargo: { sensors: { supplyAirTemperature: [a.setpoint - 3, a.setpoint + 3, 0, 5] } } },
         notification: {
-          controller: { alarm: { default: { duration: 0, frequency: 10 } }, power: { default: { duration: 1, frequency: 10 } } },
+          controller: {
+            alarm: { default: { duration: 0, frequency: 10 } },
+            power: { default: { duration: 1, frequency: 10 } },
+            setpoint: { tolerance: 0.5, default: { duration: 1, frequency: 0 } },
+          },
         },
       },
       key.key,
@@ -182,6 +199,62 @@ const stop = () => {
 process.on('SIGINT', stop);
 process.on('SIGTERM', stop);
 
+/** Asks `fn` every second until it answers something, or the demo stops (then undefined). */
+async function until<T>(fn: () => Promise<T | undefined>): Promise<T | undefined> {
+  while (!controller.signal.aborted) {
+    const v = await fn().catch(() => undefined);
+    if (v !== undefined) return v;
+    await new Promise((r) => setTimeout(r, 1000));
+  }
+  return undefined;
+}
+
+/**
+ * The reefer started at the wrong set point, as an operator meets it: the SETPOINT_MISMATCH alert,
+ * the specification's set point sent (what the dashboard's one-click button sends), the command's
+ * answer, the new set point reported (which clears the alert), the supply air back in range.
+ */
+async function correctSetpoint(a: FleetAsset): Promise<void> {
+  const get = (p: string) => api('GET', p, undefined, key.key);
+  const latest = async () => ((await get(`/reefer-data?assetId=${a.id}&limit=1`)) as any[])[0];
+  const alert = await until(async () =>
+    ((await get(`/events?assetId=${a.id}&severity=ALERT&limit=50`)) as any[]).find((e) => e.subject.startsWith('SETPOINT_MISMATCH: ')),
+  );
+  if (!alert) return;
+  console.log(`\nSet-point mismatch raised ${seconds()} s after the demo started, on ${a.name}: ${alert.subject}`);
+  const sent = await api('POST', '/commands', { assetId: a.id, type: 'SET_TEMPERATURE', parameters: { value: a.setpoint } }, key.key);
+  console.log(
+    `  Sent SET_TEMPERATURE ${a.setpoint} °C to ${a.name} (command ${sent.id}), as the dashboard's "Send the specification's set point" does.`,
+  );
+  const done = await until(async () => {
+    const c = await get(`/commands/${sent.id}`);
+    return c.status === 'PENDING' || c.status === 'SENT' ? undefined : c;
+  });
+  if (!done) return;
+  const via = a.mqttUniqueId ? `MQTT (device ${a.mqttUniqueId})` : 'the REST device side';
+  console.log(`  Command ${sent.id} ${done.status} ${seconds()} s after the demo started, through ${via}.`);
+  if (done.status !== 'ACKNOWLEDGED') return;
+  const reported = await until(async () => {
+    const r = await latest();
+    return r?.data?.temperatureSetpoint === a.setpoint ? r : undefined;
+  });
+  if (!reported) return;
+  console.log(
+    `  ${a.name} reports set point ${a.setpoint} °C ${seconds()} s after the demo started (supply air ${reported.data.cargo.sensors.supplyAirTemperature} °C).`,
+  );
+  const cleared = await until(async () =>
+    ((await get(`/events?assetId=${a.id}&severity=INFO&limit=50`)) as any[]).find((e) => e.clearsEventId === alert.id),
+  );
+  if (!cleared) return;
+  console.log(`  Mismatch cleared ${seconds()} s after the demo started: ${cleared.subject}`);
+  const cold = await until(async () => {
+    const t = (await latest())?.data?.cargo?.sensors?.supplyAirTemperature;
+    return typeof t === 'number' && Math.abs(t - a.setpoint) <= 3 ? t : undefined;
+  });
+  if (cold !== undefined) console.log(`  ${a.name}'s supply air back in its range ${seconds()} s after the demo started: ${cold} °C.`);
+}
+let correcting: Promise<void> = Promise.resolve();
+
 let lastLine = 0;
 const onProgress = (p: Progress) => {
   if (p.seconds - lastLine < 10) return;
@@ -197,10 +270,18 @@ const run = simulate({
   assets,
   rate,
   prefix: 'DEMO',
+  ...(mqttUrl ? { mqtt: { url: mqttUrl, devices: 5, topicPrefix: mqttPrefix } } : {}),
   signal: controller.signal,
   onProgress,
+  onCommand: (c) =>
+    console.log(
+      `  Simulator: ${c.name} ${c.status === 'ACKNOWLEDGED' ? 'obeyed' : 'refused'} ${c.type}${typeof c.parameters?.value === 'number' ? ` ${c.parameters.value}` : ''}${c.message ? ` (${c.message})` : ''}, via ${c.via === 'mqtt' ? 'MQTT' : 'REST'}.`,
+    ),
   onFleet: async (fleet) => {
     await specify(fleet);
+    const wrong = fleet.find((a) => a.kind === 'reefer' && a.unitSetpoint !== a.setpoint);
+    if (wrong) correcting = correctSetpoint(wrong).catch((e: Error) => console.error(`set point: ${e.message}`));
+    const mqttDevices = fleet.filter((a) => a.mqttUniqueId).length;
     const q = (s: string) => `'${s}'`;
     console.log(`
 Ready after ${seconds()} s: ${fleet.length} simulated assets of "Demo Shipping", ${rate} records/s, pushed to a local webhook.
@@ -211,6 +292,17 @@ Ready after ${seconds()} s: ${fleet.length} simulated assets of "Demo Shipping",
   Operator:      ${OPERATOR.username} / ${OPERATOR.password} (client ${OPERATOR.clientId}, secret ${OPERATOR.clientSecret})
   Demo user:     ${user.username} / ${user.password} (owner Demo Shipping, read and write)
   API key:       ${key.key}
+  Commands:      ${
+    mqttDevices
+      ? `${mqttDevices} reefers are MQTT devices on ${mqttUrl} (${mqttPrefix}/<uniqueId>/commands), the others poll the REST device side.`
+      : 'the reefers poll the REST device side (GET /api/v1/commands?status=PENDING every 3 s).'
+  }${
+    wrong
+      ? `
+                 ${wrong.name} carries frozen cargo (${wrong.setpoint} °C) but runs at ${wrong.unitSetpoint} °C: its SETPOINT_MISMATCH
+                 alert comes after a minute, and the demo sends it the specification's set point.`
+      : ''
+  }
 
 Try:
   curl -s -H ${q(`Authorization: Bearer ${key.key}`)} ${q(`${base}/api/v1/locations/latest?limit=5`)}
@@ -227,6 +319,7 @@ const summary = await run.catch((e: Error) => {
   console.error(`simulator: ${e.message}`);
   return undefined;
 });
+await correcting;
 const notifications = ((await api('GET', '/notifications?limit=1000', undefined, key.key).catch(() => [])) as unknown[]).length;
 await app.close();
 await new Promise((r) => receiver.close(r));

@@ -1,9 +1,10 @@
 // `npm run simulate -- [options]`: the fleet simulator against a running service. Credentials
 // from options or the environment: an API key (--api-key, TRACKING_API_KEY), a token (--token), or
 // a password sign-in (--client-id, --client-secret, --username, --password; TRACKING_CLIENT_ID, ...).
-// Progress on one updating line (one line every 5 s when the output is not a terminal); Ctrl-C
-// stops it and prints the summary.
+// Progress on one updating line (one line every 5 s when the output is not a terminal), and a line
+// for each command a reefer obeys or refuses; Ctrl-C stops it and prints the summary.
 import { parseArgs } from 'node:util';
+import type { Obeyed } from './devices.js';
 import { type Auth, DEFAULTS, type Progress, simulate } from './simulator.js';
 
 const HELP = `Usage: npm run simulate -- [options]
@@ -21,6 +22,20 @@ const HELP = `Usage: npm run simulate -- [options]
   --time-scale X        simulated seconds of movement per second (default ${DEFAULTS.timeScale})
   --prefix P            asset and owner name prefix; a second run reuses the fleet (default ${DEFAULTS.prefix})
   --seed N              the same seed gives the same fleet and trips (default ${DEFAULTS.seed})
+  --mqtt URL            the service's MQTT ingest broker (its INGEST_MQTT_URL): some reefers become
+                        MQTT devices (registered with protocol mqtt), publish their records there and
+                        take their commands from there
+  --mqtt-devices N      how many reefers (the first ones) are MQTT devices (default 5)
+  --mqtt-topic-prefix P the service's INGEST_MQTT_TOPIC_PREFIX (default devices)
+  --mqtt-username U --mqtt-password P
+                        the broker's credentials, if it asks for them
+
+Reefers take commands (SET_TEMPERATURE, SET_HUMIDITY, SET_MODE, START_DEFROST, START_PTI at a depot,
+POWER_ON, POWER_OFF, CLEAR_ALARMS; SET_CO2 and SET_O2 fail: no controlled atmosphere): the MQTT
+devices from their commands topic, the others through the REST device side (GET /commands?status=PENDING
+every 3 s, then PATCH to SENT and to ACKNOWLEDGED or FAILED). Each reports the set point it runs at
+(data.temperatureSetpoint); the fleet's first reefer starts at 4 °C with frozen cargo (-18 °C), a
+mismatch to correct with a SET_TEMPERATURE.
 
 With the default limits (RATE_LIMIT_MAX 1000 requests an hour per credential) the service answers
 429 after a while at high rates: the simulator then waits as told (Retry-After) and keeps the
@@ -42,6 +57,11 @@ const { values } = parseArgs({
     'time-scale': { type: 'string' },
     prefix: { type: 'string' },
     seed: { type: 'string' },
+    mqtt: { type: 'string' },
+    'mqtt-devices': { type: 'string' },
+    'mqtt-topic-prefix': { type: 'string' },
+    'mqtt-username': { type: 'string' },
+    'mqtt-password': { type: 'string' },
     help: { type: 'boolean', short: 'h' },
   },
 });
@@ -95,6 +115,13 @@ const onProgress = (p: Progress) => {
   }
 };
 
+const onCommand = (c: Obeyed & { name: string }) => {
+  const p = c.parameters ?? {};
+  const what = `${c.type}${typeof p.value === 'number' ? ` ${p.value}` : ''}${typeof p.mode === 'string' ? ` ${p.mode}` : ''}`;
+  if (tty) process.stderr.write('\r\x1b[K');
+  console.error(`${c.name}: ${what} ${c.status}${c.message ? ` (${c.message})` : ''} via ${c.via === 'mqtt' ? 'MQTT' : 'REST'}`);
+};
+
 const url = values.url ?? env.TRACKING_URL ?? 'http://127.0.0.1:8080';
 try {
   const s = await simulate({
@@ -107,8 +134,19 @@ try {
     timeScale: num('time-scale', values['time-scale'], DEFAULTS.timeScale),
     prefix: values.prefix ?? DEFAULTS.prefix,
     seed: num('seed', values.seed, DEFAULTS.seed),
+    ...(values.mqtt
+      ? {
+          mqtt: {
+            url: values.mqtt,
+            devices: num('mqtt-devices', values['mqtt-devices'], 5),
+            topicPrefix: values['mqtt-topic-prefix'] ?? 'devices',
+            ...(values['mqtt-username'] ? { username: values['mqtt-username'], password: values['mqtt-password'] ?? '' } : {}),
+          },
+        }
+      : {}),
     signal: controller.signal,
     onProgress,
+    onCommand,
   });
   if (tty) process.stderr.write('\n');
   console.log(
@@ -118,6 +156,9 @@ try {
     `  locations ${s.byType.location}, sensor data ${s.byType.sensordata}, reefer data ${s.byType.reeferdata}, genset data ${s.byType.gensetdata}`,
   );
   console.log(`  ${s.posts} bulk posts, p50 ${s.postP50Ms} ms, p99 ${s.postP99Ms} ms; ${s.errors} errors; ${s.backlog} records not stored`);
+  if (s.mqttDevices.length)
+    console.log(`  ${s.mqttDevices.length} reefers as MQTT devices: ${s.mqttDevices.map((d) => d.uniqueId).join(', ')}`);
+  console.log(`  commands: ${s.commands.acknowledged} acknowledged, ${s.commands.failed} failed`);
   if (s.lastError) console.log(`  last error: ${s.lastError}`);
   process.exit(s.backlog > 0 ? 1 : 0);
 } catch (e) {

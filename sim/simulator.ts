@@ -1,11 +1,18 @@
 // The fleet simulator (`npm run simulate`, and the demo): assets of one or more owners, dry
 // containers and reefers with gensets, sailing the lanes of routes.ts and driving road legs inland,
 // reporting through the public REST API with a real token, in bulk. Reefers carry cargo and
-// hardware sensors, and now and then a temperature excursion, an alarm or a power loss.
+// hardware sensors, and now and then a temperature excursion, an alarm or a power loss. They take
+// commands (reefer.ts obeys them; devices.ts reads them): through the REST device side, or, with
+// `mqtt`, some of them as MQTT devices that publish their records and take their commands on the
+// service's ingest broker. Each reefer reports the set point it runs at; one of the fleet (its first
+// reefer) starts at a wrong one, 4 °C for frozen cargo, so a set-point rule has something to find.
 //
 // Movement runs `timeScale` times faster than the clock (a crossing takes hours, not weeks), while
-// every record carries the real time it was made, so the service judges it as live data.
+// every record carries the real time it was made, so the service judges it as live data: a rule's
+// minutes are wall-clock minutes, while a new set point is reached in simulated ones (about 15 s).
 import { performance } from 'node:perf_hooks';
+import { type Caller, MqttDevice, type MqttOptions, mqttDeviceOf, type Obeyed, pollRestCommands } from './devices.js';
+import { type Controller, type DeviceCommand, obey } from './reefer.js';
 import { type Leg, LEGS, legsFrom, type Place, Track } from './routes.js';
 
 export type Auth =
@@ -36,6 +43,17 @@ export interface SimOptions {
   onProgress?: (p: Progress) => void;
   /** Called once the fleet exists, before the first record (the demo adds specifications here). */
   onFleet?: (fleet: FleetAsset[]) => Promise<void>;
+  /**
+   * Some reefers as MQTT devices of the service's ingest broker: the first `devices` reefers are
+   * registered (protocol mqtt), publish their records there and take their commands from there.
+   */
+  mqtt?: MqttOptions & { devices: number };
+  /** Whether the other reefers take commands through the REST device side (default true). */
+  commands: boolean;
+  /** How often the REST device side asks for PENDING commands, ms. */
+  commandPollMs: number;
+  /** Each command a reefer obeyed or refused. */
+  onCommand?: (c: Obeyed & { name: string }) => void;
 }
 
 /** What the simulator tells about each asset it drives. */
@@ -44,8 +62,12 @@ export interface FleetAsset {
   name: string;
   ownerId: string;
   kind: 'container' | 'reefer';
-  /** Reefers: the supply air set point, -18 (frozen) or 4 (chilled), degrees C. */
+  /** Reefers: the cargo's supply air set point, -18 (frozen) or 4 (chilled), degrees C. */
   setpoint: number;
+  /** Reefers: the set point the unit starts at: the cargo's, but for the one reefer started wrong. */
+  unitSetpoint: number;
+  /** Reefers connected as MQTT devices: the device's uniqueId. */
+  mqttUniqueId?: string;
 }
 
 export const DEFAULTS: Omit<SimOptions, 'url' | 'auth'> = {
@@ -57,6 +79,8 @@ export const DEFAULTS: Omit<SimOptions, 'url' | 'auth'> = {
   prefix: 'SIM',
   seed: 1,
   flushMs: 1000,
+  commands: true,
+  commandPollMs: 3000,
 };
 
 type Kind = 'location' | 'sensordata' | 'reeferdata' | 'gensetdata';
@@ -87,6 +111,10 @@ export interface Summary extends Progress {
   posts: number;
   postP50Ms: number;
   postP99Ms: number;
+  /** Commands obeyed (ACKNOWLEDGED) and refused (FAILED) by the fleet. */
+  commands: { acknowledged: number; failed: number };
+  /** The reefers connected as MQTT devices. */
+  mqttDevices: { assetId: string; uniqueId: string }[];
 }
 
 /** mulberry32: the same fleet and the same trips for the same seed. */
@@ -103,7 +131,7 @@ function rng(seed: number) {
 
 // ---- the API client -----------------------------------------------------------------------------
 
-class Client {
+class Client implements Caller {
   private token = '';
   constructor(
     readonly base: string,
@@ -174,7 +202,7 @@ class Client {
 
 // ---- the fleet ----------------------------------------------------------------------------------
 
-interface Vehicle {
+interface Vehicle extends Controller {
   id: string;
   ownerId: string;
   name: string;
@@ -185,14 +213,17 @@ interface Vehicle {
   /** Simulated seconds left at a port or depot before the next leg. */
   dwell: number;
   visits: number;
-  // Reefer state.
-  setpoint: number;
+  // Reefer state (the controller's: reefer.ts).
+  /** The cargo's set point (the unit's may differ: `setpoint`). */
+  cargoSetpoint: number;
   supplyAir: number;
-  /** Simulated seconds left of a temperature excursion (the unit struggling). */
+  humidity: number;
+  /** Simulated seconds left of a temperature excursion (the unit struggling), of a power loss. */
   excursion: number;
   powerOff: number;
-  alarm: number;
-  defrost: number;
+  /** An MQTT device's connection and the records waiting for it; REST otherwise. */
+  device?: MqttDevice;
+  outbox?: Record<Kind, object[]>;
 }
 
 const START_PORTS: Place[] = ['shanghai', 'rotterdam', 'losAngeles', 'newYork', 'singapore', 'santos', 'busan', 'hamburg', 'durban'];
@@ -227,6 +258,7 @@ export async function simulate(options: Partial<SimOptions> & Pick<SimOptions, '
 
   // Assets: a run finds the fleet an earlier run with the same prefix made.
   const vehicles: Vehicle[] = [];
+  let startedWrong = false;
   const existing = new Map<string, string>();
   for (const ownerId of ownerIds) {
     for (const a of await api.all(`/assets?ownerId=${ownerId}`)) existing.set(`${a.ownerId}/${a.name}`, a.id);
@@ -247,7 +279,13 @@ export async function simulate(options: Partial<SimOptions> & Pick<SimOptions, '
       ).id;
     const start = START_PORTS[n % START_PORTS.length]!;
     const track = new Track(nextLeg(start, random));
-    const frozen = random() < 0.5;
+    // The first reefer carries frozen cargo with its unit still at the chilled set point of its
+    // last load: it warms towards 4 °C until someone sends it the cargo's.
+    const wrong: boolean = kind === 'reefer' && !startedWrong;
+    startedWrong ||= wrong;
+    const frozen = random() < 0.5 || wrong;
+    const cargoSetpoint = frozen ? -18 : 4;
+    const setpoint = wrong ? 4 : cargoSetpoint;
     vehicles.push({
       id,
       ownerId,
@@ -258,16 +296,65 @@ export async function simulate(options: Partial<SimOptions> & Pick<SimOptions, '
       speedKmh: track.leg.mode === 'sea' ? 30 + random() * 12 : 60 + random() * 25,
       dwell: 0,
       visits: 0,
-      setpoint: frozen ? -18 : 4,
-      supplyAir: frozen ? -18 : 4,
+      cargoSetpoint,
+      setpoint,
+      humiditySetpoint: null,
+      mode: 'continuous',
+      switchedOff: false,
+      supplyAir: setpoint,
+      humidity: 85,
       excursion: 0,
       powerOff: 0,
       alarm: 0,
       defrost: 0,
+      pti: 0,
     });
   }
+  const byId = new Map(vehicles.map((v) => [v.id, v]));
 
-  await o.onFleet?.(vehicles.map((v) => ({ id: v.id, name: v.name, ownerId: v.ownerId, kind: v.kind, setpoint: v.setpoint })));
+  let acknowledged = 0;
+  let failedCommands = 0;
+  const obeyed = (c: Obeyed) => {
+    if (c.status === 'ACKNOWLEDGED') acknowledged++;
+    else failedCommands++;
+    o.onCommand?.({ ...c, name: byId.get(c.assetId)?.name ?? c.assetId });
+  };
+  const obeyFor = (assetId: string, c: DeviceCommand) => {
+    const v = byId.get(assetId)!;
+    return obey(v, c, v.dwell > 0);
+  };
+
+  // MQTT devices: the first reefers, each registered (or found) and connected before any record.
+  const devices: MqttDevice[] = [];
+  if (o.mqtt && o.mqtt.devices > 0) {
+    try {
+      for (const v of vehicles.filter((x) => x.kind === 'reefer').slice(0, o.mqtt.devices)) {
+        const uniqueId = await mqttDeviceOf(api, v.id);
+        const device = new MqttDevice(v.id, uniqueId, o.mqtt, (c) => obeyFor(v.id, c), obeyed);
+        await device.connect();
+        devices.push(device);
+        v.device = device;
+        v.outbox = { location: [], sensordata: [], reeferdata: [], gensetdata: [] };
+      }
+    } catch (e) {
+      await Promise.all(devices.map((d) => d.end()));
+      throw e;
+    }
+  }
+  // The REST device side serves the other reefers.
+  const restReefers = o.commands ? vehicles.filter((v) => v.kind === 'reefer' && !v.device).map((v) => v.id) : [];
+
+  await o.onFleet?.(
+    vehicles.map((v) => ({
+      id: v.id,
+      name: v.name,
+      ownerId: v.ownerId,
+      kind: v.kind,
+      setpoint: v.cargoSetpoint,
+      unitSetpoint: v.setpoint,
+      ...(v.device ? { mqttUniqueId: v.device.uniqueId } : {}),
+    })),
+  );
 
   const queues: Record<Kind, object[]> = { location: [], sensordata: [], reeferdata: [], gensetdata: [] };
   const byType: Record<Kind, number> = { location: 0, sensordata: 0, reeferdata: 0, gensetdata: 0 };
@@ -298,15 +385,19 @@ export async function simulate(options: Partial<SimOptions> & Pick<SimOptions, '
       v.dwell = (1 + random() * 5) * 3600; // 1-6 h in port or at the depot
     }
     if (v.kind === 'reefer') {
-      for (const k of ['excursion', 'powerOff', 'alarm', 'defrost'] as const) v[k] = Math.max(0, v[k] - simSeconds);
+      for (const k of ['excursion', 'powerOff', 'alarm', 'defrost', 'pti'] as const) v[k] = Math.max(0, v[k] - simSeconds);
       // Rare trouble, in simulated time: about once a day each per reefer.
       const chance = simSeconds / 86400;
       if (random() < chance) v.excursion = (20 + random() * 90) * 60;
       if (random() < chance) v.powerOff = (10 + random() * 50) * 60;
       if (random() < chance) v.alarm = (5 + random() * 60) * 60;
-      if (random() < chance * 4) v.defrost = 30 * 60;
-      const target = v.excursion > 0 || v.powerOff > 0 ? v.setpoint + 9 : v.setpoint;
-      v.supplyAir += (target - v.supplyAir) * Math.min(1, simSeconds / 1800) + (random() - 0.5) * 0.2;
+      if (random() < chance * 4 && !v.switchedOff) v.defrost = 30 * 60;
+      // Towards the set point with a time constant of half an hour (simulated); without power,
+      // towards the warm outside. A unit in cycle mode swings more about its set point.
+      const target = v.excursion > 0 || v.powerOff > 0 || v.switchedOff ? v.setpoint + 9 : v.setpoint;
+      const swing = v.mode === 'cycle' ? 0.6 : 0.2;
+      v.supplyAir += (target - v.supplyAir) * Math.min(1, simSeconds / 1800) + (random() - 0.5) * swing;
+      if (v.humiditySetpoint != null) v.humidity += (v.humiditySetpoint - v.humidity) * Math.min(1, simSeconds / 1800);
     }
   };
 
@@ -315,7 +406,8 @@ export async function simulate(options: Partial<SimOptions> & Pick<SimOptions, '
     v.visits++;
     const moving = v.dwell <= 0;
     const p = v.track.at(v.km);
-    queues.location.push({
+    const out = v.outbox ?? queues;
+    out.location.push({
       assetId: v.id,
       whenCreated,
       latitude: round(p.lat, 6),
@@ -324,7 +416,7 @@ export async function simulate(options: Partial<SimOptions> & Pick<SimOptions, '
       speed: moving ? round(v.speedKmh + (random() - 0.5) * 4, 1) : 0,
     });
     if (v.kind === 'container') {
-      queues.sensordata.push({
+      out.sensordata.push({
         assetId: v.id,
         whenCreated,
         sensorId: `${v.name}-T1`,
@@ -333,8 +425,8 @@ export async function simulate(options: Partial<SimOptions> & Pick<SimOptions, '
       });
       return 2;
     }
-    const powerOn = v.powerOff <= 0;
-    queues.reeferdata.push({
+    const powerOn = v.powerOff <= 0 && !v.switchedOff;
+    out.reeferdata.push({
       assetId: v.id,
       whenCreated,
       reeferClass: 'SC',
@@ -344,9 +436,13 @@ export async function simulate(options: Partial<SimOptions> & Pick<SimOptions, '
             supplyAirTemperature: round(v.supplyAir, 2),
             returnAirTemperature: round(v.supplyAir + 1.2 + random() * 0.4, 2),
             ambientTemperature: round(18 + random() * 12, 1),
-            humidity: round(80 + random() * 10, 1),
+            humidity: round(v.humidity - 5 + random() * 10, 1),
           },
         },
+        temperatureSetpoint: v.setpoint,
+        ...(v.humiditySetpoint == null ? {} : { humiditySetpoint: v.humiditySetpoint }),
+        mode: v.mode,
+        pti: v.pti > 0,
         hardware: {
           sensors: {
             batteryVoltage: round(powerOn ? 13.2 + random() * 0.4 : 12.1 - random() * 0.4, 2),
@@ -361,7 +457,7 @@ export async function simulate(options: Partial<SimOptions> & Pick<SimOptions, '
       },
     });
     if (v.track.leg.mode === 'road' && moving && v.visits % 3 === 0) {
-      queues.gensetdata.push({
+      out.gensetdata.push({
         assetId: v.id,
         whenCreated,
         gensetType: 'UG15',
@@ -403,14 +499,64 @@ export async function simulate(options: Partial<SimOptions> & Pick<SimOptions, '
     }
   };
 
+  // An MQTT device's records: one message per type (at most 1000 records, as a REST bulk), one
+  // round at a time per device, counted when the broker acknowledges them (PUBACK). While the
+  // broker is away the client holds them, and the device's outbox grows until the backlog's cap.
+  const publishing = new Set<MqttDevice>();
+  const publish = async (v: Vehicle) => {
+    const device = v.device!;
+    publishing.add(device);
+    const batch = (Object.keys(v.outbox!) as Kind[])
+      .map((kind) => [kind, v.outbox![kind].splice(0, 1000)] as const)
+      .filter(([, r]) => r.length);
+    const n = batch.reduce((sum, [, r]) => sum + r.length, 0);
+    inFlightRecords += n;
+    try {
+      await Promise.all(
+        batch.map(async ([kind, records]) => {
+          try {
+            await device.publish(kind, records);
+            sent += records.length;
+            byType[kind] += records.length;
+          } catch (e) {
+            errors++;
+            lastError = `MQTT ${kind} of ${v.name}: ${(e as Error).message}`;
+            v.outbox![kind].unshift(...records);
+          }
+        }),
+      );
+    } finally {
+      inFlightRecords -= n;
+      publishing.delete(device);
+    }
+  };
+
   const flush = () => {
+    for (const v of vehicles) if (v.device && !publishing.has(v.device)) void publish(v);
     if (Date.now() < pausedUntil) return;
     for (const kind of Object.keys(queues) as Kind[]) {
       while (queues[kind].length && inFlight < 4) void post(kind, queues[kind].splice(0, 1000));
     }
   };
 
-  const backlog = () => Object.values(queues).reduce((n, q) => n + q.length, 0) + inFlightRecords;
+  // The REST device side, one round at a time; a failed round is reported and the next tries again.
+  let polling = false;
+  let lastPoll = 0;
+  const pollCommands = () => {
+    if (polling || !restReefers.length) return;
+    polling = true;
+    lastPoll = performance.now();
+    pollRestCommands(api, restReefers, obeyFor, obeyed)
+      .catch((e: Error) => {
+        lastError = `commands: ${e.message}`;
+      })
+      .finally(() => {
+        polling = false;
+      });
+  };
+
+  const outboxes = () => vehicles.reduce((n, v) => n + (v.outbox ? Object.values(v.outbox).reduce((m, q) => m + q.length, 0) : 0), 0);
+  const backlog = () => Object.values(queues).reduce((n, q) => n + q.length, 0) + outboxes() + inFlightRecords;
   const started = performance.now();
   const progress = (): Progress => {
     const now = performance.now();
@@ -463,6 +609,7 @@ export async function simulate(options: Partial<SimOptions> & Pick<SimOptions, '
         lastFlush = now;
         flush();
       }
+      if (now - lastPoll >= o.commandPollMs) pollCommands();
       if (now - lastProgress >= 1000) {
         lastProgress = now;
         o.onProgress?.(progress());
@@ -470,13 +617,15 @@ export async function simulate(options: Partial<SimOptions> & Pick<SimOptions, '
     }, TICK_MS);
   });
 
-  // Stop: post what is queued and wait for the posts in flight (a bounded wait).
+  // Stop: post what is queued and wait for the posts in flight and a round of commands (a bounded
+  // wait); then the MQTT devices leave (their sessions stay with the broker).
   const deadline = Date.now() + 30_000;
-  while ((backlog() > 0 || inFlight > 0) && Date.now() < deadline) {
+  while ((backlog() > 0 || inFlight > 0 || polling) && Date.now() < deadline) {
     pausedUntil = Math.min(pausedUntil, Date.now());
     flush();
     await new Promise((r) => setTimeout(r, 100));
   }
+  await Promise.all(devices.map((d) => d.end()));
   postMs.sort((a, b) => a - b);
   const pct = (p: number) => (postMs.length ? round(postMs[Math.min(postMs.length - 1, Math.floor((p / 100) * postMs.length))]!, 1) : 0);
   const last = progress();
@@ -490,5 +639,7 @@ export async function simulate(options: Partial<SimOptions> & Pick<SimOptions, '
     posts,
     postP50Ms: pct(50),
     postP99Ms: pct(99),
+    commands: { acknowledged, failed: failedCommands },
+    mqttDevices: devices.map((d) => ({ assetId: d.assetId, uniqueId: d.uniqueId })),
   };
 }

@@ -495,3 +495,22 @@ test('failed sign-ins naming nobody: one audit entry per address and window with
   assert.equal(after.length, 1);
   assert.equal(after[0]!.changes.username.to, 'p…(10)');
 });
+
+test('GET /me tells any credential who it is: actor, owner, scopes, admin and a name to show', async (t) => {
+  const ta = await startApp(t);
+  const operator = await ta.call('GET', '/api/v1/me', { token: ta.adminToken });
+  assert.equal(operator.status, 200, operator.raw);
+  assert.equal(operator.body.admin, true);
+  assert.ok(operator.body.scopes.includes('admin'));
+  assert.match(operator.body.actor, /^(user|client):/);
+  assert.equal(typeof operator.body.name, 'string');
+  const reader = await ownerWithKey(ta, 'me-reader', { scopes: ['read'] });
+  const r = await ta.call('GET', '/api/v1/me', { token: reader.key });
+  assert.equal(r.status, 200, r.raw);
+  assert.deepEqual(
+    { ownerId: r.body.ownerId, scopes: r.body.scopes, admin: r.body.admin, name: r.body.name },
+    { ownerId: reader.ownerId, scopes: ['read'], admin: false, name: 'me-reader-key' },
+  );
+  assert.match(r.body.actor, /^apikey:[0-9a-f-]{36}$/);
+  assert.equal((await ta.call('GET', '/api/v1/me')).status, 401, 'no credential');
+});

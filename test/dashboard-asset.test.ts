@@ -7,6 +7,10 @@
 // a custom range; the trips and stops on the map; the report tables; "Download CSV" of a report,
 // of the raw records and of the fleet's events saves files whose first line is the CSV header.
 // Screenshots go to test-artifacts/ (outside git); the drawing times are reported.
+// The commands panel, with the MQTT ingest on the shared Mosquitto (1883): a command sent after its
+// confirmation, its status followed while open (and no polling after), the specification's set
+// point in one click on a SETPOINT_MISMATCH alert, an MQTT device's FAILED with its reason, an API
+// refusal in the panel, and a read-only key without the form.
 // @test-lanes postgres
 // @test-browser
 // (the page is the same on either database: it runs once)
@@ -14,11 +18,14 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
+import mqtt from 'mqtt';
 import type { Page } from 'playwright-core';
-import { ok, ownerWithKey, startApp, TEST_DB, waitFor } from './helpers.js';
+import { atEnd, ok, ownerWithKey, startApp, TEST_DB, waitFor } from './helpers.js';
 import { ARTIFACTS, launchChromium, requireChromium } from './browser.js';
 
 const MIN = 60_000;
+/** The shared Mosquitto: the MQTT ingest's broker in the commands' test, where a device answers. */
+const BROKER = 'mqtt://127.0.0.1:1883';
 
 /** Minute i of the 30 days (0: 30 days ago), a whole minute. */
 const END = Math.floor(Date.now() / MIN) * MIN - MIN;
@@ -345,6 +352,192 @@ if (TEST_DB === 'postgres') {
 
     t.diagnostic(report.join('; '));
     console.log(report.join('\n'));
+    assert.deepEqual(pageErrors, []);
+  });
+}
+
+if (TEST_DB === 'postgres') {
+  test('the asset page’s commands: sent after a confirmation, followed live while open, the specification’s set point in one click for a SETPOINT_MISMATCH, read-only without the form', {
+    timeout: 240_000,
+  }, async (t) => {
+    if (!requireChromium(t)) return;
+    // With the MQTT ingest (and its command downlink) on the shared Mosquitto, under topics of its own.
+    const run = `dashboard-${Date.now()}`;
+    const ta = await startApp(t, {
+      RATE_LIMIT_MAX: '100000',
+      RATE_LIMIT_CONCURRENT: '1000',
+      INGEST_MQTT_URL: BROKER,
+      INGEST_MQTT_TOPIC_PREFIX: run,
+      INGEST_MQTT_CLIENT_ID: `ingest-${run}`,
+      INGEST_MQTT_SHARE_GROUP: `g-${run}`,
+    });
+    const o = await ownerWithKey(ta, 'commands-shipper');
+    const reader = ok(
+      await ta.call('POST', '/api/v1/api-keys', {
+        token: ta.adminToken,
+        body: { name: 'commands-reader', ownerId: o.ownerId, scopes: ['read'] },
+      }),
+      201,
+    ).key as string;
+    const call = (method: string, p: string, body?: unknown) => ta.call(method, `/api/v1${p}`, { token: o.key, body });
+    const asset = ok(await call('POST', '/assets', { name: 'REEFER-0077' }), 201);
+    const dry = ok(await call('POST', '/assets', { name: 'DRY-0001' }), 201);
+    // Frozen cargo, opted into the set point rule (a mismatch over 10 minutes alerts).
+    ok(
+      await call('POST', '/specifications', {
+        assetId: asset.id,
+        type: 'REEFER',
+        name: 'Frozen',
+        settings: { cargo: { settings: { temperatureSetpoint: -18 } } },
+        ranges: { cargo: { sensors: { supplyAirTemperature: [-21, -15, 30, 0] } } },
+        notification: { controller: { setpoint: { tolerance: 0.5, default: { duration: 10, frequency: 0 } } } },
+      }),
+      201,
+    );
+    // The unit at 4 °C for 15 minutes: the mismatch is raised.
+    const reading = (minutesAgo: number) => ({
+      assetId: asset.id,
+      whenCreated: new Date(Date.now() - minutesAgo * MIN).toISOString(),
+      data: { temperatureSetpoint: 4, cargo: { sensors: { supplyAirTemperature: -17.2, returnAirTemperature: -16 } } },
+    });
+    ok(await call('POST', '/reefer-data', [reading(16), reading(1)]), 201);
+    const alert = await waitFor(
+      () => 'the SETPOINT_MISMATCH alert',
+      async () =>
+        (ok(await call('GET', `/events?assetId=${asset.id}&severity=ALERT`), 200) as any[]).find((e) =>
+          e.subject.startsWith('SETPOINT_MISMATCH: '),
+        ),
+      60_000,
+    );
+    const commandsOf = async () => ok(await call('GET', `/commands?assetId=${asset.id}`), 200) as any[];
+    // The page keeps its credential in memory: an asset's page is reached by its hash, never a reload.
+    const openAsset = (p: Page, id: string) => p.evaluate(`location.hash = '#/assets/${id}'`);
+
+    const browser = await launchChromium();
+    const pageErrors: string[] = [];
+    const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+    page.on('pageerror', (e) => pageErrors.push(e.message));
+    page.on('console', (m) => m.type() === 'error' && !m.text().startsWith('Failed to load resource') && pageErrors.push(m.text()));
+    const commandRequests: string[] = [];
+    page.on('request', (r) => {
+      if (new URL(r.url()).pathname === '/api/v1/commands' && r.method() === 'GET') commandRequests.push(r.url());
+    });
+    await page.goto(`${ta.url}/dashboard/`);
+    await page.fill('#key', o.key);
+    await page.click('button[type=submit]');
+    await page.waitForSelector('header nav');
+    await openAsset(page, asset.id);
+    const panel = page.locator('section.commands');
+    await panel.locator('.mismatch').waitFor();
+    assert.match(await panel.locator('.mismatch').innerText(), /SETPOINT_MISMATCH: set point 4 differs/);
+    await panel.locator('p.hint:text("No commands yet.")').waitFor();
+    assert.equal(await panel.getAttribute('data-polling'), 'off', 'nothing open: no polling');
+
+    // A set point from the form: a confirmation first; Cancel sends nothing.
+    await panel.locator('input[name=setpoint]').fill('-20');
+    await panel.locator('button:text("Set temperature…")').click();
+    const confirm = panel.locator('.confirm');
+    assert.equal((await confirm.locator('p').innerText()).trim(), 'Send SET_TEMPERATURE -20 °C to REEFER-0077?');
+    await confirm.locator('button:text("Cancel")').click();
+    await confirm.waitFor({ state: 'detached' });
+    assert.equal((await commandsOf()).length, 0, 'cancelled: nothing sent');
+    await panel.locator('select[name=mode]').selectOption('sleep');
+    await panel.locator('button:text("Set mode…")').click();
+    assert.equal((await confirm.locator('p').innerText()).trim(), 'Send SET_MODE sleep to REEFER-0077?');
+    await confirm.locator('button:text("Cancel")').click();
+    await panel.locator('button:text("Set temperature…")').click();
+    await confirm.locator('button:text("Send")').click();
+    const row = panel.locator('tr[data-command]');
+    await panel.locator('tr[data-status="PENDING"]').waitFor();
+    const [made] = await commandsOf();
+    assert.deepEqual([made.type, made.parameters, made.status], ['SET_TEMPERATURE', { value: -20 }, 'PENDING']);
+    assert.match(made.whoCreated, /^apikey:/);
+    assert.equal(await row.getAttribute('data-command'), made.id);
+    assert.equal(await panel.getAttribute('data-polling'), 'on');
+
+    // The device side moves it: the panel follows, then stops asking once it is done.
+    ok(await call('PATCH', `/commands/${made.id}`, { status: 'SENT' }), 200);
+    await panel.locator(`tr[data-command="${made.id}"][data-status="SENT"]`).waitFor({ timeout: 10_000 });
+    ok(await call('PATCH', `/commands/${made.id}`, { status: 'ACKNOWLEDGED' }), 200);
+    await panel.locator(`tr[data-command="${made.id}"][data-status="ACKNOWLEDGED"]`).waitFor({ timeout: 10_000 });
+    assert.equal(await row.locator('.badge').innerText(), 'ACKNOWLEDGED');
+    await page.waitForSelector('section.commands[data-polling="off"]');
+    const asked = commandRequests.length;
+    await page.waitForTimeout(5000);
+    assert.equal(commandRequests.length, asked, 'no polling with nothing open');
+    assert.ok(asked >= 3, `asked ${asked} times: once, then while open`);
+
+    // The mismatch: its one-click button (in the panel, and on the event in the events list) proposes
+    // the specification's set point, still to be confirmed.
+    const events = page.locator('section[data-report="events"]');
+    await events.locator('button.send-setpoint').waitFor();
+    assert.equal(await events.locator('button.send-setpoint').innerText(), "Send the specification's set point (-18 °C)");
+    await panel.locator('.mismatch button.send-setpoint').click();
+    assert.equal((await confirm.locator('p').innerText()).trim(), `Send SET_TEMPERATURE -18 °C to REEFER-0077? (${alert.subject})`);
+    await panel.screenshot({ path: path.join(ARTIFACTS, 'asset-commands.png') });
+    await confirm.locator('button:text("Send")').click();
+    await panel.locator('tr[data-command]').nth(1).waitFor();
+    const [fix] = await commandsOf();
+    assert.deepEqual([fix.type, fix.parameters, fix.status], ['SET_TEMPERATURE', { value: -18 }, 'PENDING']);
+    await panel.locator(`tr[data-command="${fix.id}"][data-status="PENDING"]`).waitFor();
+    await panel.locator('.mismatch:has-text("SET_TEMPERATURE -18 °C pending: the alert clears when the reefer reports it.")').waitFor();
+    ok(await call('PATCH', `/commands/${fix.id}`, { status: 'SENT' }), 200);
+    await panel.locator(`tr[data-command="${fix.id}"][data-status="SENT"]`).waitFor({ timeout: 10_000 });
+    await panel.screenshot({ path: path.join(ARTIFACTS, 'asset-commands-sent.png') });
+    ok(await call('PATCH', `/commands/${fix.id}`, { status: 'ACKNOWLEDGED' }), 200);
+    await panel.locator(`tr[data-command="${fix.id}"][data-status="ACKNOWLEDGED"]`).waitFor({ timeout: 10_000 });
+
+    // An MQTT device's refusal: FAILED, with the reason its answer gave.
+    const other = ok(await call('POST', '/assets', { name: 'REEFER-0078' }), 201);
+    ok(
+      await call('POST', '/reefer-data', { assetId: other.id, whenCreated: new Date().toISOString(), data: { temperatureSetpoint: 4 } }),
+      201,
+    );
+    const device = ok(await call('POST', '/devices', { assetId: other.id, protocol: 'mqtt' }), 201);
+    await waitFor(
+      () => 'the MQTT ingest subscription',
+      async () => ta.app.services.ingest.mqtt?.connected,
+    );
+    const unit = await mqtt.connectAsync(BROKER, { protocolVersion: 5, clientId: `unit-${run}`, clean: true, reconnectPeriod: 0 });
+    atEnd(() => unit.endAsync());
+    unit.on('message', (_topic, payload) => {
+      const { id } = JSON.parse(payload.toString());
+      const answer = { id, status: 'FAILED', message: 'Not at a depot: no pre-trip inspection under way.' };
+      void unit.publishAsync(`${run}/${device.uniqueId}/commandstatus`, JSON.stringify(answer), { qos: 1 });
+    });
+    await unit.subscribeAsync(`${run}/${device.uniqueId}/commands`, { qos: 1 });
+    await openAsset(page, other.id);
+    await page.locator('.asset-page h2:text("REEFER-0078")').waitFor();
+    await panel.locator('button:text("Pre-trip inspection…")').click();
+    await confirm.locator('button:text("Send")').click();
+    const failed = panel.locator('tr[data-status="FAILED"]');
+    await failed.waitFor({ timeout: 30_000 });
+    await failed.locator('.reason:text("Not at a depot: no pre-trip inspection under way.")').waitFor();
+    assert.equal(await failed.locator('td').nth(1).innerText(), 'START_PTI');
+
+    // The API's refusal shows in the panel: an asset that never sent reefer data takes no command.
+    await openAsset(page, dry.id);
+    await page.locator('.asset-page h2:text("DRY-0001")').waitFor();
+    await page.locator('section.commands button:text("Defrost…")').click();
+    await page.locator('section.commands .confirm button:text("Send")').click();
+    const refused = page.locator('section.commands p.error');
+    await refused.waitFor();
+    assert.match(await refused.innerText(), /^START_DEFROST was not sent: This asset has never sent reefer data/);
+
+    // A read-only credential sees the commands and the alert, not the form nor the button.
+    const readOnly = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+    readOnly.on('pageerror', (e) => pageErrors.push(e.message));
+    await readOnly.goto(`${ta.url}/dashboard/`);
+    await readOnly.fill('#key', reader);
+    await readOnly.click('button[type=submit]');
+    await readOnly.waitForSelector('header nav');
+    await openAsset(readOnly, asset.id);
+    await readOnly.locator('section.commands tr[data-command]').nth(1).waitFor();
+    await readOnly.locator('section.commands p.hint:text("Read-only: this credential may not send commands.")').waitFor();
+    await readOnly.locator('section[data-report="events"][data-state="loaded"]').waitFor();
+    assert.equal(await readOnly.locator('section.commands .command-form').count(), 0);
+    assert.equal(await readOnly.locator('button.send-setpoint').count(), 0);
+    assert.equal(await readOnly.locator('section.commands button.cancel').count(), 0);
     assert.deepEqual(pageErrors, []);
   });
 }

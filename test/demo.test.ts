@@ -1,6 +1,8 @@
 // The demo (`npm run demo`, scripts/demo.ts): on the embedded database, in its own data
-// folder, it starts the service, a receiver and the simulator, prints where to look, delivers, and
-// stops cleanly on Ctrl-C (SIGINT): the database closed, the process gone with status 0.
+// folder, it starts the service, a receiver and the simulator, prints where to look, delivers, meets
+// the reefer started at a wrong set point (the mismatch alert after a minute, the specification's set
+// point sent, acknowledged through the REST device side, reported, the alert cleared), and stops
+// cleanly on Ctrl-C (SIGINT): the database closed, the process gone with status 0.
 // @test-lanes postgres
 // (the demo runs its own embedded database: it runs once)
 import assert from 'node:assert/strict';
@@ -14,8 +16,8 @@ import { entryArgs } from './service-process.js';
 
 // PGlite whatever TEST_DB says: run it in one stage only.
 if (TEST_DB === 'postgres') {
-  test('npm run demo: ready with its links and credentials, delivers to its receiver, and Ctrl-C stops it cleanly', {
-    timeout: 240_000,
+  test('npm run demo: ready with its links and credentials, delivers to its receiver, corrects a set point, and Ctrl-C stops it cleanly', {
+    timeout: 300_000,
   }, async () => {
     const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'demo-'));
     const child = spawn(process.execPath, entryArgs('scripts/demo.ts'), {
@@ -56,6 +58,23 @@ if (TEST_DB === 'postgres') {
       }
       // Records arrive: the simulator's records reach the service, and the service's deliveries the receiver.
       await waitFor(/records stored \(\d+\/s\), [1-9][\d,]* delivered/, 'progress line with deliveries');
+      // The reefer started at 4 °C with frozen cargo: its mismatch a minute on, the set point sent,
+      // acknowledged, reported, and the alert cleared by it.
+      assert.match(out, /DEMOR00002 carries frozen cargo \(-18 °C\) but runs at 4 °C/);
+      await waitFor(/Set-point mismatch raised [\d.]+ s after the demo started, on DEMOR00002: SETPOINT_MISMATCH: /, 'the mismatch');
+      const sent = /Sent SET_TEMPERATURE -18 °C to DEMOR00002 \(command (\d+)\)/.exec(out);
+      assert.ok(sent, out);
+      await waitFor(/Command \d+ ACKNOWLEDGED [\d.]+ s after the demo started, through the REST device side\./, 'the acknowledgement');
+      await waitFor(/DEMOR00002 reports set point -18 °C/, 'the new set point reported');
+      await waitFor(/Mismatch cleared [\d.]+ s after the demo started: SETPOINT_MISMATCH cleared/, 'the mismatch cleared');
+      // As the API has it, with the printed key.
+      const key = /API key: +(atk_\S+)/.exec(out)![1]!;
+      const command = (await (
+        await fetch(`${dashboard[1]!.replace(/\/dashboard$/, '')}/api/v1/commands/${sent[1]}`, {
+          headers: { authorization: `Bearer ${key}` },
+        })
+      ).json()) as { status: string; type: string; parameters: unknown };
+      assert.deepEqual([command.type, command.status, command.parameters], ['SET_TEMPERATURE', 'ACKNOWLEDGED', { value: -18 }]);
       child.kill('SIGINT');
       assert.equal(await exited, 0, out);
       assert.match(out, /Demo over after [\d.]+ s: [\d,]+ records stored, [\d,]+ delivered.*, \d+ e-mails\./);

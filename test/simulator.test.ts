@@ -1,9 +1,15 @@
 // The fleet simulator (sim/): it signs in with a real credential, makes its fleet through
 // the API, and what it reports as stored is what the service holds (its lanes: test/unit/sim-routes.test.ts).
+// Its reefers take commands: through the REST device side, and as MQTT devices on the shared
+// Mosquitto (1883) with the service's MQTT ingest and its command downlink.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { simulate } from '../sim/simulator.js';
-import { OPERATOR, ok, ownerWithKey, startApp } from './helpers.js';
+import mqtt from 'mqtt';
+import { type FleetAsset, simulate } from '../sim/simulator.js';
+import { OPERATOR, ok, ownerWithKey, startApp, TEST_DB, waitFor } from './helpers.js';
+
+/** The shared Mosquitto, the MQTT ingest's broker in the MQTT devices' test. */
+const BROKER = 'mqtt://127.0.0.1:1883';
 
 const ta = await startApp(undefined, { RATE_LIMIT_MAX: '100000', RATE_LIMIT_CONCURRENT: '1000' });
 
@@ -57,4 +63,221 @@ test('the simulator signs in with the password grant, makes owners by name (admi
   );
   assert.deepEqual(names, ['PW Fleet 1', 'PW Fleet 2']);
   assert.ok(s.sent > 0);
+});
+
+test('the REST device side: the simulator’s reefers take their PENDING commands, obey or refuse them, and report the new set point', async () => {
+  const o = await ownerWithKey(ta, 'sim-commands');
+  const call = (method: string, p: string, body?: unknown) => ta.call(method, `/api/v1${p}`, { token: o.key, body });
+  // A reefer of the same owner that is not the simulator's: its command is not the simulator's to take.
+  const stranger = ok(await call('POST', '/assets', { name: 'not-simulated' }), 201);
+  ok(await call('POST', '/reefer-data', { assetId: stranger.id, whenCreated: new Date().toISOString(), data: { powerOn: true } }), 201);
+  const foreign = ok(await call('POST', '/commands', { assetId: stranger.id, type: 'START_DEFROST' }), 201);
+
+  const controller = new AbortController();
+  let fleet: FleetAsset[] = [];
+  const obeyed: string[] = [];
+  const run = simulate({
+    url: ta.url,
+    auth: { apiKey: o.key },
+    assets: 3,
+    rate: 60,
+    prefix: 'CMD',
+    seed: 3,
+    // Fast, so the test does not wait: a new set point is reached in about a second and a half.
+    timeScale: 1200,
+    commandPollMs: 300,
+    signal: controller.signal,
+    onFleet: async (f) => {
+      fleet = f;
+    },
+    onCommand: (c) => obeyed.push(`${c.name} ${c.type} ${c.status}${c.message ? `: ${c.message}` : ''} ${c.via}`),
+  });
+  try {
+    await waitFor(
+      () => 'the fleet',
+      async () => fleet.length === 3,
+    );
+    // The first reefer starts at the wrong set point: frozen cargo, the unit at 4 °C.
+    const wrong = fleet.find((a) => a.kind === 'reefer')!;
+    assert.equal(wrong.name, 'CMDR00002');
+    assert.deepEqual([wrong.setpoint, wrong.unitSetpoint], [-18, 4]);
+    assert.ok(
+      fleet.filter((a) => a.kind === 'reefer' && a !== wrong).every((a) => a.setpoint === a.unitSetpoint),
+      'the others at their cargo’s',
+    );
+    const latest = async () => (ok(await call('GET', `/reefer-data?assetId=${wrong.id}&limit=1`), 200) as any[])[0];
+    const first = await waitFor(() => 'reefer data of the first reefer', latest);
+    assert.equal(first.data.temperatureSetpoint, 4, 'it reports the set point it runs at');
+
+    // Made through the API, taken by the REST device side: SENT, then ACKNOWLEDGED.
+    const command = ok(await call('POST', '/commands', { assetId: wrong.id, type: 'SET_TEMPERATURE', parameters: { value: -18 } }), 201);
+    const o2 = ok(await call('POST', '/commands', { assetId: wrong.id, type: 'SET_O2', parameters: { value: 5 } }), 201);
+    const mode = ok(await call('POST', '/commands', { assetId: wrong.id, type: 'SET_MODE', parameters: { mode: 'cycle' } }), 201);
+    const statusOf = async (id: string) => ok(await call('GET', `/commands/${id}`), 200).status;
+    await waitFor(
+      () => `the set point acknowledged (${obeyed.join('; ')})`,
+      async () => (await statusOf(command.id)) === 'ACKNOWLEDGED',
+      30_000,
+    );
+    await waitFor(
+      () => 'SET_O2 refused',
+      async () => (await statusOf(o2.id)) === 'FAILED',
+      30_000,
+    );
+    await waitFor(
+      () => 'SET_MODE acknowledged',
+      async () => (await statusOf(mode.id)) === 'ACKNOWLEDGED',
+      30_000,
+    );
+    // The reported set point follows, and the supply air moves to it.
+    const followed = await waitFor(
+      () => 'the new set point reported and the supply air near it',
+      async () => {
+        const r = await latest();
+        return r?.data.temperatureSetpoint === -18 && r.data.cargo.sensors.supplyAirTemperature < -15 ? r : undefined;
+      },
+      30_000,
+    );
+    assert.equal(followed.data.mode, 'cycle');
+    assert.equal(await statusOf(foreign.id), 'PENDING', 'another asset’s command is left alone');
+  } finally {
+    controller.abort();
+  }
+  const s = await run;
+  assert.equal(s.errors, 0, s.lastError);
+  assert.equal(s.backlog, 0);
+  assert.deepEqual(s.commands, { acknowledged: 2, failed: 1 });
+  assert.ok(
+    obeyed.includes('CMDR00002 SET_O2 FAILED: This unit has no controlled atmosphere (CA): it cannot take SET_O2. rest'),
+    obeyed.join('; '),
+  );
+});
+
+test('MQTT devices: a reefer registered as an MQTT device publishes on the ingest broker, answers its commands once each, and the others keep the REST side', async (t) => {
+  // The shared Mosquitto (1883), with a topic prefix, client id and share group of this test's own.
+  const run = `sim-${TEST_DB}-${Date.now()}`;
+  const mq = await startApp(undefined, {
+    RATE_LIMIT_MAX: '100000',
+    DB_POOL_SIZE: '4',
+    INGEST_MQTT_URL: BROKER,
+    INGEST_MQTT_TOPIC_PREFIX: run,
+    INGEST_MQTT_CLIENT_ID: `ingest-${run}`,
+    INGEST_MQTT_SHARE_GROUP: `g-${run}`,
+  });
+  t.after(() => mq.app.close());
+  await waitFor(
+    () => 'the MQTT ingest subscription',
+    async () => mq.app.services.ingest.mqtt?.connected,
+  );
+  const o = await ownerWithKey(mq, 'sim-mqtt');
+  const call = (method: string, p: string, body?: unknown) => mq.call(method, `/api/v1${p}`, { token: o.key, body });
+  const controller = new AbortController();
+  let fleet: FleetAsset[] = [];
+  const obeyed: { id: string; name: string; status: string; via: string }[] = [];
+  const sim = simulate({
+    url: mq.url,
+    auth: { apiKey: o.key },
+    assets: 3,
+    rate: 30,
+    prefix: 'MQ',
+    seed: 5,
+    timeScale: 1200,
+    commandPollMs: 300,
+    mqtt: { url: BROKER, devices: 1, topicPrefix: run },
+    signal: controller.signal,
+    onFleet: async (f) => {
+      fleet = f;
+    },
+    onCommand: (c) => obeyed.push(c),
+  });
+  // Another client on the broker: what the device answers, and a command published twice.
+  const watcher = await mqtt.connectAsync(BROKER, { protocolVersion: 5, clientId: `watch-${run}`, clean: true, reconnectPeriod: 0 });
+  const answers: { id: string; status: string; message?: string }[] = [];
+  watcher.on('message', (_topic, payload) => answers.push(JSON.parse(payload.toString())));
+  await watcher.subscribeAsync(`${run}/+/commandstatus`, { qos: 1 });
+  try {
+    await waitFor(
+      () => 'the fleet',
+      async () => fleet.length === 3,
+    );
+    const [device, rest] = fleet.filter((a) => a.kind === 'reefer');
+    assert.ok(device?.mqttUniqueId && rest && !rest.mqttUniqueId, JSON.stringify(fleet));
+    const registered = ok(await call('GET', `/devices?assetId=${device.id}`), 200);
+    assert.deepEqual(
+      registered.map((d: any) => [d.protocol, d.uniqueId]),
+      [['mqtt', device.mqttUniqueId]],
+      'registered with the uniqueId the service gave',
+    );
+    const latest = async (assetId: string) => (ok(await call('GET', `/reefer-data?assetId=${assetId}&limit=1`), 200) as any[])[0];
+    await waitFor(
+      () => 'reefer data over MQTT',
+      () => latest(device.id),
+    );
+    await waitFor(
+      () => 'reefer data over REST',
+      () => latest(rest.id),
+    );
+    const statusOf = async (id: string) => ok(await call('GET', `/commands/${id}`), 200);
+
+    const setpoint = ok(await call('POST', '/commands', { assetId: device.id, type: 'SET_TEMPERATURE', parameters: { value: -18 } }), 201);
+    const o2 = ok(await call('POST', '/commands', { assetId: device.id, type: 'SET_O2', parameters: { value: 5 } }), 201);
+    const other = ok(await call('POST', '/commands', { assetId: rest.id, type: 'START_DEFROST' }), 201);
+    await waitFor(
+      () => `the MQTT device's answers (${JSON.stringify(answers)})`,
+      async () => (await statusOf(setpoint.id)).status === 'ACKNOWLEDGED' && (await statusOf(o2.id)).status === 'FAILED',
+      60_000,
+    );
+    await waitFor(
+      () => 'the FAILED answer seen on the broker',
+      async () => answers.some((a) => a.id === o2.id),
+    );
+    assert.deepEqual(
+      answers.filter((a) => a.id === o2.id),
+      [{ id: o2.id, status: 'FAILED', message: 'This unit has no controlled atmosphere (CA): it cannot take SET_O2.' }],
+    );
+    await waitFor(
+      () => 'the REST reefer’s defrost',
+      async () => (await statusOf(other.id)).status === 'ACKNOWLEDGED',
+      30_000,
+    );
+    assert.deepEqual(
+      obeyed.map((c) => [c.id, c.via]).sort(),
+      [
+        [setpoint.id, 'mqtt'],
+        [o2.id, 'mqtt'],
+        [other.id, 'rest'],
+      ].sort(),
+    );
+    // The reported set point follows, over MQTT.
+    await waitFor(
+      () => 'the new set point reported over MQTT',
+      async () => (await latest(device.id))?.data.temperatureSetpoint === -18,
+      30_000,
+    );
+
+    // The same command published again (as after a lost PUBACK): answered again, not applied again.
+    const again = {
+      id: setpoint.id,
+      type: 'SET_TEMPERATURE',
+      parameters: { value: -18 },
+      whenCreated: setpoint.whenCreated,
+      expiresAt: null,
+    };
+    await watcher.publishAsync(`${run}/${device.mqttUniqueId}/commands`, JSON.stringify(again), { qos: 1 });
+    await waitFor(
+      () => 'the answer repeated',
+      async () => answers.filter((a) => a.id === setpoint.id).length >= 2,
+      30_000,
+    );
+    assert.equal(obeyed.filter((c) => c.id === setpoint.id).length, 1, 'obeyed once');
+    assert.equal((await statusOf(setpoint.id)).status, 'ACKNOWLEDGED');
+  } finally {
+    controller.abort();
+    await watcher.endAsync();
+  }
+  const s = await sim;
+  assert.equal(s.errors, 0, s.lastError);
+  assert.equal(s.backlog, 0);
+  assert.deepEqual(s.mqttDevices, [{ assetId: fleet[1]!.id, uniqueId: fleet[1]!.mqttUniqueId }]);
+  assert.deepEqual(s.commands, { acknowledged: 2, failed: 1 });
 });

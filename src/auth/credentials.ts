@@ -42,6 +42,18 @@ const User = Type.Object(
   { id: Uuid, username: Str(255), ownerId: Uuid, scopes: Scopes, disabled: Type.Boolean(), whenCreated: DateTime, whenUpdated: DateTime },
   { title: 'User' },
 );
+const Me = Type.Object(
+  {
+    actor: Type.String({
+      description: 'user:<id>, apikey:<id>, client:<id> or external:<subject>, as whoCreated and the audit log name it',
+    }),
+    ownerId: Uuid,
+    scopes: Scopes,
+    admin: Type.Boolean({ description: 'Whether it has the admin scope (an operator)' }),
+    name: Nullable(Type.String({ description: "The user's username, the API key's name, or the client's id" })),
+  },
+  { title: 'Me' },
+);
 const UserCreate = Type.Object({
   username: Type.String({ minLength: 1, maxLength: 255, pattern: '^[^\\s:]+$', description: 'No spaces or colons' }),
   password: Type.String({ minLength: 8, maxLength: 1024 }),
@@ -225,6 +237,29 @@ export const credentialRoutes: FastifyPluginAsyncTypebox<{ db: Db; passwordCost:
     if (!isUuid(req.params.id)) throw notFound(what);
     return req.params.id;
   };
+
+  // Who is calling: what the dashboard shows and offers (a name in the header, the forms only a
+  // writer or an operator may use), asked once instead of probing routes for a 403.
+  app.get('/me', {
+    schema: {
+      tags: ['users'],
+      summary: 'The calling credential: who it acts as, its owner, its scopes and a name to show',
+      response: { 200: Me },
+    },
+    handler: async (req) => {
+      const p = req.tenancy.principal;
+      const [kind, id] = [p.actor.slice(0, p.actor.indexOf(':')), p.actor.slice(p.actor.indexOf(':') + 1)];
+      let name: string | null = null;
+      if ((kind === 'user' || kind === 'apikey') && isUuid(id)) {
+        const { rows } = await db.query<{ name: string }>(
+          kind === 'user' ? 'SELECT username AS name FROM users WHERE id = $1' : 'SELECT name FROM api_keys WHERE id = $1',
+          [id],
+        );
+        name = rows[0]?.name ?? null;
+      } else if (kind === 'client' || kind === 'external') name = id;
+      return { actor: p.actor, ownerId: p.ownerId, scopes: [...p.scopes], admin: req.tenancy.isAdmin, name };
+    },
+  });
 
   // users (admin)
   app.get('/users', {
