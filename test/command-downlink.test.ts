@@ -107,6 +107,16 @@ async function device(uniqueId: string, opts: { clean?: boolean; url?: string } 
   };
 }
 
+/** Waits until the command reads `status`, and answers it as read. */
+const reads = (get: (id: string) => Promise<any>, id: string, status: string) =>
+  waitFor(
+    () => `command ${id} ${status}`,
+    async () => {
+      const x = await get(id);
+      return x.status === status && x;
+    },
+  );
+
 /** A customer with a reefer-connected asset and an MQTT device on it. */
 async function reefer(ta: TestApp, label: string) {
   const c = await customer(ta, label);
@@ -116,14 +126,7 @@ async function reefer(ta: TestApp, label: string) {
   const command = async (body: Record<string, unknown>): Promise<any> =>
     ok(await c.call('POST', '/api/v1/commands', { assetId, ...body }), 201, `command ${JSON.stringify(body)}`);
   const get = async (id: string): Promise<any> => ok(await c.call('GET', `/api/v1/commands/${id}`), 200, `command ${id}`);
-  const statusIs = (id: string, status: string) =>
-    waitFor(
-      () => `command ${id} ${status}`,
-      async () => {
-        const x = await get(id);
-        return x.status === status && x;
-      },
-    );
+  const statusIs = (id: string, status: string) => reads(get, id, status);
   return { ...c, assetId, uniqueId: dev.uniqueId as string, command, get, statusIs };
 }
 
@@ -369,14 +372,7 @@ test('SIGKILL between publish and PUBACK, and between PUBACK and answer: each co
   assert.equal(dev0.status, 201);
   const uniqueId = dev0.body.uniqueId as string;
   const get = async (id: string) => (await svc.api('GET', `/commands/${id}`)).body;
-  const statusIs = (id: string, status: string) =>
-    waitFor(
-      () => `command ${id} ${status}`,
-      async () => {
-        const x = await get(id);
-        return x.status === status && x;
-      },
-    );
+  const statusIs = (id: string, status: string) => reads(get, id, status);
   const dev = await device(uniqueId);
   t.after(() => dev.end());
   // The device answers each command once, however often it comes.
