@@ -18,6 +18,7 @@ import { AssetList, AssetPage } from './asset.js';
 import { useAttemptStream } from './attempts.js';
 import { AuditLog } from './audit.js';
 import { Devices } from './devices.js';
+import { Inbox, useOpenAlerts } from './inbox.js';
 import { IntegrationPage, Integrations } from './integrations.js';
 import { FleetMap, type MapZone } from './map.js';
 import { Acknowledge, DownloadCsv, ErrorLine } from './ui.js';
@@ -307,6 +308,7 @@ function App() {
   }, []);
   const since = useMemo(() => new Date(Date.now() - 3600_000).toISOString(), [session]);
   const { attempts, state } = useAttemptStream(session !== null, since);
+  const openAlerts = useOpenAlerts(session !== null);
   if (!session) return <SignIn onSignedIn={(admin) => setSession({ admin })} error={signInError} />;
   const integration = /^#\/integrations\/([\w-]+)$/.exec(hash)?.[1];
   const asset = /^#\/assets\/([\w-]+)$/.exec(hash)?.[1];
@@ -336,6 +338,9 @@ function App() {
           <a href="#/devices" class={hash === '#/devices' ? 'active' : ''}>
             Devices
           </a>
+          <a href="#/alarms" class={hash === '#/alarms' ? 'active' : ''}>
+            Alarms{openAlerts && openAlerts !== '0' ? <span class="count"> {openAlerts}</span> : null}
+          </a>
           <a href="#/audit" class={hash === '#/audit' ? 'active' : ''}>
             Audit log
           </a>
@@ -350,6 +355,8 @@ function App() {
       </header>
       {hash === '#/fleet' ? (
         <Fleet />
+      ) : hash === '#/alarms' ? (
+        <Inbox />
       ) : asset ? (
         <AssetPage key={asset} id={asset} />
       ) : hash === '#/assets' ? (

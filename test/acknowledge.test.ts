@@ -101,3 +101,37 @@ test("an INFO event is a 409, another tenant's alert a 404, a read-only key a 40
   assert.equal(notes.length, 2);
   assert.ok(notes.every((n) => n.acknowledgedAt !== null && n.acknowledgedBy !== null));
 });
+
+test('the inbox filters: open (neither acknowledged nor cleared), words of the subject, a zone the asset is in now', async () => {
+  // Three alerts: one acknowledged, one cleared by its INFO (back in range), one open.
+  const c = await alerted('inbox', [0, -20, 0, 0]);
+  const alerts = c.events.filter((e) => e.severity === 'ALERT');
+  assert.equal(alerts.length, 2, JSON.stringify(c.events.map((e) => e.subject)));
+  const [cleared, open] = alerts;
+  const other = await alerted('inbox-other', [0]);
+  ok(await other.call('POST', `/events/${other.events[0].id}/acknowledge`), 200);
+  const ids = async (query: string, who = c) => (ok(await who.call('GET', `/events?${query}`), 200) as any[]).map((e) => e.id);
+  assert.deepEqual(await ids('open=true'), [open.id], 'the cleared one and the INFO are not open');
+  assert.deepEqual(await ids('open=true', other), [], 'an acknowledged one is not open');
+  assert.ok((await ids('open=false')).includes(cleared.id));
+  assert.ok(!(await ids('open=false')).includes(open.id));
+  // Words of the subject, any case.
+  assert.deepEqual(await ids('open=true&subject=ABOVE%20MAXIMUM'), [open.id]);
+  assert.deepEqual(
+    await ids('subject=back%20in%20range'),
+    c.events
+      .filter((e) => e.severity === 'INFO')
+      .map((e) => e.id)
+      .reverse(),
+  );
+  bad(await c.call('GET', `/events?subject=${'x'.repeat(101)}`), 400, '/subject', 'too long');
+  // A zone: the asset's latest position inside it, or not.
+  const zone = ok(await c.call('POST', '/zones', { name: 'Inbox yard', circle: { latitude: 10, longitude: 10, radiusMeters: 500 } }), 201);
+  assert.deepEqual(await ids(`open=true&zoneId=${zone.id}`), [], 'not in it yet');
+  ok(await c.call('POST', '/locations', { assetId: c.assetId, latitude: 10, longitude: 10 }), 201);
+  assert.deepEqual(await ids(`open=true&zoneId=${zone.id}`), [open.id]);
+  assert.deepEqual(await ids(`open=true&zoneId=${zone.id}`, other), [], "another tenant's zone shows nothing of it");
+  bad(await c.call('GET', '/events?zoneId=abc'), 400, '/zoneId', 'not an id');
+  ok(await c.call('POST', `/events/${open.id}/acknowledge`), 200);
+  assert.deepEqual(await ids('open=true'), [], 'acknowledged: out of the inbox');
+});

@@ -541,3 +541,96 @@ if (TEST_DB === 'postgres') {
     assert.deepEqual(pageErrors, []);
   });
 }
+
+if (TEST_DB === 'postgres') {
+  test('the alarm inbox: open alerts of the fleet, newest first, filtered by kind, asset and zone; acknowledged one and many; the header counts', {
+    timeout: 180_000,
+  }, async (t) => {
+    if (!requireChromium(t)) return;
+    const ta = await startApp(t, { RATE_LIMIT_MAX: '100000', RATE_LIMIT_CONCURRENT: '1000' });
+    const o = await ownerWithKey(ta, 'inbox-shipper');
+    const call = (method: string, p: string, body?: unknown) => ta.call(method, `/api/v1${p}`, { token: o.key, body });
+    // Three reefers out of range (one alert each, at once), one of them inside a zone.
+    const zone = ok(
+      await call('POST', '/zones', { name: 'Inbox Port', circle: { latitude: 51.9, longitude: 4.4, radiusMeters: 2000 } }),
+      201,
+    );
+    const assets: { id: string; name: string }[] = [];
+    for (const name of ['INBOX-A', 'INBOX-B', 'INBOX-C']) {
+      const a = ok(await call('POST', '/assets', { name }), 201);
+      ok(
+        await call('POST', '/specifications', {
+          assetId: a.id,
+          type: 'REEFER',
+          name: 'Chilled',
+          ranges: { cargo: { sensors: { supplyAirTemperature: [2, 8, 0, 0] } } },
+        }),
+        201,
+      );
+      assets.push({ id: a.id, name });
+    }
+    ok(await call('POST', '/locations', { assetId: assets[0]!.id, latitude: 51.9, longitude: 4.4 }), 201);
+    for (const [i, a] of assets.entries()) {
+      ok(
+        await call('POST', '/reefer-data', {
+          assetId: a.id,
+          whenCreated: new Date(Date.now() - (10 - i) * MIN).toISOString(),
+          data: { cargo: { sensors: { supplyAirTemperature: 15 + i } } },
+        }),
+        201,
+      );
+    }
+    const openAlerts = async () => ok(await call('GET', '/events?open=true&severity=ALERT'), 200) as any[];
+    await waitFor(
+      () => 'three open alerts',
+      async () => (await openAlerts()).length === 3,
+      60_000,
+    );
+    // The API's filters the inbox uses.
+    assert.equal((ok(await call('GET', `/events?open=true&zoneId=${zone.id}`), 200) as any[]).length, 1, 'by zone');
+    assert.equal((ok(await call('GET', '/events?open=true&subject=ABOVE%20MAXIMUM'), 200) as any[]).length, 3, 'by kind, any case');
+    assert.equal((ok(await call('GET', '/events?open=true&subject=Power%20off'), 200) as any[]).length, 0);
+
+    const browser = await launchChromium();
+    const pageErrors: string[] = [];
+    const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+    page.on('pageerror', (e) => pageErrors.push(e.message));
+    await page.goto(`${ta.url}/dashboard/`);
+    await page.fill('#key', o.key);
+    await page.click('button[type=submit]');
+    await page.locator('header nav a[href="#/alarms"] .count:text("3")').waitFor();
+    await page.evaluate(`location.hash = '#/alarms'`);
+    const rows = page.locator('section.inbox table.alerts tbody tr');
+    await rows.nth(2).waitFor();
+    // Newest first: C's alert, then B's, then A's.
+    assert.deepEqual(await rows.locator('td:nth-child(3)').allInnerTexts(), ['INBOX-C', 'INBOX-B', 'INBOX-A']);
+    // By zone: only A is inside the port.
+    await page.locator('section.inbox select[name=zone]').selectOption(zone.id);
+    await page.waitForFunction(() => document.querySelectorAll('section.inbox table.alerts tbody tr').length === 1);
+    assert.deepEqual(await rows.locator('td:nth-child(3)').allInnerTexts(), ['INBOX-A']);
+    // One acknowledged with its button.
+    await rows.first().locator('button:text("Acknowledge")').click();
+    await rows.first().locator('.acknowledged').waitFor();
+    await page.locator('section.inbox select[name=zone]').selectOption('');
+    await page.waitForFunction(() => document.querySelectorAll('section.inbox table.alerts tbody tr').length === 2);
+    // The others ticked together and acknowledged at once.
+    await page.locator('section.inbox thead input[type=checkbox]').check();
+    await page.locator('section.inbox button:text("Acknowledge 2 alerts")').click();
+    await page.waitForFunction(() => document.querySelectorAll('section.inbox tbody .acknowledged').length === 2);
+    assert.deepEqual(await openAlerts(), [], 'nothing open');
+    const acknowledged = ok(await call('GET', '/events?severity=ALERT'), 200) as any[];
+    assert.ok(
+      acknowledged.every((e) => e.acknowledgedAt && /^apikey:/.test(e.acknowledgedBy)),
+      'each acknowledged, by this key',
+    );
+    await page.reload();
+    await page.fill('#key', o.key);
+    await page.click('button[type=submit]');
+    await page.locator('header nav a[href="#/alarms"]').waitFor();
+    assert.equal(await page.locator('header nav a[href="#/alarms"] .count').count(), 0, 'no count with nothing open');
+    fs.mkdirSync(ARTIFACTS, { recursive: true });
+    await page.screenshot({ path: path.join(ARTIFACTS, 'alarm-inbox.png') });
+    await browser.close();
+    assert.deepEqual(pageErrors, []);
+  });
+}

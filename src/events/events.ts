@@ -9,7 +9,7 @@ import type { WriteStatement } from '../db/statement.js';
 import { sqlIso } from '../db/sql.js';
 import { appendToLog, type OwnerPaths, ownerPaths } from '../eventlog/log.js';
 import { filters } from '../http/filters.js';
-import { DateTime, iso, Nullable, Uuid } from '../http/schemas.js';
+import { DateTime, iso, Nullable, Str, Uuid } from '../http/schemas.js';
 import { readRoutes } from '../tenancy/read-routes.js';
 
 const Severity = Type.Union([Type.Literal('INFO'), Type.Literal('ALERT')]);
@@ -191,6 +191,27 @@ export const eventRoutes: FastifyPluginAsync<{ db: Db }> = async (app, { db }) =
       assetId: filters.anyUuid('asset_id'),
       ownerId: filters.uuid('owner_id'),
       severity: filters.equals('severity', Severity),
+      // The alarm inbox: ALERT events neither acknowledged nor cleared (events_open_idx), or the rest.
+      open: {
+        schema: Type.Boolean({
+          description: 'true: ALERT events neither acknowledged nor cleared (the alarm inbox); false: every other event',
+        }),
+        sql: (p) => `((severity = 'ALERT' AND acknowledged_at IS NULL AND cleared_at IS NULL) = ${p}::boolean)`,
+      },
+      // Words of the subject, any case (what kind of alert: SETPOINT_MISMATCH, above maximum, Power off, ...).
+      subject: {
+        schema: Str(100, { minLength: 1, description: 'Events whose subject contains this text, in any case' }),
+        sql: (p) => `strpos(lower(subject), lower(${p}::text)) > 0`,
+      },
+      // Assets inside the zone at their latest position.
+      zoneId: {
+        schema: Type.String({
+          pattern: '^[0-9]{1,19}$',
+          maxLength: 19,
+          description: 'Events of the assets whose latest position is inside this zone',
+        }),
+        sql: (p) => `asset_id IN (SELECT asset_id FROM asset_positions WHERE ${p}::bigint = ANY (zone_ids))`,
+      },
     },
   });
 };
