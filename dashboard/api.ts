@@ -127,6 +127,8 @@ export function usePolling(load: () => Promise<void>, intervalMs: number, enable
 }
 
 export const time = (iso: string | null | undefined) => (iso ? new Date(iso).toLocaleString() : '–');
+/** A count and its noun, in the singular for one: "1 hour", "3 hours" (`count` as shown, e.g. with separators). */
+export const plural = (n: number, one: string, many = `${one}s`, count = String(n)) => `${count} ${n === 1 ? one : many}`;
 export const ms = (n: number | null | undefined) => (n == null ? '–' : `${Math.round(n)} ms`);
 
 /** A file name's safe characters: letters, digits, dot, dash and underscore. */

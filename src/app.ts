@@ -54,6 +54,8 @@ import { pruneAudit } from './audit/audit.js';
 import { auditRoutes } from './audit/routes.js';
 import { Command, commandRoutes, expireCommands } from './commands/commands.js';
 import { bookingRoutes } from './booking/booking.js';
+import { shareLinkRoutes } from './share/links.js';
+import { sharePageRoutes } from './share/page.js';
 import { type AddressPolicy, policyOf } from './delivery/address.js';
 import type { Channel } from './delivery/channels/channel.js';
 import { kafkaChannel } from './delivery/channels/kafka/index.js';
@@ -542,6 +544,8 @@ export async function buildApp(
   });
   await app.register(dashboardRoutes, { realm: cfg.AUTH_REALM });
   await app.register(emailLinkRoutes, { db, secretsKey, linkHours: cfg.EMAIL_LINK_HOURS });
+  // Share links' pages (src/share/): no sign-in, the link is the credential.
+  await app.register(sharePageRoutes, { db, cfg });
   // Devices send here, at the server root: they carry no token (src/ingest/).
   await app.register(osmandRoutes, { ingest: app.services.ingest });
   await app.register(traccarRoutes, { ingest: app.services.ingest, token: cfg.INGEST_TRACCAR_TOKEN });
@@ -573,6 +577,7 @@ export async function buildApp(
       await api.register(integrationRoutes, { db, secretsKey, policy, limits: cfg });
       await api.register(historyRoutes, { db, secretsKey, policy });
       await api.register(streamRoutes, { db, streams: app.services.streams });
+      await api.register(shareLinkRoutes, { db, maxLinksPerOwner: cfg.SHARE_MAX_LINKS_PER_OWNER });
     },
     { prefix: '/api/v1' },
   );

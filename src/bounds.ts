@@ -342,6 +342,63 @@ export const BOUNDS = {
     what: "a report's from..to range",
     past: '400 VALIDATION_FAILED naming /from',
   },
+  // ---- Share links (API guide 8, "Share links") ----
+  shareAssetsPerLink: {
+    setting: null,
+    value: 100,
+    unit: 'count',
+    what: 'assets in one share link (`assetIds`)',
+    past: '400 VALIDATION_FAILED naming /assetIds',
+  },
+  shareLinksPerOwner: {
+    setting: 'SHARE_MAX_LINKS_PER_OWNER',
+    value: 1000,
+    unit: 'count',
+    what: "share links in effect (neither expired nor revoked) in one top-level owner's tree; as many ended ones are kept (their pages answer 410), older ended ones are removed",
+    past: '409 CONFLICT, nothing saved',
+  },
+  shareExpiryDays: {
+    setting: null,
+    value: 90,
+    unit: 'days',
+    what: "how far ahead a share link's `expiresAt` may lie",
+    past: '400 VALIDATION_FAILED naming /expiresAt',
+  },
+  shareWindowHours: {
+    setting: null,
+    value: 168,
+    unit: 'hours',
+    what: 'the time back a share link shows a track and temperatures for (`windowHours`)',
+    past: '400 VALIDATION_FAILED naming /windowHours',
+  },
+  shareRowsRead: {
+    setting: null,
+    value: 10_000,
+    unit: 'count',
+    what: 'records one share page or data answer reads of its asset per source (locations, reefer data, temperature sensor data): the newest of the window',
+    past: 'the series start later; each one says from when (`from`)',
+  },
+  sharePoints: {
+    setting: null,
+    value: 1000,
+    unit: 'count',
+    what: 'points of one series in a share page or data answer',
+    past: 'thinned evenly (every n-th point, the newest always kept)',
+  },
+  shareUsesPerMinute: {
+    setting: 'SHARE_MAX_USES_PER_MINUTE',
+    value: 60,
+    unit: 'per minute',
+    what: 'answered uses of one share link (its page and its data, from every address; counted in the database, so for the whole service)',
+    past: '429 RATE_LIMITED with Retry-After; not counted as a use',
+  },
+  shareRequestsPerAddress: {
+    setting: 'SHARE_MAX_REQUESTS_PER_ADDRESS',
+    value: 300,
+    unit: 'per minute',
+    what: 'requests for share pages and data from one client address, whatever their token (per HTTP process; per instance with REDIS_URL)',
+    past: '429 RATE_LIMITED with Retry-After, before the token is looked up',
+  },
   // ---- Rows that nobody signed in can cause ----
   ingestErrorRowsPerSecond: {
     setting: null,

@@ -328,6 +328,13 @@ const spec = {
   COMMAND_REPUBLISH_SECONDS: [int(1, 86_400), '60'],
   COMMAND_MAX_PUBLISHES: [int(1, 1000), '10'],
   COMMAND_POLL_MS: [int(50, 60_000), '1000'],
+  // Share links (API guide 8, "Share links"): links in effect per top-level owner's tree; answered
+  // uses of one link a minute (counted in the database: for the whole service); requests for share
+  // pages from one client address a minute, whatever the token (per HTTP process, or per instance
+  // with REDIS_URL), so neither a leaked link nor a guesser can make the service work for nobody.
+  SHARE_MAX_LINKS_PER_OWNER: [int(1, 1_000_000), '1000'],
+  SHARE_MAX_USES_PER_MINUTE: [int(1, 100_000), '60'],
+  SHARE_MAX_REQUESTS_PER_ADDRESS: [int(1, 1_000_000), '300'],
   // Request bodies over 1 MiB (only the data-record creates take them, up to 8 MiB) being parsed,
   // stored and answered at once, per instance (API guide 7): past it a create is answered 503 with
   // Retry-After before its body is read. Sized to `npm start`'s 128 MB heap: one 8 MiB bulk took

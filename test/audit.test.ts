@@ -413,6 +413,21 @@ test('every audited write operation of the OpenAPI document writes exactly one e
       expect: cu('test', 'integration'),
       run: () => call('c', 'POST', '/webhooks/test', { url: `${rx.url}/audit`, integrationId: st.live }),
     },
+    // A share link's token is in its url only, once: never in the entry (which lists its settings).
+    'POST /api/v1/share-links': {
+      expect: cu('create', 'shareLink'),
+      run: async () => {
+        const r = await call('c', 'POST', '/share-links', {
+          assetIds: [st.asset],
+          show: ['position'],
+          expiresAt: new Date(Date.now() + 86_400_000).toISOString(),
+        });
+        st.share = r.body.id;
+        secrets.push(String(r.body.url).split('/share/')[1]!);
+        return r;
+      },
+    },
+    'DELETE /api/v1/share-links/{id}': { expect: cu('revoke', 'shareLink'), run: () => call('c', 'DELETE', `/share-links/${st.share}`) },
   };
 
   const doc = ok(await ta.call('GET', '/api/v1/openapi.json'), 200);
@@ -466,6 +481,9 @@ test('every audited write operation of the OpenAPI document writes exactly one e
   assert.deepEqual(find('update', 'owner').changes!.name, { from: 'audited child', to: 'renamed' });
   assert.deepEqual(all.findLast((e) => e.action === 'update' && e.resource.type === 'owner')!.changes!.note, { from: null, to: 'patched' });
   assert.equal(find('create', 'owner').ownerId, find('create', 'owner').resource.id);
+  assert.deepEqual(find('create', 'shareLink').changes!.show, { to: ['position'] });
+  assert.equal(find('create', 'shareLink').changes!.url, undefined, "a share link's url is never in the log");
+  assert.deepEqual(find('revoke', 'shareLink').changes!.status, { from: 'active', to: 'revoked' });
 
   // No secret anywhere, in any form it was sent or shown.
   const everything = JSON.stringify(ok(await ta.call('GET', '/api/v1/audit?limit=1000', { token: ta.adminToken }), 200));

@@ -14,6 +14,7 @@ export const ERRORS = {
   NAME_TAKEN: { status: 409, title: 'Conflict' },
   IDEMPOTENCY_IN_PROGRESS: { status: 409, title: 'Conflict' },
   REQUEST_TIMEOUT: { status: 408, title: 'Request Timeout' },
+  GONE: { status: 410, title: 'Gone' },
   PAYLOAD_TOO_LARGE: { status: 413, title: 'Payload Too Large' },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, title: 'Unsupported Media Type' },
   IDEMPOTENCY_KEY_REUSED: { status: 422, title: 'Unprocessable Content' },
