@@ -5,11 +5,12 @@
 // trips, stops, zone visits, temperature and its excursions) with "Download CSV" each; the
 // asset's events and raw records of the range as CSV too; and its commands (commands.tsx: send one
 // after a confirmation, follow its status, the specification's set point for a mismatch alert).
-import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
-import { all, api, fileSafe, mayWrite, time } from './api.js';
+import { useCallback, useEffect, useMemo, useRef, useState } from 'preact/hooks';
+import { all, api, fileSafe, mayWrite, plural, time } from './api.js';
 import { type ChartData, TemperatureChart } from './chart.js';
 import { CommandsPanel, isOpenSetpointMismatch, type Proposal, SendSpecSetpoint } from './commands.js';
 import { FleetMap, type MapAsset, type MapStop, type MapZone, type TrackPoint } from './map.js';
+import { SharePanel } from './share.js';
 import { REPORT_KINDS, type Report, type ReportKind, type ReportState, ReportTables, rangeText, type TemperatureItem } from './reports.js';
 import { DAY, type Loaded, loadTemperatures } from './series.js';
 import { Acknowledge, DownloadCsv, ErrorLine } from './ui.js';
@@ -23,6 +24,18 @@ interface Range {
   preset: string;
   from: number;
   to: number;
+  /** 'fit': how far before the first record it begins. */
+  pad?: number;
+}
+/**
+ * The range that fits an asset's data: from a little before its first record (of the last 30
+ * days) to now; 7 days when it has none.
+ */
+function fitted(first: number): Range {
+  const to = Date.now();
+  if (!Number.isFinite(first) || first >= to) return preset('7d');
+  const pad = Math.max((to - first) * 0.05, 5 * 60_000);
+  return { preset: 'fit', from: Math.max(first - pad, to - 30 * DAY), to, pad };
 }
 const preset = (id: string): Range => {
   const to = Date.now();
@@ -51,6 +64,7 @@ const setpointOf = (spec: Spec | null | undefined) => {
 
 /** datetime-local input values (local time) to and from epoch ms. */
 const toLocalInput = (t: number) => new Date(t - new Date(t).getTimezoneOffset() * 60_000).toISOString().slice(0, 16);
+const MINUTE = 60_000;
 const fromLocalInput = (s: string) => (s ? new Date(s).getTime() : Number.NaN);
 const day = (t: number) => toLocalInput(t).slice(0, 10);
 
@@ -67,7 +81,7 @@ function pathsOf(fc: { features?: { geometry: { type: string; coordinates: any }
   return out;
 }
 
-function Chart({ data }: { data: ChartData | undefined }) {
+function Chart({ data, onZoom }: { data: ChartData | undefined; onZoom: (from: number, to: number) => void }) {
   const canvas = useRef<HTMLCanvasElement>(null);
   const chart = useRef<TemperatureChart>();
   useEffect(() => {
@@ -76,6 +90,9 @@ function Chart({ data }: { data: ChartData | undefined }) {
     return () => c.destroy();
   }, []);
   useEffect(() => chart.current?.set(data), [data]);
+  useEffect(() => {
+    if (chart.current) chart.current.onZoom = onZoom;
+  }, [onZoom]);
   return <canvas ref={canvas} class="chart" role="img" aria-label="Supply and return air temperature against the specification" />;
 }
 
@@ -83,8 +100,12 @@ export function AssetPage({ id }: { id: string }) {
   const [asset, setAsset] = useState<{ id: string; name: string } | null>(null);
   const [spec, setSpec] = useState<Spec | null | undefined>(undefined);
   const [zones, setZones] = useState<MapZone[]>([]);
-  const [range, setRange] = useState<Range>(() => preset('7d'));
-  const [custom, setCustom] = useState(() => ({ from: toLocalInput(range.from), to: toLocalInput(range.to) }));
+  // The range first shown fits the asset's data (fitted below); null until that is known.
+  const [chosen, setRange] = useState<Range | null>(null);
+  const [fit, setFit] = useState<Range | null>(null);
+  const waiting = useMemo(() => preset('7d'), [id]);
+  const range = chosen ?? waiting;
+  const [custom, setCustom] = useState({ from: '', to: '' });
   const [temps, setTemps] = useState<{ key: string; t0: number; loaded?: Loaded; error?: string }>();
   const [reports, setReports] = useState<Partial<Record<ReportKind, ReportState>>>({});
   const [paths, setPaths] = useState<TrackPoint[][]>([]);
@@ -105,10 +126,31 @@ export function AssetPage({ id }: { id: string }) {
       () => setSpec(null),
     );
     all<MapZone>('/zones').then(setZones, () => undefined);
+    // The first view fits the data: from the asset's first record of the last 30 days (a little
+    // before it) to now, so that a few minutes of data fill the chart instead of a sliver of 7 days.
+    let gone = false;
+    setRange(null);
+    const since = new Date(Date.now() - 30 * DAY).toISOString();
+    const first = (path: string) =>
+      api<{ whenCreated: string }[]>('GET', `/${path}?assetId=${id}&from=${encodeURIComponent(since)}&order=asc&limit=1`).then(
+        (l) => (l[0] ? Date.parse(l[0].whenCreated) : Number.POSITIVE_INFINITY),
+        () => Number.POSITIVE_INFINITY,
+      );
+    void Promise.all([first('reefer-data'), first('locations')]).then(([r, l]) => {
+      if (gone) return;
+      const r0 = fitted(Math.min(r, l));
+      setFit(r0);
+      setRange(r0);
+      setCustom({ from: toLocalInput(r0.from), to: toLocalInput(r0.to) });
+    });
+    return () => {
+      gone = true;
+    };
   }, [id]);
 
   const q = `assetId=${id}&from=${encodeURIComponent(new Date(range.from).toISOString())}&to=${encodeURIComponent(new Date(range.to).toISOString())}`;
   useEffect(() => {
+    if (!chosen) return;
     const ctl = new AbortController();
     const live = () => !ctl.signal.aborted;
     const key = `${range.preset}:${range.from}:${range.to}`;
@@ -147,7 +189,7 @@ export function AssetPage({ id }: { id: string }) {
       (x: Error) => live() && setError(`Events: ${x.message}`),
     );
     return () => ctl.abort();
-  }, [id, q]);
+  }, [id, q, chosen === null]);
 
   const temperature = reports.temperature?.report?.items as TemperatureItem[] | undefined;
   const chartData = useMemo((): ChartData | undefined => {
@@ -186,6 +228,11 @@ export function AssetPage({ id }: { id: string }) {
   const customFrom = fromLocalInput(custom.from);
   const customTo = fromLocalInput(custom.to);
   const customOk = customFrom < customTo;
+  /** A span chosen on the chart (a drag): shown as a custom range, its inputs filled in. */
+  const zoom = useCallback((from: number, to: number) => {
+    setRange({ preset: 'custom', from, to });
+    setCustom({ from: toLocalInput(from), to: toLocalInput(to) });
+  }, []);
   const band = specRange(spec, SERIES[0]!.key);
   const setpoint = setpointOf(spec);
   const loaded = temps?.loaded;
@@ -205,6 +252,20 @@ export function AssetPage({ id }: { id: string }) {
       </div>
       <ErrorLine error={error} />
       <fieldset class="range-bar" aria-label="Range">
+        {fit && fit.preset === 'fit' ? (
+          <button
+            type="button"
+            class={range.preset === 'fit' ? 'active' : ''}
+            aria-pressed={range.preset === 'fit'}
+            onClick={() => {
+              const r = fitted(fit.from + fit.pad!);
+              setRange(r);
+              setCustom({ from: toLocalInput(r.from), to: toLocalInput(r.to) });
+            }}
+          >
+            Its data
+          </button>
+        ) : null}
         {PRESETS.map((p) => (
           <button
             key={p.id}
@@ -242,7 +303,8 @@ export function AssetPage({ id }: { id: string }) {
           type="button"
           disabled={!customOk}
           class={range.preset === 'custom' ? 'active' : ''}
-          onClick={() => setRange({ preset: 'custom', from: customFrom, to: customTo })}
+          // "to" names a minute: the range keeps all of it (to its last millisecond).
+          onClick={() => setRange({ preset: 'custom', from: customFrom, to: customTo + MINUTE - 1 })}
         >
           Show range
         </button>
@@ -260,7 +322,7 @@ export function AssetPage({ id }: { id: string }) {
         data-source={loaded?.source ?? ''}
         data-range={range.preset}
       >
-        <Chart data={chartData} />
+        <Chart data={chartData} onZoom={zoom} />
         <div class="legend">
           {SERIES.map((s) => (
             <span key={s.key}>
@@ -296,13 +358,14 @@ export function AssetPage({ id }: { id: string }) {
             ? `The temperatures could not be read: ${temps.error}`
             : loaded
               ? loaded.source === 'rollups'
-                ? `From the hourly rollups: ${loaded.records.toLocaleString()} readings in ${loaded.series[0]?.samples.length ?? 0} hours.`
-                : `${loaded.records.toLocaleString()} raw readings, drawn as the mean and min–max of each pixel column.`
+                ? `From the hourly rollups: ${plural(loaded.records, 'reading', 'readings', loaded.records.toLocaleString())} in ${plural(loaded.series[0]?.samples.length ?? 0, 'hour')}.`
+                : `${plural(loaded.records, 'raw reading', 'raw readings', loaded.records.toLocaleString())}, drawn as the mean and min–max of each pixel column.`
               : 'Loading…'}
         </p>
       </div>
 
       <CommandsPanel assetId={id} name={name} setpoint={setpoint} write={write} proposal={proposal} onPropose={setProposal} />
+      <SharePanel assetId={id} name={name} write={write} />
 
       <div class="report-head">
         <h3>Trips and stops</h3>

@@ -1,7 +1,9 @@
 // The audit log (API guide 14): who changed what among the owners this credential sees, newest
-// first, a page at a time, filtered by action and resource type. Secrets arrive masked.
+// first, a page at a time, filtered by action and resource type. Secrets arrive masked. Users, API
+// keys and integrations are shown by name (the ones still there, that the credential may list: an
+// operator's users and keys, a customer's own keys and itself), else by id.
 import { useEffect, useState } from 'preact/hooks';
-import { all, authorization, time } from './api.js';
+import { all, authorization, me, time } from './api.js';
 import { ErrorLine } from './ui.js';
 
 interface Entry {
@@ -16,20 +18,34 @@ interface Entry {
 
 const show = (v: unknown) => (v === undefined ? '' : typeof v === 'string' ? v : JSON.stringify(v));
 
-export function AuditLog() {
+/** Names by id from a list, or none when the credential may not read it. */
+const namesOf = (path: string, name: (x: any) => string) =>
+  all<any>(path).then(
+    (list) => list.map((x): [string, string] => [x.id, name(x)]),
+    () => [],
+  );
+
+export function AuditLog({ admin }: { admin: boolean }) {
   const [entries, setEntries] = useState<Entry[]>([]);
   const [next, setNext] = useState('');
   const [action, setAction] = useState('');
   const [type, setType] = useState('');
   const [error, setError] = useState('');
-  // Integrations by name, not id (the ones still there).
+  // Integrations, users and API keys by name, not id (their ids are UUIDs: one map). Users are
+  // the operator's to list; a customer knows itself from GET /me.
   const [names, setNames] = useState<Map<string, string>>(new Map());
   useEffect(() => {
-    all<{ id: string; name: string }>('/integrations').then(
-      (list) => setNames(new Map(list.map((i) => [i.id, i.name]))),
-      () => undefined,
-    );
-  }, []);
+    void Promise.all([
+      namesOf('/integrations', (i) => i.name),
+      namesOf('/api-keys', (k) => k.name),
+      admin ? namesOf('/users', (u) => u.username) : Promise.resolve([]),
+      me().then((m): [string, string][] => {
+        const id = m?.actor.slice(m.actor.indexOf(':') + 1);
+        return m?.name && id ? [[id, m.name]] : [];
+      }),
+    ]).then((lists) => setNames(new Map(lists.flat())));
+  }, [admin]);
+  const named = (id: string | null) => (id ? (names.get(id) ?? id) : '');
   const load = async (url: string, append: boolean) => {
     try {
       const r = await fetch(url, { headers: authorization() });
@@ -105,12 +121,12 @@ export function AuditLog() {
           {entries.map((e) => (
             <tr key={e.id}>
               <td>{time(e.at)}</td>
-              <td class="text">
-                {e.actor.type} {e.actor.id ?? ''}
+              <td class="text" title={e.actor.id ?? ''}>
+                {e.actor.type} {named(e.actor.id)}
               </td>
               <td>{e.address ?? '–'}</td>
               <td class="text">
-                {e.action} {e.resource.type} {(e.resource.id && names.get(e.resource.id)) ?? e.resource.id ?? ''}
+                {e.action} {e.resource.type} {named(e.resource.id)}
               </td>
               <td class="text excerpt">
                 {e.changes

@@ -5,7 +5,8 @@
 // dashed line, what lies outside a series' own range is drawn in red, each excursion (from the
 // temperature report) a red span over the plot and a tick on the strip above it (at least two
 // pixels wide, however short), the report's data gaps grey. Time labels in local time, °C on the
-// left. Hovering shows the values under the pointer.
+// left. Hovering shows the values under the pointer; dragging across the plot selects a span of
+// time, and letting go zooms to it (onZoom).
 //
 // For tests, the canvas says what it drew: data-draw-ms (binning and drawing, rasterized),
 // data-columns (pixel columns), data-samples (samples binned), data-excursions (spans drawn),
@@ -97,6 +98,9 @@ export function valueTicks(lo: number, hi: number, count: number): number[] {
 }
 
 const fmt = (v: number) => (Math.abs(v) >= 100 ? v.toFixed(0) : v.toFixed(1));
+/** The narrowest drag that zooms: anything less is a click. */
+const DRAG_MIN_PX = 6;
+
 /** A value tick's label: as many decimals as its step needs. */
 const tickLabel = (v: number, step: number) => v.toFixed(step >= 1 ? 0 : step >= 0.1 ? 1 : 2);
 
@@ -105,6 +109,12 @@ export class TemperatureChart {
   private binned: { s: ChartSeries; c: Columns }[] = [];
   private binnedFor = '';
   private hoverX: number | undefined;
+  /** Where a drag began (pixels from the canvas's left), while the pointer is down. */
+  private dragX: number | undefined;
+  /** The last frame's plot and times, to read a drag's pixels as times. */
+  private geometry: { x: number; w: number; from: number; to: number } | undefined;
+  /** Called with the span a drag selected (at least DRAG_MIN_PX wide and a minute long). */
+  onZoom: ((from: number, to: number) => void) | undefined;
   private firstFrame = false;
   private frame = 0;
   private w = 0;
@@ -114,6 +124,8 @@ export class TemperatureChart {
   constructor(private readonly c: HTMLCanvasElement) {
     c.addEventListener('pointermove', this.onMove);
     c.addEventListener('pointerleave', this.onLeave);
+    c.addEventListener('pointerdown', this.onDown);
+    c.addEventListener('pointerup', this.onUp);
     this.resize.observe(c);
   }
 
@@ -144,7 +156,30 @@ export class TemperatureChart {
 
   private onLeave = () => {
     this.hoverX = undefined;
+    this.dragX = undefined;
     this.redraw();
+  };
+
+  private onDown = (e: PointerEvent) => {
+    const r = this.c.getBoundingClientRect();
+    this.dragX = e.clientX - r.left - this.c.clientLeft;
+    this.c.setPointerCapture?.(e.pointerId);
+  };
+
+  private onUp = (e: PointerEvent) => {
+    const start = this.dragX;
+    this.dragX = undefined;
+    const g = this.geometry;
+    if (start === undefined || !g) return;
+    const r = this.c.getBoundingClientRect();
+    const end = e.clientX - r.left - this.c.clientLeft;
+    const clamp = (x: number) => Math.min(g.x + g.w, Math.max(g.x, x));
+    const [a, b] = [clamp(Math.min(start, end)), clamp(Math.max(start, end))];
+    this.redraw();
+    if (b - a < DRAG_MIN_PX) return;
+    const at = (x: number) => g.from + ((x - g.x) / g.w) * (g.to - g.from);
+    const [from, to] = [Math.floor(at(a) / MIN) * MIN, Math.ceil(at(b) / MIN) * MIN];
+    if (to - from >= MIN) this.onZoom?.(from, to);
   };
 
   private draw() {
@@ -390,6 +425,14 @@ export class TemperatureChart {
       g.font = '14px system-ui, sans-serif';
       g.textAlign = 'center';
       g.fillText('No reefer data in this range', plot.x + plot.w / 2, plot.y + plot.h / 2);
+    }
+    this.geometry = { x: plot.x, w: plot.w, from: d.from, to: d.to };
+    // A drag under way: the span it selects, shaded.
+    if (this.dragX !== undefined && this.hoverX !== undefined) {
+      const a = Math.max(plot.x, Math.min(this.dragX, this.hoverX));
+      const b = Math.min(plot.x + plot.w, Math.max(this.dragX, this.hoverX));
+      g.fillStyle = 'rgba(24,100,171,0.15)';
+      g.fillRect(a, plot.y, Math.max(0, b - a), plot.h);
     }
     c.toggleAttribute('data-hover', this.hoverX !== undefined && hasData && this.drawHover(g, plot, n));
 

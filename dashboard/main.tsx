@@ -13,7 +13,7 @@
 // text content, and no file of the dashboard sets HTML.
 import { render } from 'preact';
 import { useCallback, useEffect, useMemo, useRef, useState } from 'preact/hooks';
-import { ApiError, all, api, type Me, setCredential, time, usePolling } from './api.js';
+import { ApiError, all, api, type Me, me, plural, setCredential, time, usePolling } from './api.js';
 import { AssetList, AssetPage } from './asset.js';
 import { useAttemptStream } from './attempts.js';
 import { AuditLog } from './audit.js';
@@ -237,7 +237,7 @@ function Fleet() {
       <FleetMap positions={positions} zones={zones} track={track} selected={selected} onSelect={setSelected} />
       {chosen ? (
         <p class="selected">
-          {chosen.name}: {track.length} positions in the last 24 h · <a href={`#/assets/${chosen.id}`}>Open asset page</a>
+          {chosen.name}: {plural(track.length, 'position')} in the last 24 h · <a href={`#/assets/${chosen.id}`}>Open asset page</a>
         </p>
       ) : (
         <p class="hint">Click an asset for its track, a cluster to zoom into it. Drag to pan; wheel, pinch or + and - to zoom.</p>
@@ -292,6 +292,12 @@ function useHash() {
   return hash;
 }
 
+/** Who is signed in, as the header says it: the name, and "operator" for one (said once). */
+const who = (name: string | null, admin: boolean) => {
+  const role = admin ? 'operator' : 'customer';
+  return !name ? role : admin && name !== role ? `${name} · ${role}` : name;
+};
+
 function App() {
   const [session, setSession] = useState<{ admin: boolean } | null>(null);
   const [signInError, setSignInError] = useState('');
@@ -307,6 +313,12 @@ function App() {
       });
   }, []);
   const since = useMemo(() => new Date(Date.now() - 3600_000).toISOString(), [session]);
+  // The header names who is signed in (GET /me, asked once per credential): a user's name, a key's.
+  const [name, setName] = useState<string | null>(null);
+  useEffect(() => {
+    setName(null);
+    if (session) void me().then((m) => setName(m?.name ?? null));
+  }, [session]);
   const { attempts, state } = useAttemptStream(session !== null, since);
   const openAlerts = useOpenAlerts(session !== null);
   if (!session) return <SignIn onSignedIn={(admin) => setSession({ admin })} error={signInError} />;
@@ -327,7 +339,7 @@ function App() {
         <strong>Asset tracking</strong>
         <nav>
           <a href="#/integrations" class={hash.startsWith('#/integrations') ? 'active' : ''}>
-            Deliveries
+            Integrations
           </a>
           <a href="#/fleet" class={hash === '#/fleet' ? 'active' : ''}>
             Fleet
@@ -346,9 +358,11 @@ function App() {
           </a>
         </nav>
         <span class="stream">
-          stream: {state} · {attempts.length} attempts
+          stream: {state} · {plural(attempts.length, 'attempt')}
         </span>
-        <span>{session.admin ? 'operator' : 'customer'}</span>
+        <span class="who" title={session.admin ? 'Operator: sees every owner' : 'Customer: sees its own owners'}>
+          {who(name, session.admin)}
+        </span>
         <button type="button" onClick={signOut}>
           Sign out
         </button>
@@ -364,7 +378,7 @@ function App() {
       ) : hash === '#/devices' ? (
         <Devices admin={session.admin} />
       ) : hash === '#/audit' ? (
-        <AuditLog />
+        <AuditLog admin={session.admin} />
       ) : integration ? (
         <IntegrationPage id={integration} admin={session.admin} attempts={attempts} />
       ) : (

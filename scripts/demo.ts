@@ -14,8 +14,12 @@
 // supply air back in range. The reefers take commands through the REST device side or, with a
 // broker (DEMO_MQTT_URL), five of them as MQTT devices on it (the service's MQTT ingest).
 //
+// Zones and a device: a port, a depot and a customer's site where the simulator's routes meet,
+// with assets starting at each, and an OsmAnd device (a phone with the Traccar Client app) on a van.
+//
 // DEMO_PORT (8080; 0 = any free port), DEMO_DATA_DIR (./data-demo), DEMO_ASSETS (30), DEMO_RATE
-// (100 records/s), DEMO_MQTT_URL (none) and DEMO_MQTT_TOPIC_PREFIX (devices).
+// (100 records/s), DEMO_MQTT_URL (none) and DEMO_MQTT_TOPIC_PREFIX (devices). A DEMO_PORT in use
+// is one line naming it, said before the data folder is wiped.
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -25,6 +29,8 @@ import { performance } from 'node:perf_hooks';
 import { SMTPServer } from 'smtp-server';
 import { buildApp } from '../src/app.js';
 import { loadConfig } from '../src/config.js';
+import { isAddressInUse, portInUse, portInUseLine } from '../src/http/port.js';
+import { PLACES, type Place } from '../sim/routes.js';
 import { type FleetAsset, type Progress, simulate } from '../sim/simulator.js';
 
 const started = performance.now();
@@ -37,6 +43,16 @@ const rate = Number(env.DEMO_RATE ?? 100);
 const mqttUrl = env.DEMO_MQTT_URL || undefined;
 const mqttPrefix = env.DEMO_MQTT_TOPIC_PREFIX || 'devices';
 if (path.resolve('data') === dataDir) throw new Error('DEMO_DATA_DIR must not be ./data: the demo never writes into your data');
+// A port in use is one line naming it, before the folder is wiped or anything started.
+if (!Number.isInteger(port) || port < 0 || port > 65535) {
+  console.error(`DEMO_PORT must be a port number (0 picks a free one), not ${JSON.stringify(env.DEMO_PORT)}.`);
+  process.exit(2);
+}
+const portTaken = (): never => {
+  console.error(portInUseLine('127.0.0.1', port, 'DEMO_PORT'));
+  process.exit(1);
+};
+if (await portInUse('127.0.0.1', port)) portTaken();
 
 // A fresh folder each run: the demo's operator and fleet are made anew and its passwords are known.
 fs.rmSync(dataDir, { recursive: true, force: true });
@@ -118,7 +134,12 @@ const hookUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/ho
 
 console.log(`Starting the service on the embedded database in ${dataDir} ...`);
 const app = await buildApp(cfg, { logger: { level: 'warn' } });
-await app.listen({ port, host: '127.0.0.1' });
+await app.listen({ port, host: '127.0.0.1' }).catch(async (e: unknown) => {
+  if (!isAddressInUse(e)) throw e;
+  // Taken since the check: the database closed all the same.
+  await app.close().catch(() => undefined);
+  portTaken();
+});
 const base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
 cfg.publicUrl = base;
 
@@ -160,6 +181,62 @@ await api('POST', '/integrations', {
   ownerIds: [owner.id],
   email: { to: ['ops@demo-shipping.example'], minIntervalMinutes: 15 },
 });
+
+// Three zones where the simulator's routes meet (sim/routes.ts's places): a port, a depot and a
+// customer's site. The simulator starts two assets at each (one standing there, one arriving within
+// minutes: its `hubs`), so the zones, their events and the zone report have visits from the start.
+const HUBS: { place: Place; name: string; type: string; shape: (lat: number, lon: number) => object }[] = [
+  {
+    place: 'rotterdam',
+    name: 'Port of Rotterdam',
+    type: 'port',
+    shape: (lat, lon) => ({ circle: { latitude: lat, longitude: lon, radiusMeters: 2500 } }),
+  },
+  {
+    place: 'duisburg',
+    name: 'Depot Duisburg',
+    type: 'depot',
+    // A square of about 1.3 km, as a depot's fence would be drawn.
+    shape: (lat, lon) => {
+      const [dLat, dLon] = [0.006, 0.009];
+      const ring = [
+        [lon - dLon, lat - dLat],
+        [lon + dLon, lat - dLat],
+        [lon + dLon, lat + dLat],
+        [lon - dLon, lat + dLat],
+        [lon - dLon, lat - dLat],
+      ];
+      return { geometry: { type: 'Polygon', coordinates: [ring] } };
+    },
+  },
+  {
+    place: 'frankfurt',
+    name: 'Customer DC Frankfurt',
+    type: 'customer',
+    shape: (lat, lon) => ({ circle: { latitude: lat, longitude: lon, radiusMeters: 600 } }),
+  },
+];
+for (const h of HUBS) {
+  const [lat, lon] = PLACES[h.place];
+  await api('POST', '/zones', { name: h.name, type: h.type, note: 'Made by npm run demo', ...h.shape(lat, lon) }, key.key);
+}
+
+// A van tracked by its driver's phone: an OsmAnd device (the Traccar Client app), its generated id
+// its only credential. Its first position is sent here, as the app would, at the customer's site.
+const van = await api(
+  'POST',
+  '/assets',
+  { name: 'DEMO-VAN-1', ownerId: owner.id, note: "Tracked by the driver's phone (Traccar Client)" },
+  key.key,
+);
+const phone = await api('POST', '/devices', { assetId: van.id, protocol: 'osmand' }, key.key);
+const osmandUrl = `${base}/ingest/osmand`;
+{
+  const [lat, lon] = PLACES.frankfurt;
+  const q = new URLSearchParams({ id: phone.uniqueId, lat: String(lat), lon: String(lon), speed: '0', batt: '87' });
+  const r = await fetch(`${osmandUrl}?${q}`);
+  if (!r.ok) throw new Error(`GET /ingest/osmand: ${r.status} ${await r.text()}`);
+}
 
 // Every reefer gets a specification around its cargo's set point: excursions of the simulated
 // units alert, and so does a unit reporting another set point for a minute (of record time, which
@@ -270,6 +347,7 @@ const run = simulate({
   assets,
   rate,
   prefix: 'DEMO',
+  hubs: HUBS.map((h) => h.place),
   ...(mqttUrl ? { mqtt: { url: mqttUrl, devices: 5, topicPrefix: mqttPrefix } } : {}),
   signal: controller.signal,
   onProgress,
@@ -292,6 +370,9 @@ Ready after ${seconds()} s: ${fleet.length} simulated assets of "Demo Shipping",
   Operator:      ${OPERATOR.username} / ${OPERATOR.password} (client ${OPERATOR.clientId}, secret ${OPERATOR.clientSecret})
   Demo user:     ${user.username} / ${user.password} (owner Demo Shipping, read and write)
   API key:       ${key.key}
+  Zones:         ${HUBS.map((h) => h.name).join(', ')}: two assets start at each (one there, one arriving)
+  OsmAnd device: ${phone.uniqueId} on ${van.name} (a phone with the Traccar Client app): its server URL is
+                 ${osmandUrl} and its device identifier that id (a phone needs an address of this machine it can reach)
   Commands:      ${
     mqttDevices
       ? `${mqttDevices} reefers are MQTT devices on ${mqttUrl} (${mqttPrefix}/<uniqueId>/commands), the others poll the REST device side.`

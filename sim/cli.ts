@@ -19,7 +19,8 @@ const HELP = `Usage: npm run simulate -- [options]
   --owners N            owners to spread them over, made by name (needs admin; default: the credential's own)
   --rate N              records per second, all types (default ${DEFAULTS.rate})
   --duration S          stop after S seconds (default: until Ctrl-C)
-  --time-scale X        simulated seconds of movement per second (default ${DEFAULTS.timeScale})
+  --time-scale X        how much faster a reefer's life runs: its temperatures, defrosts and trouble
+                        (default ${DEFAULTS.timeScale}); assets move on the clock at the speeds they report
   --prefix P            asset and owner name prefix; a second run reuses the fleet (default ${DEFAULTS.prefix})
   --seed N              the same seed gives the same fleet and trips (default ${DEFAULTS.seed})
   --mqtt URL            the service's MQTT ingest broker (its INGEST_MQTT_URL): some reefers become

@@ -1,7 +1,9 @@
 // Where the simulated fleet goes: real ports and inland depots, sea lanes drawn through waypoints
 // that keep to the water (straits, canals, capes), and road legs to inland depots. A route is a
-// polyline in degrees; positions along it are interpolated by distance. Longitudes on a lane
-// crossing the antimeridian are unwrapped (190 = -170) and wrapped back when reported.
+// polyline in degrees; positions along it are interpolated by distance, on the great circle between
+// two points, so a km along the leg is a km between the positions reported (a straight line in
+// degrees would be up to 3% longer or shorter than the distance it is credited with). Longitudes on
+// a lane crossing the antimeridian are unwrapped (190 = -170) and wrapped back when reported.
 
 export type LatLon = readonly [lat: number, lon: number];
 
@@ -235,6 +237,18 @@ export function bearing(a: LatLon, b: LatLon): number {
   return (((Math.atan2(y, x) / RAD) % 360) + 360) % 360;
 }
 
+/** The point a fraction `f` (0..1) of the way from a to b on the great circle between them. */
+export function between(a: LatLon, b: LatLon, f: number): LatLon {
+  const angle = distanceKm(a, b) / EARTH_KM;
+  if (angle < 1e-12) return [a[0], a[1]];
+  const [wa, wb] = [Math.sin((1 - f) * angle) / Math.sin(angle), Math.sin(f * angle) / Math.sin(angle)];
+  const [pa, la, pb, lb] = [a[0] * RAD, a[1] * RAD, b[0] * RAD, b[1] * RAD];
+  const x = wa * Math.cos(pa) * Math.cos(la) + wb * Math.cos(pb) * Math.cos(lb);
+  const y = wa * Math.cos(pa) * Math.sin(la) + wb * Math.cos(pb) * Math.sin(lb);
+  const z = wa * Math.sin(pa) + wb * Math.sin(pb);
+  return [Math.atan2(z, Math.hypot(x, y)) / RAD, Math.atan2(y, x) / RAD];
+}
+
 /** A longitude back in -180..180. */
 export const wrapLon = (lon: number) => ((((lon + 180) % 360) + 360) % 360) - 180;
 
@@ -248,7 +262,7 @@ export class Track {
     this.lengthKm = this.cumulative[this.cumulative.length - 1]!;
   }
 
-  /** The position `km` along the leg (clamped), with the heading of its segment. */
+  /** The position `km` along the leg (clamped), with its heading (towards the segment's end). */
   at(km: number): { lat: number; lon: number; heading: number } {
     const d = Math.max(0, Math.min(km, this.lengthKm));
     let i = 1;
@@ -257,7 +271,8 @@ export class Track {
     const b = this.leg.path[i]!;
     const span = this.cumulative[i]! - this.cumulative[i - 1]!;
     const f = span > 0 ? (d - this.cumulative[i - 1]!) / span : 1;
-    return { lat: a[0] + (b[0] - a[0]) * f, lon: wrapLon(a[1] + (b[1] - a[1]) * f), heading: bearing(a, b) };
+    const p = between(a, b, f);
+    return { lat: p[0], lon: wrapLon(p[1]), heading: f < 1 ? bearing(p, b) : bearing(a, b) };
   }
 }
 

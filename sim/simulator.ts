@@ -7,9 +7,14 @@
 // service's ingest broker. Each reefer reports the set point it runs at; one of the fleet (its first
 // reefer) starts at a wrong one, 4 °C for frozen cargo, so a set-point rule has something to find.
 //
-// Movement runs `timeScale` times faster than the clock (a crossing takes hours, not weeks), while
-// every record carries the real time it was made, so the service judges it as live data: a rule's
-// minutes are wall-clock minutes, while a new set point is reached in simulated ones (about 15 s).
+// Every record carries the real time it was made, so the service judges it as live data, and the
+// fleet moves on that clock at the speeds its positions report (ships 30-42 km/h, trucks 60-85 km/h,
+// each drifting a little about its cruise), so distances over times agree with the speeds and the
+// trips report reads true. A stay in port runs on the clock too (1-6 h). What runs `timeScale` times
+// faster is a reefer's life: its temperatures, defrosts, inspections and trouble, so a new set point
+// is reached in simulated minutes (about 15 s) and an alarm comes now and then; a rule's minutes
+// stay wall-clock minutes. With `hubs`, some of the fleet starts at those places (one asset standing
+// there, one arriving within minutes), so zones drawn there have visits from the start.
 import { performance } from 'node:perf_hooks';
 import { type Caller, MqttDevice, type MqttOptions, mqttDeviceOf, type Obeyed, pollRestCommands } from './devices.js';
 import { type Controller, type DeviceCommand, obey } from './reefer.js';
@@ -32,8 +37,16 @@ export interface SimOptions {
   rate: number;
   /** Stop after this many seconds (0: until the signal aborts). */
   durationSeconds: number;
-  /** Simulated seconds of movement per real second. */
+  /**
+   * Simulated seconds of a reefer's life (temperatures, defrosts, inspections, trouble) per real
+   * second. Movement and stays in port run on the clock, at the speeds reported.
+   */
   timeScale: number;
+  /**
+   * Places where some of the fleet starts: for each, one asset standing there (for 2-6 h) and one
+   * on a leg that ends there, a few minutes out. The first assets, two per place.
+   */
+  hubs?: Place[];
   /** Asset and owner name prefix, so a second run finds the first run's fleet. */
   prefix: string;
   seed: number;
@@ -209,8 +222,10 @@ interface Vehicle extends Controller {
   kind: 'container' | 'reefer';
   track: Track;
   km: number;
+  /** The speed it moves at now (and reports), km/h, drifting about its leg's cruise. */
   speedKmh: number;
-  /** Simulated seconds left at a port or depot before the next leg. */
+  cruiseKmh: number;
+  /** Seconds left at a port or depot: at the end of its leg (then the next leg), or before it sets off (km 0). */
   dwell: number;
   visits: number;
   // Reefer state (the controller's: reefer.ts).
@@ -228,18 +243,24 @@ interface Vehicle extends Controller {
 
 const START_PORTS: Place[] = ['shanghai', 'rotterdam', 'losAngeles', 'newYork', 'singapore', 'santos', 'busan', 'hamburg', 'durban'];
 
+const pick = <T>(pool: T[], random: () => number): T => pool[Math.floor(random() * pool.length)]!;
+
 function nextLeg(at: Place, random: () => number): Leg {
   const options = legsFrom(at);
-  const pool = options.length ? options : LEGS;
-  return pool[Math.floor(random() * pool.length)]!;
+  return pick(options.length ? options : LEGS, random);
 }
 
 const round = (n: number, d: number) => Math.round(n * 10 ** d) / 10 ** d;
+/** A leg's cruising speed, km/h: a ship's or a truck's. */
+const cruise = (leg: Leg, random: () => number) => (leg.mode === 'sea' ? 30 + random() * 12 : 60 + random() * 25);
 
 /** Runs the simulator until its duration ends or the signal aborts; resolves with the summary. */
 export async function simulate(options: Partial<SimOptions> & Pick<SimOptions, 'url' | 'auth'>): Promise<Summary> {
   const o: SimOptions = { ...DEFAULTS, ...options };
   const random = rng(o.seed);
+  for (const hub of o.hubs ?? []) {
+    if (!legsFrom(hub).length || !LEGS.some((l) => l.to === hub)) throw new Error(`hub ${hub}: no route leaves or reaches it`);
+  }
   const api = new Client(o.url.replace(/\/$/, ''), o.auth);
 
   // Owners: found by name or made (admin); or the credential's own (the first it sees).
@@ -277,8 +298,18 @@ export async function simulate(options: Partial<SimOptions> & Pick<SimOptions, '
           tags: `simulated,${kind}`,
         })
       ).id;
-    const start = START_PORTS[n % START_PORTS.length]!;
-    const track = new Track(nextLeg(start, random));
+    // Two assets per hub (one standing there, one arriving), the rest spread along the lanes.
+    const hub = o.hubs?.[Math.floor(n / 2)];
+    const arriving = hub !== undefined && n % 2 === 1;
+    const start = hub ?? START_PORTS[n % START_PORTS.length]!;
+    const leg = arriving
+      ? pick(
+          LEGS.filter((l) => l.to === hub),
+          random,
+        )
+      : nextLeg(start, random);
+    const track = new Track(leg);
+    const cruiseKmh = cruise(leg, random);
     // The first reefer carries frozen cargo with its unit still at the chilled set point of its
     // last load: it warms towards 4 °C until someone sends it the cargo's.
     const wrong: boolean = kind === 'reefer' && !startedWrong;
@@ -292,9 +323,12 @@ export async function simulate(options: Partial<SimOptions> & Pick<SimOptions, '
       name,
       kind,
       track,
-      km: random() * track.lengthKm, // spread along the lanes from the start
-      speedKmh: track.leg.mode === 'sea' ? 30 + random() * 12 : 60 + random() * 25,
-      dwell: 0,
+      // Spread along the lanes from the start; at a hub, standing there or 2-6 minutes out.
+      km:
+        hub === undefined ? random() * track.lengthKm : arriving ? Math.max(0, track.lengthKm - (cruiseKmh * (2 + random() * 4)) / 60) : 0,
+      speedKmh: cruiseKmh,
+      cruiseKmh,
+      dwell: hub !== undefined && !arriving ? (2 + random() * 4) * 3600 : 0,
       visits: 0,
       cargoSetpoint,
       setpoint,
@@ -369,22 +403,28 @@ export async function simulate(options: Partial<SimOptions> & Pick<SimOptions, '
   const postMs: number[] = [];
   const window: [number, number][] = []; // (time, sent) samples for the rate over the last 5 s
 
-  const move = (v: Vehicle, simSeconds: number) => {
+  /** `seconds` of real time: the asset moves (or waits) on the clock, its reefer lives `timeScale` times faster. */
+  const move = (v: Vehicle, seconds: number) => {
     if (v.dwell > 0) {
-      v.dwell -= simSeconds;
-      if (v.dwell <= 0) {
+      v.dwell -= seconds;
+      // Its stay over: at the end of a leg, the next one from there; at the start of one (a hub), off it goes.
+      if (v.dwell <= 0 && v.km >= v.track.lengthKm) {
         v.track = new Track(nextLeg(v.track.leg.to, random));
         v.km = 0;
-        v.speedKmh = v.track.leg.mode === 'sea' ? 30 + random() * 12 : 60 + random() * 25;
+        v.cruiseKmh = cruise(v.track.leg, random);
+        v.speedKmh = v.cruiseKmh;
       }
-      return;
-    }
-    v.km += (v.speedKmh * simSeconds) / 3600;
-    if (v.km >= v.track.lengthKm) {
-      v.km = v.track.lengthKm;
-      v.dwell = (1 + random() * 5) * 3600; // 1-6 h in port or at the depot
+    } else {
+      // The speed drifts about the cruise (back to it over about a minute, a km/h or two either way).
+      v.speedKmh += (v.cruiseKmh - v.speedKmh) * Math.min(1, seconds / 60) + (random() - 0.5) * Math.sqrt(seconds);
+      v.km += (v.speedKmh * seconds) / 3600;
+      if (v.km >= v.track.lengthKm) {
+        v.km = v.track.lengthKm;
+        v.dwell = (1 + random() * 5) * 3600; // 1-6 h in port or at the depot
+      }
     }
     if (v.kind === 'reefer') {
+      const simSeconds = seconds * o.timeScale;
       for (const k of ['excursion', 'powerOff', 'alarm', 'defrost', 'pti'] as const) v[k] = Math.max(0, v[k] - simSeconds);
       // Rare trouble, in simulated time: about once a day each per reefer.
       const chance = simSeconds / 86400;
@@ -413,7 +453,8 @@ export async function simulate(options: Partial<SimOptions> & Pick<SimOptions, '
       latitude: round(p.lat, 6),
       longitude: round(p.lon, 6),
       heading: round(p.heading, 1),
-      speed: moving ? round(v.speedKmh + (random() - 0.5) * 4, 1) : 0,
+      // The speed it moves at: the positions' distances over their times agree with it.
+      speed: moving ? round(v.speedKmh, 1) : 0,
     });
     if (v.kind === 'container') {
       out.sensordata.push({
@@ -594,7 +635,7 @@ export async function simulate(options: Partial<SimOptions> & Pick<SimOptions, '
         resolve();
         return;
       }
-      for (const v of vehicles) move(v, dt * o.timeScale);
+      for (const v of vehicles) move(v, dt);
       budget = Math.min(budget + o.rate * dt, o.rate); // never more than a second's worth at once
       if (backlog() > cap) {
         skipped++;

@@ -8,6 +8,7 @@ import type { FastifyInstance, FastifyListenOptions } from 'fastify';
 import { buildApp, collectGarbage } from './app.js';
 import { type Config, ConfigError, httpBase, loadConfig } from './config.js';
 import { DataDirLockedError } from './db/db.js';
+import { isAddressInUse, portInUse, portInUseLine } from './http/port.js';
 import { Hub, Member } from './instance/link.js';
 import { HttpProcesses } from './instance/processes.js';
 
@@ -71,6 +72,12 @@ async function main(): Promise<void> {
   }
   const slot = Number(process.env.HTTP_PROCESS_SLOT ?? 0);
   if (slot > 0) return httpProcess(cfg, slot);
+  // A port in use is one line naming it, before the database is opened or a folder touched.
+  const inUse = (): never => {
+    console.error(portInUseLine(cfg.HOST, cfg.PORT, 'PORT'));
+    process.exit(1);
+  };
+  if (await portInUse(cfg.HOST, cfg.PORT)) inUse();
   const hub = cfg.HTTP_WORKERS > 1 ? new Hub() : undefined;
   let app: FastifyInstance;
   try {
@@ -97,7 +104,14 @@ async function main(): Promise<void> {
     }
     if (cfg.PORT === 0 && !cfg.PUBLIC_URL) cfg.publicUrl = cfg.publicUrl.replace(/:0$/, `:${port}`);
   } else {
-    await app.listen({ port: cfg.PORT, host: cfg.HOST });
+    try {
+      await app.listen({ port: cfg.PORT, host: cfg.HOST });
+    } catch (e) {
+      if (!isAddressInUse(e)) throw e;
+      // Taken since the check: the database closed cleanly all the same.
+      await app.close().catch(() => undefined);
+      inUse();
+    }
     port = (app.server.address() as AddressInfo).port;
   }
   const db = app.services.db.kind === 'pglite' ? `embedded PGlite in ${cfg.dataDir}` : 'PostgreSQL';

@@ -314,7 +314,7 @@ if (TEST_DB === 'postgres') {
     // The page's last 24 h end when it asked (after END): each minute since then leaves one reading out.
     const inWindow = Math.floor((END - (Date.now() - 86_400_000)) / MIN) + 1;
     const reeferLines = reeferCsv.text.trim().split('\n');
-    assert.match(reeferLines[0]!, /^id,assetId,ownerId,whenCreated,/);
+    assert.match(reeferLines[0]!, /^id,assetId,assetName,ownerId,whenCreated,/);
     assert.ok(reeferLines.length - 1 >= inWindow, `${reeferLines.length - 1} readings of reefer data, ${inWindow} in the window`);
 
     // A custom range: the drive's few hours, raw.
@@ -630,6 +630,67 @@ if (TEST_DB === 'postgres') {
     assert.equal(await page.locator('header nav a[href="#/alarms"] .count').count(), 0, 'no count with nothing open');
     fs.mkdirSync(ARTIFACTS, { recursive: true });
     await page.screenshot({ path: path.join(ARTIFACTS, 'alarm-inbox.png') });
+
+    // An asset page fits its data: INBOX-A's one reading, 10 minutes ago, fills the chart.
+    await page.evaluate(`location.hash = '#/assets/${assets[0]!.id}'`);
+    const fitted = await waitFor(
+      () => 'the fitted range drawn',
+      async () => {
+        const s = await chartState(page);
+        return s?.range === 'fit' && s.drawn.startsWith('fit:') ? s : undefined;
+      },
+    );
+    const [, fitFrom, fitTo] = fitted.drawn.split(':').map(Number);
+    assert.ok(fitTo! - fitFrom! < 30 * MIN, `a few minutes, not 7 days: ${(fitTo! - fitFrom!) / MIN} minutes`);
+    assert.equal(await page.locator('.range-bar button:text("Its data")').getAttribute('aria-pressed'), 'true');
+    // Dragging across the chart zooms to the span dragged.
+    const box = (await page.locator('canvas.chart').boundingBox())!;
+    await page.mouse.move(box.x + box.width * 0.3, box.y + box.height / 2);
+    await page.mouse.down();
+    await page.mouse.move(box.x + box.width * 0.6, box.y + box.height / 2, { steps: 5 });
+    await page.mouse.up();
+    const zoomed = await waitFor(
+      () => 'the dragged span drawn',
+      async () => {
+        const s = await chartState(page);
+        return s?.range === 'custom' && s.drawn.startsWith('custom:') ? s : undefined;
+      },
+    );
+    const [, zFrom, zTo] = zoomed.drawn.split(':').map(Number);
+    assert.ok(zFrom! > fitFrom! && zTo! < fitTo! + MIN && zTo! > zFrom!, `inside the fitted range: ${zoomed.drawn} in ${fitted.drawn}`);
+    // A custom "to" keeps its whole minute.
+    await page.click('text=Show range');
+    const custom = await waitFor(
+      () => 'the custom range drawn',
+      async () => {
+        const s = await chartState(page);
+        return s?.drawn.startsWith('custom:') && s.drawn !== zoomed.drawn ? s : undefined;
+      },
+    );
+    assert.equal(Number(custom.drawn.split(':')[2]) % MIN, MIN - 1, `to the minute's last millisecond: ${custom.drawn}`);
+
+    // A phone, 390 px wide: the fleet, the asset page and the inbox never scroll sideways.
+    const phone = await browser.newPage({ viewport: { width: 390, height: 844 }, isMobile: true, hasTouch: true });
+    phone.on('pageerror', (e) => pageErrors.push(e.message));
+    await phone.goto(`${ta.url}/dashboard/`);
+    await phone.fill('#key', o.key);
+    await phone.click('button[type=submit]');
+    await phone.waitForSelector('header nav');
+    const sideways = () => phone.evaluate('document.documentElement.scrollWidth - document.documentElement.clientWidth') as Promise<number>;
+    for (const [hash, ready] of [
+      ['#/fleet', 'canvas.map'],
+      [`#/assets/${assets[0]!.id}`, '.chart-frame[data-state="loaded"]'],
+      ['#/alarms', 'section.inbox p.hint'],
+    ] as const) {
+      await phone.evaluate(`location.hash = '${hash}'`);
+      await phone.waitForSelector(ready);
+      await phone.waitForTimeout(300); // the layout settles after the data arrives
+      const wide = await phone.evaluate(`[...document.querySelectorAll('body *')]
+        .filter((e) => e.getBoundingClientRect().right > document.documentElement.clientWidth + 1)
+        .slice(0, 5).map((e) => e.tagName + '.' + e.className + ' ' + Math.round(e.getBoundingClientRect().right)).join(', ')`);
+      assert.equal(await sideways(), 0, `${hash} at 390 px scrolls sideways: ${wide}`);
+      await phone.screenshot({ path: path.join(ARTIFACTS, `phone-${hash.split('/')[1]}.png`), fullPage: true });
+    }
     await browser.close();
     assert.deepEqual(pageErrors, []);
   });

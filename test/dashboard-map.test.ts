@@ -360,6 +360,10 @@ if (TEST_DB === 'postgres') {
     v = await oneMap.until('one asset fitted', (v) => v.zoom > 1000);
     assert.equal(v.zoom, 2 ** 12);
     assert.ok(Math.abs(v.lat - 51.95) < 1e-4 && Math.abs(v.lon - 4.14) < 1e-4, `on the asset: ${v.lat},${v.lon}`);
+    // Its track: one position, in the singular.
+    const only = at(v, { latitude: 51.95, longitude: 4.14 });
+    await one.mouse.click(only.x, only.y);
+    await one.waitForSelector('text=ONLY: 1 position in the last 24 h');
 
     t.diagnostic(`redraw: ${report.join('; ')}`);
     console.log(`redraw: ${report.join('; ')}`);

@@ -123,6 +123,10 @@ if (TEST_DB === 'postgres') {
     await op.waitForSelector('header nav');
     assert.equal(await op.locator('input[name=password]').count(), 0, 'no password asked');
     await op.waitForSelector('header >> text=operator');
+    // One word for one page: the nav says what the page says.
+    await op.waitForSelector('header nav >> text=Integrations');
+    await op.waitForSelector('h2:text("Integrations")');
+    assert.equal(await op.locator('header nav >> text=Deliveries').count(), 0);
     await op.waitForSelector('text=dash-hook');
     await op.screenshot({ path: path.join(ARTIFACTS, 'dashboard-integrations.png'), fullPage: true });
     // Pause and resume it from the table: the API agrees each time.
@@ -177,6 +181,8 @@ if (TEST_DB === 'postgres') {
 
     // A customer's key: its fleet; the operator's integration by name, its attempts read-only.
     const cu = await signIn(customer.key);
+    // The header names the credential (GET /me): the key's name.
+    await cu.waitForSelector('header .who >> text=dash-customer-key');
     await cu.waitForSelector('text=dash-hook');
     await cu.waitForSelector('text=managed by the operator');
     assert.equal(await cu.locator('tr', { hasText: 'dash-hook' }).locator('button').count(), 0, 'no enable or disable');
@@ -217,7 +223,7 @@ if (TEST_DB === 'postgres') {
     rx.on('/portal', () => (healthy ? { status: 200, body: '{"ok":true}' } : { status: 503, body: 'down' }));
     const shipper = await ownerWithKey(ta, 'Portal Shipping');
     const asset = ok(await ta.call('POST', '/api/v1/assets', { token: shipper.key, body: { name: 'PORT0001' } }), 201);
-    ok(
+    const portalUser = ok(
       await ta.call('POST', '/api/v1/users', {
         token: ta.adminToken,
         body: { username: 'portal-user', password: 'portal-password-1', ownerId: shipper.ownerId, scopes: ['read', 'write'] },
@@ -242,7 +248,8 @@ if (TEST_DB === 'postgres') {
     await page.fill('input[name=username]', 'portal-user');
     await page.fill('input[name=password]', 'portal-password-1');
     await page.click('button[type=submit]');
-    await page.waitForSelector('header >> text=customer');
+    // The header names the user (GET /me), not a role.
+    await page.waitForSelector('header .who >> text=portal-user');
 
     // A webhook with HTTP Basic: the form, then the signing secret shown once.
     await page.click('text=New integration');
@@ -356,10 +363,22 @@ if (TEST_DB === 'postgres') {
     await page.waitForSelector('table.audit >> text=/rotate integration/');
     const audit = (await page.locator('table.audit').textContent())!;
     assert.ok(!audit.includes('basic-password-1') && !audit.includes(secret) && !audit.includes(rotated), 'no secret in the audit log');
+    // Who did it, by name: the user (itself, from GET /me) and its owner's API key (GET /api-keys).
+    const keyId = (ok(await ta.call('GET', `/api/v1/api-keys?ownerId=${shipper.ownerId}`, { token: ta.adminToken }), 200) as any[]).find(
+      (k) => k.name === 'Portal Shipping-key',
+    ).id;
+    await page.waitForSelector('table.audit >> text=/user portal-user/');
+    await page.waitForSelector('table.audit >> text=/apiKey Portal Shipping-key/');
+    await page.waitForSelector('table.audit >> text=/create user portal-user/');
+    const whoAndWhat = [
+      ...(await page.locator('table.audit tbody td:nth-child(2)').allTextContents()),
+      ...(await page.locator('table.audit tbody td:nth-child(4)').allTextContents()),
+    ].join('\n');
+    assert.ok(!whoAndWhat.includes(portalUser.id) && !whoAndWhat.includes(keyId), `names, not ids:\n${whoAndWhat}`);
     await page.screenshot({ path: path.join(ARTIFACTS, 'portal-audit.png'), fullPage: true });
 
     // Delete (after a confirmation).
-    await page.click('text=Deliveries');
+    await page.click('header nav >> text=Integrations');
     await page.click('a:text("Portal mqtt")');
     await page.click('.actions >> text=Delete');
     await page.waitForSelector('h2:text("Integrations")');

@@ -1,13 +1,17 @@
 // The demo (`npm run demo`, scripts/demo.ts): on the embedded database, in its own data
 // folder, it starts the service, a receiver and the simulator, prints where to look, delivers, meets
 // the reefer started at a wrong set point (the mismatch alert after a minute, the specification's set
-// point sent, acknowledged through the REST device side, reported, the alert cleared), and stops
-// cleanly on Ctrl-C (SIGINT): the database closed, the process gone with status 0.
+// point sent, acknowledged through the REST device side, reported, the alert cleared), makes three
+// zones where its routes meet (visited from the start) and an OsmAnd device, reports trips whose
+// average speed is at most their maximum, and stops cleanly on Ctrl-C (SIGINT): the database
+// closed, the process gone with status 0. On a port in use it says so in one line, before it
+// wipes its data folder.
 // @test-lanes postgres
 // (the demo runs its own embedded database: it runs once)
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
@@ -44,6 +48,12 @@ if (TEST_DB === 'postgres') {
       assert.ok(dashboard, out);
       assert.equal((await fetch(dashboard[1]!)).status, 200, 'the dashboard answers (after its redirect)');
       assert.match(out, /API key: +atk_/);
+      // Three zones where the routes meet, and a phone's OsmAnd device with the URL its app would use.
+      assert.match(out, /Zones: +Port of Rotterdam, Depot Duisburg, Customer DC Frankfurt/);
+      const device = /OsmAnd device: ([a-z2-9]{24}) on DEMO-VAN-1 .*\n +(http:\/\/127\.0\.0\.1:\d+\/ingest\/osmand) /.exec(out);
+      assert.ok(device, out);
+      const base = dashboard[1]!.replace(/\/dashboard$/, '');
+      assert.equal(device[2], `${base}/ingest/osmand`);
       // Alert e-mail goes to the demo's SMTP sink, which keeps each message in the data folder.
       assert.ok(out.includes(`Alert e-mail:  ${path.join(dataDir, 'mail')}`), out);
       assert.ok(fs.existsSync(path.join(dataDir, 'mail')));
@@ -70,11 +80,33 @@ if (TEST_DB === 'postgres') {
       await waitFor(/Mismatch cleared [\d.]+ s after the demo started: SETPOINT_MISMATCH cleared/, 'the mismatch cleared');
       // As the API has it, with the printed key.
       const key = /API key: +(atk_\S+)/.exec(out)![1]!;
-      const command = (await (
-        await fetch(`${dashboard[1]!.replace(/\/dashboard$/, '')}/api/v1/commands/${sent[1]}`, {
-          headers: { authorization: `Bearer ${key}` },
-        })
-      ).json()) as { status: string; type: string; parameters: unknown };
+      const get = async (p: string) => {
+        const r = await fetch(`${base}/api/v1${p}`, { headers: { authorization: `Bearer ${key}` } });
+        assert.equal(r.status, 200, p);
+        return (await r.json()) as any;
+      };
+      assert.deepEqual(((await get('/zones')) as { name: string }[]).map((z) => z.name).sort(), [
+        'Customer DC Frankfurt',
+        'Depot Duisburg',
+        'Port of Rotterdam',
+      ]);
+      const [phone] = (await get(`/devices?uniqueId=${device[1]}`)) as { protocol: string; lastSeenAt: string | null }[];
+      assert.equal(phone?.protocol, 'osmand');
+      assert.ok(phone.lastSeenAt, 'its first position stored');
+      // The zone report has visits: assets start at each zone.
+      const ownerId = ((await get('/owners?limit=1')) as { id: string }[])[0]!.id;
+      const deadline = Date.now() + 60_000;
+      let visited: string[] = [];
+      while (visited.length < 3 && Date.now() < deadline) {
+        visited = [...new Set(((await get(`/reports/zones?ownerId=${ownerId}`)).items as { zoneName: string }[]).map((v) => v.zoneName))];
+        if (visited.length < 3) await new Promise((r) => setTimeout(r, 1000));
+      }
+      assert.deepEqual(visited.sort(), ['Customer DC Frankfurt', 'Depot Duisburg', 'Port of Rotterdam']);
+      // Trips read true: the simulator moves at the speeds it reports.
+      const trips = (await get(`/reports/trips?ownerId=${ownerId}`)).items as { averageSpeed: number | null; maxSpeed: number | null }[];
+      assert.ok(trips.length > 0);
+      for (const t of trips) if (t.averageSpeed !== null && t.maxSpeed !== null) assert.ok(t.averageSpeed <= t.maxSpeed, JSON.stringify(t));
+      const command = (await get(`/commands/${sent[1]}`)) as { status: string; type: string; parameters: unknown };
       assert.deepEqual([command.type, command.status, command.parameters], ['SET_TEMPERATURE', 'ACKNOWLEDGED', { value: -18 }]);
       child.kill('SIGINT');
       assert.equal(await exited, 0, out);
@@ -87,5 +119,32 @@ if (TEST_DB === 'postgres') {
       if (child.exitCode === null) child.kill('SIGKILL');
       fs.rmSync(dataDir, { recursive: true, force: true });
     }
+  });
+
+  test('npm run demo on a port in use: one line naming the port and DEMO_PORT, a non-zero exit, its data folder untouched', {
+    timeout: 120_000,
+  }, async (t) => {
+    const holder = net.createServer();
+    await new Promise<void>((r) => holder.listen(0, '127.0.0.1', r));
+    t.after(() => holder.close());
+    const port = (holder.address() as net.AddressInfo).port;
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'demo-port-'));
+    t.after(() => fs.rmSync(dataDir, { recursive: true, force: true }));
+    fs.writeFileSync(path.join(dataDir, 'kept.txt'), 'the last demo');
+    const child = spawn(process.execPath, entryArgs('scripts/demo.ts'), {
+      env: { ...process.env, DEMO_PORT: String(port), DEMO_DATA_DIR: dataDir },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    t.after(() => child.kill('SIGKILL'));
+    let out = '';
+    child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (out += d));
+    const code = await new Promise<number | null>((r) => child.once('exit', (c) => r(c)));
+    assert.equal(code, 1, out);
+    const lines = out.trim().split('\n');
+    assert.equal(lines.length, 1, `one line, not a stack trace:\n${out}`);
+    assert.match(lines[0]!, new RegExp(`^Port ${port} on 127\\.0\\.0\\.1 is in use .*set DEMO_PORT to a free port`));
+    assert.deepEqual(fs.readdirSync(dataDir), ['kept.txt'], 'nothing wiped, nothing made');
+    assert.equal(fs.readFileSync(path.join(dataDir, 'kept.txt'), 'utf8'), 'the last demo');
   });
 }

@@ -1,7 +1,9 @@
 // Exports of the lists (API guide 5, "Exports"): CSV that a CSV parser reads back to the list's own
-// values (quotes, commas and line breaks included), NDJSON equal to the JSON items, GeoJSON that a
-// GeoJSON validator accepts (a LineString per asset, [longitude, latitude]; a Point for one
-// position), chosen by format= or Accept; the list's filters and tenancy; the range limit.
+// values (quotes, commas and line breaks included), NDJSON equal to the JSON items, each with its
+// asset's name beside its assetId, GeoJSON that a GeoJSON validator accepts (a LineString per
+// asset, [longitude, latitude]; a Point for one position; a MultiLineString cut at the antimeridian
+// for a track that crosses it), chosen by format= or Accept; the list's filters and tenancy; the
+// range limit.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { check } from '@placemarkio/check-geojson';
@@ -33,6 +35,21 @@ const get = (path: string, headers: Record<string, string> = {}) => ta.call('GET
 const json = async (path: string) =>
   ok(await get(`${path}${path.includes('?') ? '&' : '?'}order=asc&limit=1000`), 200) as Record<string, unknown>[];
 const text = (v: unknown) => (v === null || v === undefined ? '' : typeof v === 'object' ? JSON.stringify(v) : String(v));
+const NAMES: Record<string, string> = { [ship]: 'SHIP0001', [lone]: 'LONE0001' };
+/** A list item as the export writes it: its asset's name after its assetId (a notification has its own). */
+const named = (item: Record<string, unknown>) =>
+  'assetName' in item
+    ? item
+    : Object.fromEntries(
+        Object.entries(item).flatMap(([k, v]) =>
+          k === 'assetId'
+            ? [
+                [k, v],
+                ['assetName', NAMES[v as string]],
+              ]
+            : [[k, v]],
+        ),
+      );
 
 test('CSV reads back to the JSON list, field by field, for every exported list; format= and Accept alike', async () => {
   for (const path of ['/locations', '/sensor-data', '/reefer-data', '/events', '/notifications', '/commands']) {
@@ -44,10 +61,12 @@ test('CSV reads back to the JSON list, field by field, for every exported list; 
       assert.match(String(r.headers['content-disposition']), new RegExp(`attachment; filename="${path.slice(1)}.csv"`));
       const [header, ...rows] = parse(r.raw, { relax_column_count: false }) as string[][];
       assert.ok(header!.includes('id') && header!.includes('whenCreated'), `${path}: the JSON field names`);
+      assert.equal(header![header!.indexOf('assetId') + 1], 'assetName', `${path}: the asset's name next to its id`);
       assert.equal(rows.length, items.length, `${path}: every row`);
       rows.forEach((row, n) => {
+        const item = named(items[n]!);
         for (const [k, name] of header!.entries()) {
-          const v = items[n]![name];
+          const v = item[name];
           // A nested object is its JSON text (PostgreSQL writes it with spaces: the same JSON).
           if (v !== null && typeof v === 'object') assert.deepEqual(JSON.parse(row[k]!), v, `${path} row ${n} ${name}`);
           else assert.equal(row[k], text(v), `${path} row ${n} ${name}`);
@@ -66,8 +85,10 @@ test('NDJSON is the JSON items, one per line; filters and tenancy apply; an empt
     .trimEnd()
     .split('\n')
     .map((l) => JSON.parse(l));
-  assert.deepEqual(lines, await json(`/locations?assetId=${ship}`));
+  assert.deepEqual(lines, (await json(`/locations?assetId=${ship}`)).map(named));
   assert.equal(lines.length, 3);
+  assert.deepEqual(Object.keys(lines[0]!).slice(0, 4), ['id', 'assetId', 'assetName', 'ownerId'], 'the name next to the id');
+  assert.equal(lines[0]!.assetName, 'SHIP0001');
   const mine = (await get('/locations', { accept: 'application/x-ndjson' })).raw.trimEnd().split('\n');
   assert.equal(mine.length, 4, "no other owner's rows");
   assert.ok(!mine.some((l) => l.includes(theirs)));
@@ -93,8 +114,77 @@ test('GeoJSON: a valid FeatureCollection, a LineString per asset in time order, 
     ],
   });
   assert.equal(byAsset.get(ship)!.properties.count, 3);
+  assert.equal((byAsset.get(ship)!.properties as { assetName?: string }).assetName, 'SHIP0001');
   assert.deepEqual(byAsset.get(lone)!.geometry, { type: 'Point', coordinates: [103.85, 1.29] });
   assert.equal((await get('/locations', { accept: 'application/geo+json' })).raw, r.raw, 'Accept asks the same');
+});
+
+test('GeoJSON: a track across the antimeridian is a MultiLineString cut there, never a line round the world', async () => {
+  const d = await customer(ta, 'dateline', { base: '/api/v1' });
+  const [east, both, west] = [await d.asset('EAST0001'), await d.asset('BOTH0001'), await d.asset('WEST0001')];
+  ok(
+    await d.call('POST', '/locations', [
+      // East over the line and back: two cuts, three pieces, each cut on both sides at the crossing's latitude.
+      { assetId: both, latitude: 10, longitude: 179, whenCreated: at(40) },
+      { assetId: both, latitude: 12, longitude: -179, whenCreated: at(30) },
+      { assetId: both, latitude: 12, longitude: -178, whenCreated: at(25) },
+      { assetId: both, latitude: 14, longitude: 178, whenCreated: at(20) },
+      // Near the line on one side only: one LineString, as before.
+      { assetId: east, latitude: -17, longitude: 179.2, whenCreated: at(30) },
+      { assetId: east, latitude: -17.5, longitude: 179.9, whenCreated: at(20) },
+      // West over it: once.
+      { assetId: west, latitude: 0, longitude: -179.5, whenCreated: at(30) },
+      { assetId: west, latitude: 1, longitude: 179.5, whenCreated: at(20) },
+    ]),
+    201,
+  );
+  const r = await d.call('GET', '/locations?format=geojson');
+  assert.equal(r.status, 200, r.raw.slice(0, 300));
+  const doc = check(r.raw) as unknown as {
+    features: { geometry: { type: string; coordinates: unknown }; properties: { assetId: string; assetName: string; count: number } }[];
+  };
+  const byName = new Map(doc.features.map((f) => [f.properties.assetName, f]));
+  assert.deepEqual(byName.get('BOTH0001')!.geometry, {
+    type: 'MultiLineString',
+    coordinates: [
+      [
+        [179, 10],
+        [180, 11],
+      ],
+      [
+        [-180, 11],
+        [-179, 12],
+        [-178, 12],
+        [-180, 13],
+      ],
+      [
+        [180, 13],
+        [178, 14],
+      ],
+    ],
+  });
+  assert.equal(byName.get('BOTH0001')!.properties.count, 4, 'positions counted, not the cuts');
+  assert.deepEqual(byName.get('EAST0001')!.geometry, {
+    type: 'LineString',
+    coordinates: [
+      [179.2, -17],
+      [179.9, -17.5],
+    ],
+  });
+  assert.deepEqual(byName.get('WEST0001')!.geometry, {
+    type: 'MultiLineString',
+    coordinates: [
+      [
+        [-179.5, 0],
+        [-180, 0.5],
+      ],
+      [
+        [180, 0.5],
+        [179.5, 1],
+      ],
+    ],
+  });
+  assert.equal(byName.get('WEST0001')!.properties.assetId, west);
 });
 
 test('refusals: a range over EXPORT_MAX_DAYS, GeoJSON of what has no places, an unknown format', async () => {

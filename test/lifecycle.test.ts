@@ -1,10 +1,12 @@
 // Start-up and shut-down: migrations safe when several instances start at once (PostgreSQL);
 // the embedded database's folder lock, clean shutdown and restart (PGlite, API guide 10);
-// in-flight requests finishing on SIGTERM (configuration parsing: test/unit/config.test.ts).
+// in-flight requests finishing on SIGTERM (configuration parsing: test/unit/config.test.ts); a
+// port in use said in one line before anything starts.
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
@@ -220,9 +222,29 @@ if (TEST_DB === 'pglite') {
     again.child.kill('SIGTERM');
     assert.equal(await again.exited, 0);
   });
+
+  test('a port in use: one line naming the port and PORT, a non-zero exit, and the data folder never made', async (t) => {
+    const holder = net.createServer();
+    await new Promise<void>((r) => holder.listen(0, '127.0.0.1', r));
+    t.after(() => holder.close());
+    const port = (holder.address() as net.AddressInfo).port;
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tracking-port-'));
+    t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+    const data = path.join(dir, 'data');
+    const p = startService({ DATA_DIR: data, PORT: String(port), HOST: '127.0.0.1' });
+    t.after(() => p.child.kill('SIGKILL'));
+    assert.equal(await p.exited, 1, p.out());
+    const lines = p.out().trim().split('\n');
+    assert.equal(lines.length, 1, `one line, not a stack trace:\n${p.out()}`);
+    assert.match(lines[0]!, new RegExp(`^Port ${port} on 127\\.0\\.0\\.1 is in use .*set PORT to a free port`));
+    assert.ok(!fs.existsSync(data), 'said before the database was opened');
+  });
 } else {
   // Shown as skipped in this lane, with the reason, rather than left out.
   test('a second process on one PGlite folder is refused; SIGTERM finishes in-flight requests, closes cleanly, and data survives a restart', {
     skip: 'PGlite only: the embedded database folder lock and restart',
+  }, () => {});
+  test('a port in use: one line naming the port and PORT, a non-zero exit, and the data folder never made', {
+    skip: 'PGlite only: the service on its embedded database, checked once',
   }, () => {});
 }

@@ -41,6 +41,34 @@ test('the simulator with an API key: its fleet is made once, every record it cou
   assert.equal(ok(await ta.call('GET', `/api/v1/assets?ownerId=${o.ownerId}`, { token: o.key }), 200).length, 6);
 });
 
+test('the simulator moves at the speeds it reports: the trips report’s average is at most its maximum, and distance over time agrees with the speeds', async () => {
+  const o = await ownerWithKey(ta, 'sim-speeds');
+  const from = new Date(Date.now() - 1000).toISOString();
+  // The default time scale (120): a reefer's life runs faster, its movement does not.
+  const s = await simulate({ url: ta.url, auth: { apiKey: o.key }, assets: 6, rate: 150, durationSeconds: 5, prefix: 'SPD', seed: 11 });
+  assert.equal(s.errors, 0, s.lastError);
+  const report = ok(
+    await ta.call('GET', `/api/v1/reports/trips?ownerId=${o.ownerId}&from=${encodeURIComponent(from)}`, { token: o.key }),
+    200,
+  );
+  const trips = (report.items as any[]).filter((t) => t.distanceMeters > 0);
+  assert.equal(new Set(trips.map((t) => t.assetId)).size, 6, `every asset moved: ${JSON.stringify(report.items)}`);
+  for (const t of trips) {
+    const what = JSON.stringify(t);
+    // Ships 30-42 km/h, trucks 60-85 km/h, a km/h or two either way: never the time scale's 120 times that.
+    assert.ok(t.maxSpeed > 20 && t.maxSpeed < 100, `a real speed: ${what}`);
+    assert.ok(t.averageSpeed <= t.maxSpeed, `the average at most the maximum: ${what}`);
+    // Distance over time is the speed the positions reported, within a few per cent.
+    assert.ok(t.averageSpeed >= 0.9 * t.maxSpeed, `the distance and the time agree with the reported speeds: ${what}`);
+  }
+  // The mean of the speeds each asset's positions reported is the distance it covered over the time.
+  for (const t of trips) {
+    const points = ok(await ta.call('GET', `/api/v1/locations?assetId=${t.assetId}&limit=1000`, { token: o.key }), 200) as any[];
+    const mean = points.reduce((sum, p) => sum + p.speed, 0) / points.length;
+    assert.ok(Math.abs(t.averageSpeed - mean) / mean < 0.05, `${t.averageSpeed} km/h over the trip, ${mean} km/h reported on average`);
+  }
+});
+
 test('the simulator signs in with the password grant, makes owners by name (admin) and stops on its signal', async () => {
   const controller = new AbortController();
   const run = simulate({

@@ -1,13 +1,15 @@
 // Exports of a list (API guide 5, "Exports"): the list's filters and tenancy, no page limit, the
 // whole from..to range (at most EXPORT_MAX_DAYS) streamed in the list's keyset order, a page of
 // rows at a time with the socket's backpressure, so memory stays flat however many rows go out.
+// A row with an `assetId` also carries its asset's `assetName` (next to it), read once per page of
+// rows (PostgreSQL's COPY: in the same statement, joined), never once per row.
 import { pipeline, Readable, Transform } from 'node:stream';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Db, Queryable } from '../db/db.js';
 import { inlineParams } from '../db/sql.js';
 import { badRequest } from '../http/errors.js';
 import { encodeCursor, type ListSpec, type PageQuery, pageRows } from '../http/paging.js';
-import { csvLine, type ListFormat, MEDIA_TYPES } from './formats.js';
+import { antimeridianCrossing, csvLine, csvTextSql, type ListFormat, MEDIA_TYPES } from './formats.js';
 
 /** Rows per query: large enough that a page's round trip is noise, small enough to stay flat. */
 const PAGE_ROWS = 5000;
@@ -58,6 +60,40 @@ export interface ExportSpec {
   name: string;
   /** For GeoJSON (locations): the asset column. */
   assetColumn?: string;
+}
+
+/** Whether the export adds `assetName`: its rows have an `assetId` and no name of their own. */
+const addsName = (columns: string[]) => columns.includes('assetId') && !columns.includes('assetName');
+
+/** The export's columns: the list's, with `assetName` after `assetId` where it adds one. */
+function exportColumns(columns: string[]): string[] {
+  if (!addsName(columns)) return columns;
+  const at = columns.indexOf('assetId') + 1;
+  return [...columns.slice(0, at), 'assetName', ...columns.slice(at)];
+}
+
+/**
+ * The names of the assets of a page of items, added to `names` (id -> name; null for an asset no
+ * longer there): one query for the page's assets not yet known.
+ */
+async function readNames(db: Queryable, items: Record<string, unknown>[], names: Map<string, string | null>): Promise<void> {
+  const missing = [...new Set(items.map((i) => i.assetId).filter((id): id is string => typeof id === 'string' && !names.has(id)))];
+  if (!missing.length) return;
+  const { rows } = await db.query<{ id: string; name: string }>('SELECT id::text AS id, name FROM assets WHERE id = ANY($1::uuid[])', [
+    missing,
+  ]);
+  for (const id of missing) names.set(id, null);
+  for (const r of rows) names.set(r.id, r.name);
+}
+
+/** An item with `assetName` after its `assetId`. */
+function withName(item: Record<string, unknown>, names: Map<string, string | null>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(item)) {
+    out[k] = v;
+    if (k === 'assetId') out.assetName = typeof v === 'string' ? (names.get(v) ?? null) : null;
+  }
+  return out;
 }
 
 /** The export's time range: `to` defaults to now, `from` to EXPORT_MAX_DAYS before it; longer is a 400. */
@@ -120,10 +156,20 @@ async function copied(
   const dir = query.order === 'desc' ? 'DESC' : 'ASC';
   const exprs = format === 'csv' ? copy.csv : copy.json;
   const select = spec.columns.map((c) => `${exprs[c]} AS "${c}"`).join(', ');
-  const rows = `SELECT ${select} FROM ${copy.table} WHERE ${where.join(' AND ')} ORDER BY when_created ${dir}, id ${dir}`;
+  const source = `FROM ${copy.table} WHERE ${where.join(' AND ')}`;
+  const columns = exportColumns(spec.columns);
+  // The asset's name joined to the rows in the statement (each asset looked up once, not per row),
+  // in the rows' own order.
+  const name = format === 'csv' ? csvTextSql('a.name') : 'a.name';
+  const rows = addsName(spec.columns)
+    ? `SELECT ${columns.map((c) => (c === 'assetName' ? `${name} AS "assetName"` : `r."${c}"`)).join(', ')}
+         FROM (SELECT ${select}, when_created AS _t, id AS _i ${source}) r LEFT JOIN assets a ON a.id = r."assetId"
+        ORDER BY r._t ${dir}, r._i ${dir}`
+    : `SELECT ${select} ${source} ORDER BY when_created ${dir}, id ${dir}`;
+  const quoted = [...copy.text, ...(addsName(spec.columns) ? ['assetName'] : [])];
   const sql =
     format === 'csv'
-      ? `COPY (${rows}) TO STDOUT WITH (FORMAT csv, HEADER true${copy.text.length ? `, FORCE_QUOTE (${copy.text.map((c) => `"${c}"`).join(', ')})` : ''})`
+      ? `COPY (${rows}) TO STDOUT WITH (FORMAT csv, HEADER true${quoted.length ? `, FORCE_QUOTE (${quoted.map((c) => `"${c}"`).join(', ')})` : ''})`
       : `COPY (SELECT row_to_json(x)::text FROM (${rows}) x) TO STDOUT WITH (FORMAT csv, QUOTE E'\\x01', DELIMITER E'\\x02')`;
   const stream = await db.copyOut!(inlineParams(sql, params));
   // COPY hands over a row at a time, each a slice of the socket's read (which it keeps alive):
@@ -154,12 +200,17 @@ function gathered(source: Readable, size = 64 * 1024): Readable {
 }
 
 async function* records(db: Queryable, spec: ExportSpec, query: PageQuery, format: 'csv' | 'ndjson'): AsyncGenerator<string> {
-  if (format === 'csv') yield csvLine(spec.columns);
+  const columns = exportColumns(spec.columns);
+  const named = addsName(spec.columns);
+  const names = new Map<string, string | null>();
+  if (format === 'csv') yield csvLine(columns);
   for await (const rows of pagesOf(db, spec.list, query)) {
+    const items = rows.map(spec.toApi);
+    if (named) await readNames(db, items, names);
     let out = '';
-    for (const row of rows) {
-      const item = spec.toApi(row);
-      out += format === 'csv' ? csvLine(spec.columns.map((c) => item[c])) : `${JSON.stringify(item)}\n`;
+    for (const plain of items) {
+      const item = named ? withName(plain, names) : plain;
+      out += format === 'csv' ? csvLine(columns.map((c) => item[c])) : `${JSON.stringify(item)}\n`;
     }
     yield out;
   }
@@ -167,8 +218,11 @@ async function* records(db: Queryable, spec: ExportSpec, query: PageQuery, forma
 
 /**
  * Locations as a GeoJSON FeatureCollection: per asset, its positions in time order as a LineString
- * (a Point when it has one), coordinates [longitude, latitude]; properties name the asset, the first
- * and last time and the count.
+ * (a Point when it has one), coordinates [longitude, latitude]; properties name the asset (id and
+ * name), the first and last time and the count. A track that crosses the antimeridian is a
+ * MultiLineString cut there (RFC 7946 3.1.9: at the interpolated crossing, on both sides), not a
+ * line drawn the long way round the world: which assets' tracks cross is known from the query that
+ * lists the assets, so each feature is still written as its positions are read.
  */
 async function* geojson(db: Queryable, spec: ExportSpec, query: PageQuery): AsyncGenerator<string> {
   const column = spec.assetColumn ?? 'asset_id';
@@ -178,44 +232,56 @@ async function* geojson(db: Queryable, spec: ExportSpec, query: PageQuery): Asyn
   const where = list.owners ? [await list.owners.scope.where(list.owners.column, params)] : ['TRUE'];
   list.filters?.(params, where);
   where.push(`${time} >= $${params.push(query.from)}::timestamptz`, `${time} < $${params.push(query.to)}::timestamptz`);
-  const { rows: assets } = await db.query<{ asset: string }>(
-    `SELECT DISTINCT ${column} AS asset FROM ${list.from} WHERE ${where.join(' AND ')} ORDER BY 1`,
+  const { rows: assets } = await db.query<{ asset: string; name: string | null; crosses: boolean | null }>(
+    `SELECT g.asset, a.name, g.crosses
+       FROM (SELECT asset, bool_or(abs(longitude - previous) > 180) AS crosses
+               FROM (SELECT ${column} AS asset, longitude,
+                            lag(longitude) OVER (PARTITION BY ${column} ORDER BY ${time}, id) AS previous
+                       FROM ${list.from} WHERE ${where.join(' AND ')}) steps
+              GROUP BY asset) g
+       LEFT JOIN assets a ON a.id = g.asset
+      ORDER BY 1`,
     params,
   );
   yield '{"type":"FeatureCollection","features":[';
   let firstFeature = true;
-  for (const { asset } of assets) {
-    const points: string[] = [];
+  for (const { asset, name, crosses } of assets) {
+    const multi = crosses === true;
+    let first: { longitude: number; latitude: number } | undefined;
+    let previous: { longitude: number; latitude: number } | undefined;
     let count = 0;
     let start = '';
     let end = '';
-    let open = false; // the LineString's head is written once a second point is seen
+    let open = false; // the geometry's head is written once a second point is seen
     const one = (q: PageQuery) => pagesOf(db, list, q, (ps, w) => w.push(`${column} = $${ps.push(asset)}::uuid`));
     for await (const rows of one({ ...query, order: 'asc' })) {
       let out = '';
       for (const row of rows) {
         const item = spec.toApi(row) as { longitude: number; latitude: number; whenCreated: string };
-        const point = `[${item.longitude},${item.latitude}]`;
         if (count === 0) start = item.whenCreated;
         end = item.whenCreated;
         count++;
-        if (!open && count === 1) {
-          points.push(point);
+        if (!first) {
+          first = item;
+          previous = item;
           continue;
         }
         if (!open) {
-          out += `${firstFeature ? '' : ','}{"type":"Feature","geometry":{"type":"LineString","coordinates":[${points[0]}`;
+          out += `${firstFeature ? '' : ','}{"type":"Feature","geometry":{"type":"${multi ? 'MultiLineString' : 'LineString'}","coordinates":${multi ? '[[' : '['}[${first.longitude},${first.latitude}]`;
           firstFeature = false;
           open = true;
         }
-        out += `,${point}`;
+        const cut = multi ? antimeridianCrossing(previous!, item) : null;
+        if (cut) out += `,[${cut.edge},${cut.latitude}]],[[${-cut.edge},${cut.latitude}]`;
+        out += `,[${item.longitude},${item.latitude}]`;
+        previous = item;
       }
       if (out) yield out;
     }
-    const properties = JSON.stringify({ assetId: asset, start, end, count });
-    if (open) yield `]},"properties":${properties}}`;
-    else if (count === 1) {
-      yield `${firstFeature ? '' : ','}{"type":"Feature","geometry":{"type":"Point","coordinates":${points[0]}},"properties":${properties}}`;
+    const properties = JSON.stringify({ assetId: asset, assetName: name, start, end, count });
+    if (open) yield `${multi ? ']]' : ']'}},"properties":${properties}}`;
+    else if (first) {
+      yield `${firstFeature ? '' : ','}{"type":"Feature","geometry":{"type":"Point","coordinates":[${first.longitude},${first.latitude}]},"properties":${properties}}`;
       firstFeature = false;
     }
   }

@@ -70,3 +70,20 @@ const sqlChar = (c: string) => (c === '\t' ? "E'\\t'" : c === '\r' ? "E'\\r'" : 
  */
 export const csvTextSql = (expr: string): string =>
   `(CASE WHEN left(${expr}, 1) IN (${FORMULA_START.map(sqlChar).join(', ')}) AND ${expr} !~ '${NUMBER}' THEN '''' || ${expr} ELSE ${expr} END)`;
+
+/**
+ * Where the shorter way from `a` to `b` crosses the antimeridian (their longitudes more than 180°
+ * apart): the edge it leaves by (180 going east, -180 going west), and the interpolated latitude
+ * there. Null when it does not cross. GeoJSON (RFC 7946 3.1.9) cuts a line there, on both sides.
+ */
+export function antimeridianCrossing(
+  a: { latitude: number; longitude: number },
+  b: { latitude: number; longitude: number },
+): { edge: 180 | -180; latitude: number } | null {
+  const d = b.longitude - a.longitude;
+  if (Math.abs(d) <= 180) return null;
+  const east = d < 0; // from near +180 on to near -180
+  const span = 360 - Math.abs(d);
+  const toEdge = east ? 180 - a.longitude : a.longitude + 180;
+  return { edge: east ? 180 : -180, latitude: a.latitude + ((b.latitude - a.latitude) * toEdge) / span };
+}

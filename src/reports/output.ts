@@ -5,7 +5,7 @@
 // GeoJSON carry the head's sources in Report-* headers.
 import { Readable } from 'node:stream';
 import type { FastifyReply } from 'fastify';
-import { csvLine, MEDIA_TYPES } from '../exports/formats.js';
+import { antimeridianCrossing, csvLine, MEDIA_TYPES } from '../exports/formats.js';
 import type { ReportHead } from './scope.js';
 
 export type ReportFormat = 'json' | 'csv' | 'geojson';
@@ -90,15 +90,11 @@ export function pathGeometry(points: { latitude: number; longitude: number }[]):
   for (let i = 1; i < points.length; i++) {
     const a = points[i - 1]!;
     const b = points[i]!;
-    const d = b.longitude - a.longitude;
-    if (Math.abs(d) > 180) {
-      // Crossing: the latitude where the shorter way meets ±180 (a position on it is its own end).
-      const east = d < 0; // from near +180 on to near -180
-      const span = 360 - Math.abs(d);
-      const toEdge = east ? 180 - a.longitude : a.longitude + 180;
-      const lat = a.latitude + ((b.latitude - a.latitude) * toEdge) / span;
-      add([east ? 180 : -180, lat]);
-      lines.push([[east ? -180 : 180, lat]]);
+    // Crossing: cut where the shorter way meets ±180 (a position on it is its own end).
+    const cut = antimeridianCrossing(a, b);
+    if (cut) {
+      add([cut.edge, cut.latitude]);
+      lines.push([[-cut.edge, cut.latitude]]);
     }
     add([b.longitude, b.latitude]);
   }
