@@ -133,6 +133,11 @@ test("every /api/v1 route with a path parameter refuses a sibling owner's record
   const bDevice = await post('/api/v1/devices', { assetId, protocol: 'osmand' });
   const bBooking = await post('/api/v1/booking-data', { name: 'b-booking', type: 'MAERSK_V1', jsonData: { vessel: 'b' } });
   const bSpec = await post('/api/v1/specifications', { assetId, type: 'REEFER', ranges: { cargo: { sensors: { co2: [null, 5] } } } });
+  const bShare = await post('/api/v1/share-links', {
+    assetIds: [assetId],
+    expiresAt: new Date(Date.now() + 86_400_000).toISOString(),
+    show: ['position'],
+  });
   await post('/api/v1/reefer-data', { assetId, data: { co2: 9 } }); // out of range at once: a notification
   const bNotifications = (await ta.call('GET', `/api/v1/notifications?assetId=${assetId}`, { token: B.key })).body;
   assert.equal(bNotifications.length, 1, `B has a notification: ${JSON.stringify(bNotifications)}`);
@@ -173,6 +178,7 @@ test("every /api/v1 route with a path parameter refuses a sibling owner's record
     '/api/v1/commands/{id}': { id: bCommand.id },
     '/api/v1/booking-data/{id}': { id: bBooking.id },
     '/api/v1/specifications/{id}': { id: bSpec.id },
+    '/api/v1/share-links/{id}': { id: bShare.id },
     '/api/v1/notifications/{id}': { id: bNotifications[0].id },
     '/api/v1/notifications/{id}/acknowledge': { id: bNotifications[0].id },
     '/api/v1/audit/{id}': { id: bAudit[0].id },
@@ -246,6 +252,7 @@ test("every /api/v1 route with a path parameter refuses a sibling owner's record
     command: (await ta.call('GET', `/api/v1/commands/${bCommand.id}`, { token: admin })).body,
     booking: (await ta.call('GET', `/api/v1/booking-data/${bBooking.id}`, { token: admin })).body,
     spec: (await ta.call('GET', `/api/v1/specifications/${bSpec.id}`, { token: admin })).body,
+    share: (await ta.call('GET', `/api/v1/share-links/${bShare.id}`, { token: admin })).body,
   });
   // B's child sees less than B: B's integration (whose owner it cannot see) is a 404 to it as well.
   const bChild = await ownerWithKey(ta, 'sweep-B-child', { parentId: B.ownerId });
