@@ -163,8 +163,8 @@ if (TEST_DB === 'postgres') {
     //    is in the attempt log. What remains can only come from kills: the results unwritten when
     //    a process dies, those of the requests in flight (at most `concurrency` of `batch` events)
     //    and those of requests that ended and wait for the next results write (a slot is free
-    //    again when its request ends; the write gathers a few milliseconds of results): about as
-    //    many again on a loaded machine (a CI run counted 700 from 3 kills against 600 in flight).
+    //    again when its request ends, but a claim starts no request while its ended-unwritten and
+    //    in-flight requests reach twice its slots): at most 2 x concurrency requests per kill.
     let duplicates = 0;
     for (const n of delivered.values()) duplicates += n - 1;
     const timedOut = await eventsInTimedOutAttempts(db);

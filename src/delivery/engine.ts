@@ -57,6 +57,12 @@ interface LocalClaim {
   slots: number;
   queue: Job[];
   inFlight: number;
+  /**
+   * Its requests that ended and whose results wait for the next write. A slot is free again when
+   * its request ends, but no new request starts while these and those in flight reach twice the
+   * slots: a process that dies has at most 2 x slots requests' events unrecorded (sent again).
+   */
+  unwritten: number;
   renewedAt: number;
   abandoned: boolean;
 }
@@ -158,6 +164,8 @@ export class DeliveryEngine {
   private readonly retryTurn = new Set<string>();
   private readonly configs = new Map<string, { whenUpdated: number; cfg: IntegrationConfig }>();
   private completions: queue.RequestOutcome[] = [];
+  /** The claim of each completion that came from one (LocalClaim.unwritten). */
+  private completionClaim = new Map<queue.RequestOutcome, LocalClaim>();
   private flushing?: Promise<void>;
   private readonly waker = new Waker();
   private unlisten?: () => void;
@@ -426,6 +434,7 @@ export class DeliveryEngine {
         slots,
         queue: [],
         inFlight: 0,
+        unwritten: 0,
         renewedAt: Date.now(),
         abandoned: false,
       };
@@ -546,7 +555,7 @@ export class DeliveryEngine {
   /** Sends a claim's next messages while it has free slots. */
   private pump(c: LocalClaim): void {
     if ((this.paused.get(c.integrationId) ?? 0) > Date.now()) return;
-    while (!c.abandoned && c.inFlight < c.slots && c.queue.length) {
+    while (!c.abandoned && c.inFlight < c.slots && c.inFlight + c.unwritten < 2 * c.slots && c.queue.length) {
       c.inFlight++;
       this.startJob(c.queue.shift()!);
     }
@@ -579,6 +588,10 @@ export class DeliveryEngine {
           );
         }
         this.completions.push(outcome);
+        if (job.claim) {
+          job.claim.unwritten++;
+          this.completionClaim.set(outcome, job.claim);
+        }
         this.scheduleFlush();
       })
       .catch((e) => this.log.error({ err: e }, `${job.channel.name} send crashed`))
@@ -632,6 +645,7 @@ export class DeliveryEngine {
     };
     try {
       await queue.writeResults(this.db, batch);
+      this.settle(batch);
       return;
     } catch (e) {
       if (isTransient(e)) return putBack(0, e);
@@ -663,7 +677,21 @@ export class DeliveryEngine {
           );
         }
       }
+      this.settle([r]);
     }
+  }
+
+  /** Results written (or parked): their claims may start new requests again. */
+  private settle(results: queue.RequestOutcome[]): void {
+    const claims = new Set<LocalClaim>();
+    for (const r of results) {
+      const c = this.completionClaim.get(r);
+      if (!c) continue;
+      this.completionClaim.delete(r);
+      c.unwritten--;
+      claims.add(c);
+    }
+    for (const c of claims) this.pump(c);
   }
 
   /** Integrations' health, retention, backlog expiry of disabled integrations and log pruning (API guide 9), in bulk. */
