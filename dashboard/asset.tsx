@@ -5,6 +5,8 @@
 // trips, stops, zone visits, temperature and its excursions) with "Download CSV" each; the
 // asset's events and raw records of the range as CSV too; and its commands (commands.tsx: send one
 // after a confirmation, follow its status, the specification's set point for a mismatch alert).
+// The range chosen is in the address (`?range=7d`, or `?from=<ISO>&to=<ISO>`; none for "Its
+// data"): a bookmark or a reload shows the same range.
 import { useCallback, useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { all, api, fileSafe, mayWrite, plural, time } from './api.js';
 import { type ChartData, TemperatureChart } from './chart.js';
@@ -12,6 +14,7 @@ import { CommandsPanel, isOpenSetpointMismatch, type Proposal, SendSpecSetpoint 
 import { FleetMap, type MapAsset, type MapStop, type MapZone, type TrackPoint } from './map.js';
 import { SharePanel } from './share.js';
 import { REPORT_KINDS, type Report, type ReportKind, type ReportState, ReportTables, rangeText, type TemperatureItem } from './reports.js';
+import { parseHash, setHashParams } from './router.js';
 import { DAY, type Loaded, loadTemperatures } from './series.js';
 import { Acknowledge, DownloadCsv, ErrorLine } from './ui.js';
 
@@ -67,6 +70,22 @@ const toLocalInput = (t: number) => new Date(t - new Date(t).getTimezoneOffset()
 const MINUTE = 60_000;
 const fromLocalInput = (s: string) => (s ? new Date(s).getTime() : Number.NaN);
 const day = (t: number) => toLocalInput(t).slice(0, 10);
+
+/** The range the address asks for (a preset, to now; or from..to); null for the default, "Its data". */
+function rangeOf(params: URLSearchParams): Range | null {
+  const p = params.get('range');
+  if (p && PRESETS.some((x) => x.id === p)) return preset(p);
+  const from = Date.parse(params.get('from') ?? '');
+  const to = Date.parse(params.get('to') ?? '');
+  return Number.isFinite(from) && Number.isFinite(to) && from < to ? { preset: 'custom', from, to } : null;
+}
+/** A range chosen, into the address (replacing the history entry: back leaves the page). */
+const showRange = (r: Range) =>
+  setHashParams(
+    r.preset === 'custom'
+      ? { range: undefined, from: new Date(r.from).toISOString(), to: new Date(r.to).toISOString() }
+      : { range: r.preset === 'fit' ? undefined : r.preset, from: undefined, to: undefined },
+  );
 
 /** A trips GeoJSON (LineString or MultiLineString per trip) as paths. */
 function pathsOf(fc: { features?: { geometry: { type: string; coordinates: any } | null }[] }): TrackPoint[][] {
@@ -130,6 +149,11 @@ export function AssetPage({ id }: { id: string }) {
     // before it) to now, so that a few minutes of data fill the chart instead of a sliver of 7 days.
     let gone = false;
     setRange(null);
+    const asked = rangeOf(parseHash(location.hash).params);
+    if (asked) {
+      setRange(asked);
+      setCustom({ from: toLocalInput(asked.from), to: toLocalInput(asked.to) });
+    }
     const since = new Date(Date.now() - 30 * DAY).toISOString();
     const first = (path: string) =>
       api<{ whenCreated: string }[]>('GET', `/${path}?assetId=${id}&from=${encodeURIComponent(since)}&order=asc&limit=1`).then(
@@ -140,6 +164,7 @@ export function AssetPage({ id }: { id: string }) {
       if (gone) return;
       const r0 = fitted(Math.min(r, l));
       setFit(r0);
+      if (asked) return;
       setRange(r0);
       setCustom({ from: toLocalInput(r0.from), to: toLocalInput(r0.to) });
     });
@@ -231,6 +256,7 @@ export function AssetPage({ id }: { id: string }) {
   /** A span chosen on the chart (a drag): shown as a custom range, its inputs filled in. */
   const zoom = useCallback((from: number, to: number) => {
     setRange({ preset: 'custom', from, to });
+    showRange({ preset: 'custom', from, to });
     setCustom({ from: toLocalInput(from), to: toLocalInput(to) });
   }, []);
   const band = specRange(spec, SERIES[0]!.key);
@@ -260,6 +286,7 @@ export function AssetPage({ id }: { id: string }) {
             onClick={() => {
               const r = fitted(fit.from + fit.pad!);
               setRange(r);
+              showRange(r);
               setCustom({ from: toLocalInput(r.from), to: toLocalInput(r.to) });
             }}
           >
@@ -275,6 +302,7 @@ export function AssetPage({ id }: { id: string }) {
             onClick={() => {
               const r = preset(p.id);
               setRange(r);
+              showRange(r);
               setCustom({ from: toLocalInput(r.from), to: toLocalInput(r.to) });
             }}
           >
@@ -304,7 +332,11 @@ export function AssetPage({ id }: { id: string }) {
           disabled={!customOk}
           class={range.preset === 'custom' ? 'active' : ''}
           // "to" names a minute: the range keeps all of it (to its last millisecond).
-          onClick={() => setRange({ preset: 'custom', from: customFrom, to: customTo + MINUTE - 1 })}
+          onClick={() => {
+            const r = { preset: 'custom', from: customFrom, to: customTo + MINUTE - 1 };
+            setRange(r);
+            showRange(r);
+          }}
         >
           Show range
         </button>
@@ -399,53 +431,6 @@ export function AssetPage({ id }: { id: string }) {
           <p class="hint">No events in this range.</p>
         )}
       </section>
-    </section>
-  );
-}
-
-/** Every asset the credential sees, each a link to its page, with its last position's time. */
-export function AssetList() {
-  const [assets, setAssets] = useState<{ id: string; name: string; disabled: boolean }[]>();
-  const [latest, setLatest] = useState<Map<string, string>>(new Map());
-  const [filter, setFilter] = useState('');
-  const [error, setError] = useState('');
-  useEffect(() => {
-    all<{ id: string; name: string; disabled: boolean }>('/assets').then(setAssets, (x: Error) => setError(x.message));
-    all<{ assetId: string; whenCreated: string }>('/locations/latest').then(
-      (l) => setLatest(new Map(l.map((x) => [x.assetId, x.whenCreated]))),
-      () => undefined,
-    );
-  }, []);
-  const shown = (assets ?? []).filter((a) => a.name.toLowerCase().includes(filter.toLowerCase()));
-  return (
-    <section>
-      <div class="toolbar">
-        <h2>Assets</h2>
-        <input type="search" placeholder="Filter by name" value={filter} onInput={(e) => setFilter((e.target as HTMLInputElement).value)} />
-        <span class="hint">{assets ? `${shown.length} of ${assets.length}` : 'Loading…'}</span>
-      </div>
-      <ErrorLine error={error} />
-      <table class="grid compact">
-        <thead>
-          <tr>
-            <th>name</th>
-            <th>last position</th>
-            <th>state</th>
-          </tr>
-        </thead>
-        <tbody>
-          {shown.slice(0, 500).map((a) => (
-            <tr key={a.id}>
-              <td>
-                <a href={`#/assets/${a.id}`}>{a.name}</a>
-              </td>
-              <td>{time(latest.get(a.id))}</td>
-              <td>{a.disabled ? 'disabled' : 'enabled'}</td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
-      {shown.length > 500 ? <p class="hint">The first 500: filter by name for the others.</p> : null}
     </section>
   );
 }

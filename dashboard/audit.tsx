@@ -4,6 +4,7 @@
 // operator's users and keys, a customer's own keys and itself), else by id.
 import { useEffect, useState } from 'preact/hooks';
 import { all, authorization, me, time } from './api.js';
+import { useHashParam } from './router.js';
 import { ErrorLine } from './ui.js';
 
 interface Entry {
@@ -28,8 +29,9 @@ const namesOf = (path: string, name: (x: any) => string) =>
 export function AuditLog({ admin }: { admin: boolean }) {
   const [entries, setEntries] = useState<Entry[]>([]);
   const [next, setNext] = useState('');
-  const [action, setAction] = useState('');
-  const [type, setType] = useState('');
+  // The filters are in the address (`#/audit?action=…&resource=…`): a bookmark or a reload keeps them.
+  const [action, setAction] = useHashParam('action');
+  const [type, setType] = useHashParam('resource');
   const [error, setError] = useState('');
   // Integrations, users and API keys by name, not id (their ids are UUIDs: one map). Users are
   // the operator's to list; a customer knows itself from GET /me.

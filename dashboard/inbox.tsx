@@ -2,9 +2,12 @@
 // acknowledged nor cleared: GET /events?open=true), newest first, a page at a time; acknowledge one,
 // or the ones ticked at once (POST /events/acknowledge); filter by kind (words of the subject), by
 // asset and by zone (assets inside it now). An acknowledged alert stays in view, saying who, until
-// the next reload; the header's count (useOpenAlerts) follows.
-import { useEffect, useState } from 'preact/hooks';
-import { all, api, authorization, time, usePolling } from './api.js';
+// the next reload; the header's count (useOpenAlerts) follows, read again on each acknowledgement
+// and on the live stream's alerts, never on a timer. The filters are in the address
+// (`#/alarms?kind=…&asset=…&zone=…`): a bookmark or a reload keeps them.
+import { useEffect, useMemo, useState } from 'preact/hooks';
+import { all, api, authorization, time } from './api.js';
+import { setHashParams, useRoute } from './router.js';
 import { Acknowledge, ErrorLine } from './ui.js';
 
 interface Alert {
@@ -39,22 +42,48 @@ const query = (f: { kind: string; assetId: string; zoneId: string }) => {
   return `/events?${q}`;
 };
 
-/** How many alerts are open (up to 100, then "99+"), for the header: every 30 s while the tab is seen. */
-export function useOpenAlerts(enabled: boolean): string {
+/**
+ * How many alerts are open (up to 100, then "99+"), for the header: read when signed in and again
+ * each time `changed` changes (the live stream's reconnects and alerts raised or cleared: live.ts),
+ * never on a timer. Also when the inbox acknowledges (refreshOpenAlerts).
+ */
+export function useOpenAlerts(enabled: boolean, changed: string): string {
   const [count, setCount] = useState('');
-  usePolling(
-    async () => {
-      const open = await api<Alert[]>('GET', `/events?open=true&severity=ALERT&limit=${PAGE}`);
-      setCount(open.length >= PAGE ? `${PAGE - 1}+` : String(open.length));
-    },
-    30_000,
-    enabled,
-  );
+  const [acks, setAcks] = useState(0);
+  useEffect(() => {
+    const on = () => setAcks((n) => n + 1);
+    addEventListener(OPEN_ALERTS_CHANGED, on);
+    return () => removeEventListener(OPEN_ALERTS_CHANGED, on);
+  }, []);
+  useEffect(() => {
+    if (!enabled) return;
+    let gone = false;
+    // A burst of alerts is one read: after the last of them.
+    const t = window.setTimeout(() => {
+      api<Alert[]>('GET', `/events?open=true&severity=ALERT&limit=${PAGE}`).then(
+        (open) => {
+          if (!gone) setCount(open.length >= PAGE ? `${PAGE - 1}+` : String(open.length));
+        },
+        () => undefined,
+      );
+    }, 300);
+    return () => {
+      gone = true;
+      clearTimeout(t);
+    };
+  }, [enabled, changed, acks]);
   return count;
 }
 
+/** Said when an alert was acknowledged here: the header's count reads again. */
+const OPEN_ALERTS_CHANGED = 'tracking:open-alerts';
+export const refreshOpenAlerts = () => dispatchEvent(new Event(OPEN_ALERTS_CHANGED));
+
 export function Inbox() {
-  const [filter, setFilter] = useState({ kind: '', assetId: '', zoneId: '' });
+  const { params } = useRoute();
+  const [kind, assetId, zoneId] = ['kind', 'asset', 'zone'].map((k) => params.get(k) ?? '') as [string, string, string];
+  const filter = useMemo(() => ({ kind, assetId, zoneId }), [kind, assetId, zoneId]);
+  const setFilter = (f: typeof filter) => setHashParams({ kind: f.kind, asset: f.assetId, zone: f.zoneId });
   const [alerts, setAlerts] = useState<Alert[] | null>(null);
   const [more, setMore] = useState(false);
   const [ticked, setTicked] = useState<Set<string>>(new Set());
@@ -86,7 +115,10 @@ export function Inbox() {
       gone = true;
     };
   }, [filter]);
-  const replace = (updated: Alert[]) => setAlerts((cur) => cur?.map((a) => updated.find((u) => u.id === a.id) ?? a) ?? null);
+  const replace = (updated: Alert[]) => {
+    setAlerts((cur) => cur?.map((a) => updated.find((u) => u.id === a.id) ?? a) ?? null);
+    refreshOpenAlerts();
+  };
   const open = alerts?.filter((a) => !a.acknowledgedAt) ?? [];
   const acknowledgeTicked = async () => {
     setBusy(true);

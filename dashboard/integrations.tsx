@@ -6,6 +6,7 @@
 import { useCallback, useEffect, useState } from 'preact/hooks';
 import { type Attempt, SHOWN_ROWS } from './attempts.js';
 import { all, api, ms, time, usePolling } from './api.js';
+import { useHashParam } from './router.js';
 import { Badge, ErrorLine, SecretOnce } from './ui.js';
 
 export interface Integration {
@@ -424,9 +425,12 @@ export function Integrations({ admin, attempts }: { admin: boolean; attempts: At
 
 export function IntegrationPage({ id, admin, attempts }: { id: string; admin: boolean; attempts: Attempt[] }) {
   const [integration, setIntegration] = useState<Integration | null>(null);
-  const [status, setStatus] = useState<'all' | 'ok' | 'failed'>('all');
-  const [from, setFrom] = useState('');
-  const [to, setTo] = useState('');
+  // The filters are in the address (`#/integrations/<id>?status=failed&from=…&to=…`).
+  const [statusParam, setStatusParam] = useHashParam('status');
+  const status: 'all' | 'ok' | 'failed' = statusParam === 'ok' || statusParam === 'failed' ? statusParam : 'all';
+  const setStatus = (s: typeof status) => setStatusParam(s === 'all' ? '' : s);
+  const [from, setFrom] = useHashParam('from');
+  const [to, setTo] = useHashParam('to');
   const [message, setMessage] = useState('');
   const [shownSecret, setShownSecret] = useState('');
   const reload = useCallback(

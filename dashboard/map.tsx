@@ -1,29 +1,31 @@
-// The fleet map: a zoomable, pannable Web Mercator map on a canvas (land.ts has the projection
-// and the land, cluster.ts the clustering). The mouse wheel zooms about the cursor, a drag pans,
-// two fingers pinch (pointer events); + and - (keys or buttons) zoom about the centre, the arrow
-// keys pan, 0 shows the world again, and "Fit fleet" fits every asset on the map. The world
-// repeats east and west, so a fleet on both sides of the antimeridian sits together. From the
-// whole world (zoom 1: its width across the canvas) down to a port (zoom 2^14, about a metre a
-// pixel).
+// The fleet map, drawn by Leaflet (bundled from npm with its stylesheet; no CDN, no WebGL). The
+// base map is the service's own unless an operator configured street tiles (MAP_TILE_URL, learnt
+// from /dashboard/config.json): the world's land from world-atlas (land.ts: 110m, 50m and 10m,
+// fetched from the service as the zoom needs them) drawn on canvas tiles over the sea's colour, so
+// nothing is asked of another machine; with MAP_TILE_URL, the operator's raster tiles and their
+// attribution (MAP_ATTRIBUTION).
 //
-// Assets closer than CLUSTER_PX on screen are drawn as one circle with their count, clustered
-// again at each frame (greedy, in screen pixels: an asset joins the nearest cluster whose first
-// asset is within reach, else starts one; then clusters whose circles would overlap merge); a
-// click on a cluster zooms into it, a click on an asset selects it. Zones are drawn with their
-// true radius, the selected asset's track as a line.
+// Over the base map: zones as their circles and polygons (and, while one is smaller than a few
+// pixels, a ring of a minimum size on it, so a zone is never a speck), the selected asset's track,
+// the assets, clustered again after each move (cluster.ts: greedy, in screen pixels; a cluster's
+// circle grows with its count and never overlaps another), and their names, placed greedily (the
+// selected asset's first, then in the fleet's order) only where a name overlaps no other name, no
+// cluster and no asset; a name left out shows when the pointer is on its asset. A click on an asset
+// selects it, a click on a cluster zooms into it. The world repeats east and west; the assets, the
+// track and the zones are drawn on the copy of the world nearest the map's centre.
 //
 // On the asset page the map shows a route instead: the trips' paths as lines and the stops as
 // numbered markers (the numbers of the stops table), fitted to them whenever they change, and the
 // button fits the route ("Fit route").
 //
-// A frame is drawn on requestAnimationFrame, only when something changed. For tests, the canvas
-// says what it shows: data-zoom, data-center ("lat,lon"), data-clusters (clusters of 2 or more
-// assets drawn), data-land (the land's resolution), data-animating (while a zoom moves on by
-// itself) and data-draw-ms (the last frame's drawing time; with a data-measure attribute it
-// includes the canvas's rasterization).
+// For tests, the map's element says what it shows: data-zoom (Leaflet's zoom level), data-center
+// ("lat,lon"), data-clusters (clusters of 2 or more assets drawn), data-labels (names shown),
+// data-land (the land's resolution drawn, empty with street tiles), data-tiles (street tiles
+// loaded), data-trips, data-stops, and data-animating while the map moves.
+import * as L from 'leaflet';
 import { useEffect, useRef } from 'preact/hooks';
-import { cluster, type Dot, fitView, type Point, type View } from './cluster.js';
-import { EARTH_CIRCUMFERENCE, type Frame, landFor, latOf, loadLand, lonOf, mercX, mercY, project, trace } from './land.js';
+import { cluster, type Dot, type Point } from './cluster.js';
+import { type Frame, type Land, landFor, loadLand, trace } from './land.js';
 
 export interface MapAsset {
   assetId: string;
@@ -58,499 +60,534 @@ interface Props {
   stops?: MapStop[];
 }
 
-const MAX_ZOOM = 2 ** 14;
-/** "Fit fleet" goes no closer than this (a few km across the canvas), e.g. for a single asset. */
-const FIT_MAX_ZOOM = 2 ** 12;
-const CLUSTER_PX = 20;
-/** The world: its width across the canvas, centred on 13°N (most land shows, from about 70°N to 57°S). */
-const WORLD: View = { cx: 0.5, cy: mercY(13), zoom: 1 };
-const COLORS = { sea: '#dfeaf3', land: '#f6f3ea', coast: '#c9c2ad', zone: '#7a4fc9', track: '#d9480f', asset: '#1864ab', stop: '#862e9c' };
-
-interface Outline {
-  rings: Float64Array[];
-  minX: number;
-  maxX: number;
+/** The street tiles an operator configured (GET /dashboard/config.json), or null: the built-in map. */
+interface TileConfig {
+  url: string;
+  attribution: string;
+  subdomains: string;
 }
-
-const clamp = (v: number, lo: number, hi: number) => Math.max(lo, Math.min(hi, v));
-const outline = (rings: Float64Array[]): Outline => {
-  let minX = Infinity;
-  let maxX = -Infinity;
-  for (const r of rings) {
-    for (let i = 0; i < r.length; i += 2) {
-      minX = Math.min(minX, r[i]!);
-      maxX = Math.max(maxX, r[i]!);
-    }
-  }
-  return { rings, minX, maxX };
+let tileConfig: Promise<TileConfig | null> | undefined;
+const mapConfig = (): Promise<TileConfig | null> => {
+  tileConfig ??= fetch('/dashboard/config.json')
+    .then((r) => r.json() as Promise<{ map?: { tiles: TileConfig | null } }>)
+    .then((c) => c.map?.tiles ?? null)
+    .catch(() => {
+      tileConfig = undefined;
+      return null;
+    });
+  return tileConfig;
 };
 
-/** The copies of the world (shifts in world units) in which x from minX to maxX shows in the frame. */
-function copies(minX: number, maxX: number, f: Frame): number[] {
-  const out: number[] = [];
-  for (let k = Math.ceil(-f.ox / f.scale - maxX); k <= Math.floor((f.w - f.ox) / f.scale - minX); k++) out.push(k);
+const MAX_ZOOM = 18;
+/** "Fit fleet" goes no closer than this (a few km across the map), e.g. for a single asset. */
+const FIT_MAX_ZOOM = 15;
+const CLUSTER_PX = 20;
+const COLORS = { sea: '#dfeaf3', land: '#f6f3ea', coast: '#c9c2ad', zone: '#7a4fc9', track: '#d9480f', asset: '#1864ab', stop: '#862e9c' };
+/** A zone drawn smaller than this (pixels across) gets a ring of MIN_ZONE_RADIUS on it too. */
+const MIN_ZONE_PX = 10;
+const MIN_ZONE_RADIUS = 6;
+/** Names: their font (as app.css's .map-label), height and padding, to measure them before placing. */
+const LABEL_FONT = '12px system-ui, sans-serif';
+const LABEL_H = 16;
+const LABEL_PAD = 3;
+/** Past this many single assets in view, only the selected one's name is placed. */
+const MAX_LABELS = 400;
+
+const esc = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+/** The longitude moved by whole turns to lie within 180° of `ref`. */
+const near = (lon: number, ref: number) => lon - 360 * Math.round((lon - ref) / 360);
+/** A line's longitudes unwrapped (no step over 180°), then moved as one to lie near `ref`. */
+function unwrapLine(points: TrackPoint[], ref: number): L.LatLngTuple[] {
+  const out: L.LatLngTuple[] = [];
+  let prev = Number.NaN;
+  for (const p of points) {
+    const lon = Number.isNaN(prev) ? p.longitude : near(p.longitude, prev);
+    out.push([p.latitude, lon]);
+    prev = lon;
+  }
+  if (!out.length) return out;
+  const shift = near(out[0]![1], ref) - out[0]![1];
+  return shift ? out.map(([a, o]) => [a, o + shift]) : out;
+}
+
+/** The land's resolution for a zoom level (land.ts's levels are in widths of a ~800 px canvas). */
+const landAt = (zoom: number) => landFor((256 * 2 ** zoom) / 800);
+
+/** The built-in base map: the land drawn on 256 px canvas tiles, redrawn when a finer land arrives. */
+const LandLayer = L.GridLayer.extend({
+  createTile(this: L.GridLayer, coords: L.Coords) {
+    const tile = document.createElement('canvas');
+    const size = this.getTileSize();
+    const dpr = Math.min(2, devicePixelRatio || 1);
+    tile.width = size.x * dpr;
+    tile.height = size.y * dpr;
+    const { land, wanted } = landAt(coords.z);
+    if (land?.level !== wanted)
+      void loadLand(wanted).then(
+        () => this.redraw(),
+        () => undefined,
+      );
+    if (land) drawLand(tile.getContext('2d')!, land, coords, size.x, dpr);
+    return tile;
+  },
+});
+
+function drawLand(g: CanvasRenderingContext2D, land: Land, c: L.Coords, size: number, dpr: number) {
+  const n = 2 ** c.z;
+  const f: Frame = { scale: size * n, ox: -c.x * size, oy: -c.y * size, w: size, h: size };
+  const [x0, x1, y0, y1] = [c.x / n, (c.x + 1) / n, c.y / n, (c.y + 1) / n];
+  g.setTransform(dpr, 0, 0, dpr, 0, 0);
+  const fill = new Path2D();
+  const coast = new Path2D();
+  for (const s of land.shapes) {
+    if (s.bbox[3]! < y0 || s.bbox[1]! > y1) continue;
+    // Rings run on past the antimeridian (x below 0 or above 1): the copies that reach this tile.
+    for (const k of [-1, 0, 1]) {
+      if (s.bbox[2]! + k < x0 || s.bbox[0]! + k > x1) continue;
+      s.rings.forEach((r, i) => trace(fill, coast, r, f, k, s.cuts[i]));
+    }
+  }
+  g.fillStyle = COLORS.land;
+  g.fill(fill, 'evenodd');
+  g.strokeStyle = COLORS.coast;
+  g.lineWidth = 1;
+  g.stroke(coast);
+}
+
+let measurer: CanvasRenderingContext2D | null | undefined;
+const labelWidth = (text: string) => {
+  measurer ??= document.createElement('canvas').getContext('2d');
+  if (!measurer) return text.length * 7 + 2 * LABEL_PAD;
+  measurer.font = LABEL_FONT;
+  return Math.ceil(measurer.measureText(text).width) + 2 * LABEL_PAD + 2;
+};
+
+interface Box {
+  x0: number;
+  y0: number;
+  x1: number;
+  y1: number;
+}
+const overlaps = (a: Box, b: Box) => a.x0 < b.x1 && b.x0 < a.x1 && a.y0 < b.y1 && b.y0 < a.y1;
+
+/**
+ * Where each single asset's name goes (its offset from the asset), or nowhere: greedy, in the
+ * order given, each name at the first of right, left, above and below its asset that overlaps no
+ * name placed before, no cluster and no other asset, and lies inside the map.
+ */
+export function placeLabels(
+  singles: { x: number; y: number; width: number }[],
+  obstacles: (Box & { owner?: number })[],
+  order: number[],
+  w: number,
+  h: number,
+): (Point | null)[] {
+  const placed: Box[] = [];
+  const out: (Point | null)[] = singles.map(() => null);
+  for (const i of order) {
+    const s = singles[i]!;
+    const half = LABEL_H / 2;
+    const candidates: Point[] = [
+      { x: 9, y: -half },
+      { x: -9 - s.width, y: -half },
+      { x: -s.width / 2, y: -8 - LABEL_H },
+      { x: -s.width / 2, y: 8 },
+    ];
+    for (const c of candidates) {
+      const b = { x0: s.x + c.x, y0: s.y + c.y, x1: s.x + c.x + s.width, y1: s.y + c.y + LABEL_H };
+      if (b.x0 < 0 || b.y0 < 0 || b.x1 > w || b.y1 > h) continue;
+      if (placed.some((p) => overlaps(p, b))) continue;
+      if (obstacles.some((o) => o.owner !== i && overlaps(o, b))) continue;
+      placed.push(b);
+      out[i] = c;
+      break;
+    }
+  }
   return out;
 }
 
-/** The map itself: owns the canvas's view, its input and its frames. */
+/** The map itself: a Leaflet map and the layers drawn from the props. */
 class MapView {
-  view: View = { ...WORLD };
   props: Props = { positions: [], zones: [], track: [], selected: null, onSelect: () => undefined };
-  private assets: Point[] = [];
-  private zones: { circle?: Point & { meters: number; lat: number }; shape?: Outline }[] = [];
-  private track: Outline | undefined;
-  private trips: Outline[] = [];
-  private stops: (Point & { label: string })[] = [];
-  /** Fit the route at the next frame (once the canvas has its size). */
-  private fitPending = false;
+  readonly map: L.Map;
+  private base: L.GridLayer | L.TileLayer | undefined;
+  private zoneLayer = L.layerGroup();
+  private routeLayer = L.layerGroup();
+  private dotLayer = L.layerGroup();
   private dots: Dot[] = [];
-  private w = 0;
-  private h = 0;
-  private dpr = 1;
-  private frame = 0;
-  private anim: { from: View; to: View; dx: number; t0: number } | undefined;
-  private pointers = new Map<number, Point>();
-  private press: (Point & { moved: boolean }) | undefined;
-  private resize = new ResizeObserver(() => this.redraw());
+  private drawnShift = Number.NaN;
+  private fitPending = false;
+  private tilesLoaded = 0;
+  private resize: ResizeObserver;
+  private destroyed = false;
 
-  constructor(private readonly c: HTMLCanvasElement) {
-    c.addEventListener('wheel', this.onWheel, { passive: false });
-    c.addEventListener('pointerdown', this.onDown);
-    c.addEventListener('pointermove', this.onMove);
-    c.addEventListener('pointerup', this.onUp);
-    c.addEventListener('pointercancel', this.onUp);
-    (c.parentElement ?? c).addEventListener('keydown', this.onKey); // the canvas's and the buttons' keys
-    this.resize.observe(c);
-    loadLand('110m').then(this.redraw, () => undefined); // (a failed fetch is tried again at the next frame)
+  constructor(private readonly el: HTMLDivElement) {
+    this.map = L.map(el, {
+      center: [25, 10],
+      zoom: Math.max(1, Math.round(Math.log2(Math.max(el.clientWidth, 256) / 256))),
+      minZoom: 1,
+      maxZoom: MAX_ZOOM,
+      worldCopyJump: true,
+      zoomControl: false,
+      attributionControl: false,
+      maxBounds: [
+        [-88, -1e5],
+        [88, 1e5],
+      ],
+      maxBoundsViscosity: 1,
+    });
+    L.control.scale({ imperial: false, position: 'bottomleft' }).addTo(this.map);
+    this.zoneLayer.addTo(this.map);
+    this.routeLayer.addTo(this.map);
+    this.dotLayer.addTo(this.map);
+    this.map.on('movestart zoomstart', () => el.setAttribute('data-animating', ''));
+    this.map.on('zoomend', this.zoomed);
+    const drop = () => {
+      this.zoomTarget = undefined;
+    };
+    this.map.on('dragstart', drop);
+    el.addEventListener('wheel', drop, { passive: true });
+    this.map.on('moveend', () => {
+      el.removeAttribute('data-animating');
+      this.draw();
+    });
+    el.addEventListener('keydown', this.onKey);
+    this.resize = new ResizeObserver(() => {
+      this.map.invalidateSize();
+      if (this.fitPending) this.fit(false);
+    });
+    this.resize.observe(el);
+    void mapConfig().then((tiles) => {
+      if (!this.destroyed) this.setBase(tiles);
+    });
   }
 
   destroy() {
-    cancelAnimationFrame(this.frame);
+    this.destroyed = true;
     this.resize.disconnect();
+    this.map.remove();
+  }
+
+  private setBase(tiles: TileConfig | null) {
+    if (tiles) {
+      const layer = L.tileLayer(tiles.url, { subdomains: tiles.subdomains, maxZoom: MAX_ZOOM, attribution: esc(tiles.attribution) });
+      layer.on('tileload', () => {
+        this.tilesLoaded++;
+        this.el.dataset.tiles = String(this.tilesLoaded);
+      });
+      this.base = layer;
+      L.control.attribution({ prefix: false }).addTo(this.map);
+    } else {
+      this.base = new (LandLayer as unknown as new (o: L.GridLayerOptions) => L.GridLayer)({ tileSize: 256, maxZoom: MAX_ZOOM });
+      this.base.on('tileload', () => {
+        this.el.dataset.land = landAt(this.map.getZoom()).land?.level ?? '';
+      });
+    }
+    this.base.addTo(this.map);
+    this.base.bringToBack();
   }
 
   setProps(p: Props) {
     const changed = (k: keyof Props) => p[k] !== this.props[k];
-    if (changed('positions')) this.assets = p.positions.map((a) => ({ x: mercX(a.longitude), y: mercY(a.latitude) }));
-    if (changed('zones')) {
-      this.zones = p.zones.map((z) => {
-        if (z.circle) {
-          const { latitude: lat, longitude, radiusMeters: meters } = z.circle;
-          return { circle: { x: mercX(longitude), y: mercY(lat), meters, lat } };
-        }
-        const polygons: number[][][][] = z.geometry?.type === 'Polygon' ? [z.geometry.coordinates] : (z.geometry?.coordinates ?? []);
-        return { shape: outline(polygons.flatMap((rings) => rings.map((r) => project(r.flat())))) };
-      });
-    }
-    if (changed('track'))
-      this.track = p.track.length > 1 ? outline([project(p.track.flatMap((t) => [t.longitude, t.latitude]))]) : undefined;
-    if (changed('trips') || changed('stops')) {
-      this.trips = (p.trips ?? []).filter((t) => t.length > 1).map((t) => outline([project(t.flatMap((q) => [q.longitude, q.latitude]))]));
-      this.stops = (p.stops ?? []).map((q) => ({ x: mercX(q.longitude), y: mercY(q.latitude), label: q.label }));
-      this.fitPending = this.trips.length > 0 || this.stops.length > 0;
-    }
+    const route = changed('trips') || changed('stops');
+    const redraw = route || changed('zones') || changed('track') || changed('positions') || changed('selected');
     this.props = p;
-    this.redraw();
+    if (route) this.fitPending = (p.trips?.length ?? 0) > 0 || (p.stops?.length ?? 0) > 0;
+    if (redraw) {
+      this.drawnShift = Number.NaN; // the zones and lines again
+      this.draw();
+    }
+    if (this.fitPending) this.fit(false);
+    this.el.dataset.trips = String((p.trips ?? []).filter((t) => t.length > 1).length);
+    this.el.dataset.stops = String((p.stops ?? []).length);
+  }
+
+  /** The centre's longitude, whole turns from the world's middle copy (what the layers are drawn near). */
+  private ref() {
+    return Math.round(this.map.getCenter().lng / 360) * 360;
   }
 
   // ---- the view ---------------------------------------------------------------------------------
 
-  redraw = () => {
-    this.frame ||= requestAnimationFrame(() => {
-      this.frame = 0;
-      this.draw();
-    });
+  /** Zooms about the centre, from where a zoom under way is going (clicks in a row add up). */
+  zoomBy(delta: number) {
+    const m = this.map;
+    this.zoomTarget = Math.max(m.getMinZoom(), Math.min(MAX_ZOOM, (this.zoomTarget ?? m.getZoom()) + delta));
+    m.setZoom(this.zoomTarget);
+  }
+  private zoomTarget: number | undefined;
+  /** After a zoom: on to the target when clicks came during it (Leaflet drops a zoom asked for mid-zoom). */
+  private zoomed = () => {
+    const target = this.zoomTarget;
+    if (target === undefined || target === this.map.getZoom()) this.zoomTarget = undefined;
+    else this.map.setZoom(target);
   };
 
-  private clampView(v: View) {
-    v.zoom = clamp(v.zoom, 1, MAX_ZOOM);
-    v.cx = ((v.cx % 1) + 1) % 1;
-    const half = this.h / (2 * this.w * v.zoom); // half the view's height, in world units
-    v.cy = half >= 0.5 ? 0.5 : clamp(v.cy, half, 1 - half);
-  }
-
-  /** Zooms by `factor` keeping the world under the screen point (px, py) where it is. */
-  private zoomAt(factor: number, px: number, py: number) {
-    const v = this.view;
-    const before = this.w * v.zoom;
-    const wx = v.cx + (px - this.w / 2) / before;
-    const wy = v.cy + (py - this.h / 2) / before;
-    v.zoom = clamp(v.zoom * factor, 1, MAX_ZOOM);
-    const after = this.w * v.zoom;
-    v.cx = wx - (px - this.w / 2) / after;
-    v.cy = wy - (py - this.h / 2) / after;
-    this.clampView(v);
-  }
-
-  private panBy(dx: number, dy: number) {
-    const scale = this.w * this.view.zoom;
-    this.view.cx -= dx / scale;
-    this.view.cy -= dy / scale;
-    this.clampView(this.view);
-  }
-
-  /** Moves to `to` in a third of a second. */
-  animateTo(to: View) {
-    this.clampView(to);
-    const from = { ...this.view };
-    this.anim = { from, to, dx: to.cx - from.cx - Math.round(to.cx - from.cx), t0: performance.now() };
-    this.redraw();
-  }
-
-  /** Zooms about the centre (from where a zoom under way is going). */
-  zoomBy(factor: number) {
-    const v = this.anim?.to ?? this.view;
-    this.animateTo({ ...v, zoom: v.zoom * factor });
-  }
-
-  /** What "Fit" fits: the route when there is one, else the assets. */
-  private fitted(): View | undefined {
-    if (this.props.trips || this.props.stops) {
-      const points: Point[] = [...this.stops, ...this.assets];
-      for (const t of this.trips)
-        for (let i = 0; i < t.rings[0]!.length; i += 2) points.push({ x: t.rings[0]![i]!, y: t.rings[0]![i + 1]! });
-      if (points.length) return fitView(points, this.w, this.h, 48, FIT_MAX_ZOOM);
-    }
-    return fitView(this.assets, this.w, this.h, 48, FIT_MAX_ZOOM);
-  }
-
-  fit() {
-    this.animateTo(this.fitted() ?? { ...WORLD });
-  }
-
-  // ---- input ------------------------------------------------------------------------------------
-
-  private at(e: MouseEvent): Point {
-    const r = this.c.getBoundingClientRect();
-    return { x: e.clientX - r.left - this.c.clientLeft, y: e.clientY - r.top - this.c.clientTop };
-  }
-
-  private onWheel = (e: WheelEvent) => {
-    e.preventDefault();
-    this.anim = undefined;
-    const pixels = e.deltaY * (e.deltaMode === 1 ? 33 : e.deltaMode === 2 ? this.h : 1);
-    const p = this.at(e);
-    this.zoomAt(2 ** clamp(-pixels / 100, -2, 2), p.x, p.y); // a wheel's notch (100 px) doubles or halves
-    this.redraw();
-  };
-
-  private onDown = (e: PointerEvent) => {
-    if (e.pointerType === 'mouse' && e.button !== 0) return;
-    this.c.setPointerCapture(e.pointerId);
-    const p = this.at(e);
-    this.pointers.set(e.pointerId, p);
-    this.anim = undefined;
-    this.press = this.pointers.size === 1 ? { ...p, moved: false } : undefined; // two fingers never click
-    this.c.classList.add('dragging');
-  };
-
-  private onMove = (e: PointerEvent) => {
-    const p = this.at(e);
-    const prev = this.pointers.get(e.pointerId);
-    if (!prev) {
-      this.c.classList.toggle('over', this.hit(p) !== undefined);
-      return;
-    }
-    if (this.pointers.size === 1) {
-      this.panBy(p.x - prev.x, p.y - prev.y);
-      if (this.press && Math.hypot(p.x - this.press.x, p.y - this.press.y) > 4) this.press.moved = true;
-    } else if (this.pointers.size === 2) {
-      // A pinch: zoom by the change in the fingers' distance about their midpoint, and follow the midpoint.
-      const other = [...this.pointers].find(([id]) => id !== e.pointerId)![1];
-      const d0 = Math.hypot(prev.x - other.x, prev.y - other.y);
-      const d1 = Math.hypot(p.x - other.x, p.y - other.y);
-      const m0 = { x: (prev.x + other.x) / 2, y: (prev.y + other.y) / 2 };
-      if (d0 > 0) this.zoomAt(d1 / d0, m0.x, m0.y);
-      this.panBy((p.x - prev.x) / 2, (p.y - prev.y) / 2);
-    }
-    this.pointers.set(e.pointerId, p);
-    this.redraw();
-  };
-
-  private onUp = (e: PointerEvent) => {
-    if (!this.pointers.delete(e.pointerId)) return;
-    if (e.type === 'pointerup' && this.press && !this.press.moved && !this.pointers.size) this.click(this.at(e));
-    this.press = undefined;
-    if (!this.pointers.size) this.c.classList.remove('dragging');
-  };
-
-  private onKey = (e: KeyboardEvent) => {
-    const step = 100;
-    const keys: Record<string, () => void> = {
-      '+': () => this.zoomBy(2),
-      '=': () => this.zoomBy(2),
-      '-': () => this.zoomBy(0.5),
-      _: () => this.zoomBy(0.5),
-      '0': () => this.animateTo({ ...WORLD }),
-      ArrowLeft: () => this.panBy(step, 0),
-      ArrowRight: () => this.panBy(-step, 0),
-      ArrowUp: () => this.panBy(0, step),
-      ArrowDown: () => this.panBy(0, -step),
-    };
-    const act = keys[e.key];
-    if (!act || e.ctrlKey || e.metaKey || e.altKey) return;
-    e.preventDefault();
-    act();
-    this.redraw();
-  };
-
-  /** The asset or cluster drawn at a screen point, if any. */
-  private hit(p: Point): Dot | undefined {
-    let best: Dot | undefined;
-    let bestD = Infinity;
-    for (const d of this.dots) {
-      const dist = Math.hypot(d.x - p.x, d.y - p.y);
-      if (dist <= Math.max(10, d.radius + 4) && dist < bestD) {
-        best = d;
-        bestD = dist;
+  /** The bounds of points, on the shortest stretch of longitudes that holds them all. */
+  private boundsOf(points: TrackPoint[]): L.LatLngBounds | undefined {
+    if (!points.length) return undefined;
+    const lons = points.map((p) => ((((p.longitude + 180) % 360) + 360) % 360) - 180).sort((a, b) => a - b);
+    let gap = 360 - lons.at(-1)! + lons[0]!;
+    let start = lons[0]!;
+    for (let i = 1; i < lons.length; i++) {
+      if (lons[i]! - lons[i - 1]! > gap) {
+        gap = lons[i]! - lons[i - 1]!;
+        start = lons[i]!;
       }
     }
-    return best;
+    const lats = points.map((p) => p.latitude);
+    const west = near(start, this.map.getCenter().lng);
+    return L.latLngBounds([Math.min(...lats), west], [Math.max(...lats), west + 360 - gap]);
   }
 
-  private click(p: Point) {
-    const dot = this.hit(p);
-    if (!dot) return;
-    const { positions, onSelect } = this.props;
-    if (dot.members.length === 1 || this.view.zoom >= MAX_ZOOM) {
-      onSelect(positions[dot.members[0]!]!.assetId);
+  /** "Fit": the route when there is one, else the assets; the world when there is nothing. */
+  fit(animate = true) {
+    if (!this.el.clientWidth || !this.el.clientHeight) return;
+    const { trips, stops, positions } = this.props;
+    const route = [...(trips ?? []).flat(), ...(stops ?? [])];
+    const b = this.boundsOf(route.length ? [...route, ...positions] : positions);
+    this.fitPending = false;
+    this.zoomTarget = undefined;
+    if (!b) {
+      this.map.setView([25, 10], this.map.getMinZoom(), { animate });
       return;
     }
-    // A cluster: its assets fill the middle half of the canvas, at least twice as close as now.
-    const fit = fitView(
-      dot.members.map((i) => this.assets[i]!),
-      this.w,
-      this.h,
-      Math.min(this.w, this.h) / 4,
-      MAX_ZOOM,
-    )!;
-    this.animateTo({ ...fit, zoom: Math.max(fit.zoom, this.view.zoom * 2) });
+    this.map.fitBounds(b, { padding: [48, 48], maxZoom: FIT_MAX_ZOOM, animate });
   }
+
+  private onKey = (e: KeyboardEvent) => {
+    if (e.key !== '0' || e.ctrlKey || e.metaKey || e.altKey) return;
+    e.preventDefault();
+    this.map.setView([25, 10], Math.max(1, Math.round(Math.log2(Math.max(this.el.clientWidth, 256) / 256))));
+  };
 
   // ---- drawing ----------------------------------------------------------------------------------
 
+  /** Zones and lines (again when the centre moved to another copy of the world), then the assets. */
   private draw() {
-    const t0 = performance.now();
-    const c = this.c;
-    const dpr = devicePixelRatio || 1;
-    const [w, h] = [c.clientWidth, c.clientHeight];
-    if (!w || !h) return;
-    if (w !== this.w || h !== this.h || dpr !== this.dpr) {
-      [this.w, this.h, this.dpr] = [w, h, dpr];
-      c.width = Math.round(w * dpr);
-      c.height = Math.round(h * dpr);
+    if (!this.el.clientWidth) return;
+    const ref = this.ref();
+    if (ref !== this.drawnShift) {
+      this.drawnShift = ref;
+      this.drawZones(ref);
+      this.drawLines(ref);
     }
-    if (this.fitPending) {
-      this.fitPending = false;
-      this.anim = undefined;
-      this.view = this.fitted() ?? { ...WORLD };
-    }
-    if (this.anim) {
-      const { from, to, dx, t0: start } = this.anim;
-      const t = Math.min(1, (t0 - start) / 330);
-      const e = 1 - (1 - t) ** 3;
-      this.view = { cx: from.cx + dx * e, cy: from.cy + (to.cy - from.cy) * e, zoom: from.zoom * (to.zoom / from.zoom) ** e };
-      if (t < 1) this.redraw();
-      else this.anim = undefined;
-    }
-    this.clampView(this.view);
-    const v = this.view;
-    const scale = w * v.zoom;
-    const f: Frame = { scale, ox: w / 2 - v.cx * scale, oy: h / 2 - v.cy * scale, w, h };
-    const g = c.getContext('2d')!;
-    g.setTransform(dpr, 0, 0, dpr, 0, 0);
-    g.fillStyle = COLORS.sea;
-    g.fillRect(0, 0, w, h);
+    this.sizeZones();
+    this.drawDots();
+    const c = this.map.getCenter();
+    this.el.dataset.zoom = String(this.map.getZoom());
+    this.el.dataset.center = `${c.lat.toFixed(5)},${(((((c.lng + 180) % 360) + 360) % 360) - 180).toFixed(5)}`;
+    if (this.base && !(this.base instanceof L.TileLayer)) this.el.dataset.land = landAt(this.map.getZoom()).land?.level ?? '';
+  }
 
-    // Land: the polygons (and the copies of the world) in view only.
-    const { land, wanted } = landFor(v.zoom);
-    if (land?.level !== wanted) void loadLand(wanted).then(this.redraw, () => undefined);
-    if (land) {
-      const fill = new Path2D();
-      const coast = new Path2D();
-      const top = -f.oy / scale;
-      const bottom = (h - f.oy) / scale;
-      for (const s of land.shapes) {
-        if (s.bbox[3]! < top || s.bbox[1]! > bottom) continue;
-        for (const k of copies(s.bbox[0]!, s.bbox[2]!, f)) s.rings.forEach((r, i) => trace(fill, coast, r, f, k, s.cuts[i]));
-      }
-      g.fillStyle = COLORS.land;
-      g.fill(fill, 'evenodd');
-      g.strokeStyle = COLORS.coast;
-      g.lineWidth = 1;
-      g.stroke(coast);
-    }
+  private zoneShapes: { layer: L.Path; ring: L.CircleMarker }[] = [];
 
-    // Zones: circles of their true radius (Web Mercator stretches a metre by 1 / cos(latitude)), polygons.
-    g.strokeStyle = COLORS.zone;
-    g.fillStyle = 'rgba(122,79,201,0.15)';
-    for (const z of this.zones) {
-      const p = new Path2D();
+  private drawZones(ref: number) {
+    this.zoneLayer.clearLayers();
+    this.zoneShapes = [];
+    const style = { color: COLORS.zone, weight: 1.5, fillColor: COLORS.zone, fillOpacity: 0.15, className: 'zone' };
+    for (const z of this.props.zones) {
+      let layer: L.Path;
       if (z.circle) {
-        const { x, y, meters, lat } = z.circle;
-        const r = Math.max(3, (meters / (EARTH_CIRCUMFERENCE * Math.cos((lat * Math.PI) / 180))) * scale);
-        for (const k of copies(x - r / scale, x + r / scale, f)) p.arc((x + k) * scale + f.ox, y * scale + f.oy, r, 0, 2 * Math.PI);
-      } else if (z.shape) {
-        for (const k of copies(z.shape.minX, z.shape.maxX, f)) for (const r of z.shape.rings) trace(p, null, r, f, k);
-      }
-      g.fill(p, 'evenodd');
-      g.stroke(p);
+        const { latitude, longitude, radiusMeters } = z.circle;
+        layer = L.circle([latitude, near(longitude, ref)], { ...style, radius: radiusMeters });
+      } else if (z.geometry) {
+        const polygons: number[][][][] = z.geometry.type === 'Polygon' ? [z.geometry.coordinates] : z.geometry.coordinates;
+        const first = polygons[0]?.[0]?.[0];
+        if (!first) continue;
+        const shift = near(first[0]!, ref) - first[0]!;
+        layer = L.polygon(
+          polygons.map((rings) =>
+            rings.map((r) =>
+              unwrapLine(
+                r.map(([lon, lat]) => ({ latitude: lat!, longitude: lon! + shift })),
+                ref,
+              ),
+            ),
+          ),
+          style,
+        );
+      } else continue;
+      layer.bindTooltip(z.name);
+      layer.addTo(this.zoneLayer);
+      const ring = L.circleMarker([0, 0], {
+        radius: MIN_ZONE_RADIUS,
+        color: COLORS.zone,
+        weight: 2,
+        fillColor: COLORS.zone,
+        fillOpacity: 0.25,
+        className: 'zone zone-min',
+        interactive: true,
+      }).bindTooltip(z.name);
+      this.zoneShapes.push({ layer, ring });
     }
+  }
 
-    if (this.track) {
-      const p = new Path2D();
-      for (const k of copies(this.track.minX, this.track.maxX, f)) trace(p, null, this.track.rings[0]!, f, k);
-      g.strokeStyle = COLORS.track;
-      g.lineWidth = 2;
-      g.stroke(p);
+  /** A zone smaller than MIN_ZONE_PX at this zoom also gets its ring of a minimum size. */
+  private sizeZones() {
+    for (const { layer, ring } of this.zoneShapes) {
+      const b = (layer as L.Polygon).getBounds();
+      const sw = this.map.latLngToLayerPoint(b.getSouthWest());
+      const ne = this.map.latLngToLayerPoint(b.getNorthEast());
+      const small = Math.max(Math.abs(ne.x - sw.x), Math.abs(ne.y - sw.y)) < MIN_ZONE_PX;
+      if (small && !this.zoneLayer.hasLayer(ring)) ring.setLatLng(b.getCenter()).addTo(this.zoneLayer);
+      if (!small && this.zoneLayer.hasLayer(ring)) this.zoneLayer.removeLayer(ring);
     }
-    this.drawRoute(g, f);
+  }
 
-    // Assets, each on the copy of the world nearest the centre (the only one in view from zoom 1 up).
+  private drawLines(ref: number) {
+    this.routeLayer.clearLayers();
+    const { track, trips, stops } = this.props;
+    if (track.length > 1)
+      L.polyline(unwrapLine(track, ref), { color: COLORS.track, weight: 2.5, className: 'track', interactive: false }).addTo(
+        this.routeLayer,
+      );
+    for (const t of (trips ?? []).filter((t) => t.length > 1)) {
+      const line = unwrapLine(t, ref);
+      L.polyline(line, { color: '#fff', weight: 5, opacity: 0.9, interactive: false }).addTo(this.routeLayer);
+      L.polyline(line, { color: COLORS.track, weight: 3, className: 'trip', interactive: false }).addTo(this.routeLayer);
+    }
+    for (const s of stops ?? []) {
+      const label = document.createElement('span');
+      label.textContent = s.label;
+      L.marker([s.latitude, near(s.longitude, ref)], {
+        icon: L.divIcon({ className: 'map-stop', html: label, iconSize: [18, 18] }),
+        keyboard: false,
+        interactive: false,
+      }).addTo(this.routeLayer);
+    }
+  }
+
+  /** The assets in view, clustered; the clusters; the names that fit. */
+  private drawDots() {
+    const m = this.map;
+    const size = m.getSize();
+    const { positions, selected, onSelect } = this.props;
+    const lng = m.getCenter().lng;
     const margin = 30;
-    const screen = this.assets.map(({ x, y }) => {
-      const sx = (x - Math.round(x - v.cx)) * scale + f.ox;
-      const sy = y * scale + f.oy;
-      return sx > -margin && sx < w + margin && sy > -margin && sy < h + margin ? { x: sx, y: sy } : undefined;
+    const where = positions.map((a) => L.latLng(a.latitude, near(a.longitude, lng)));
+    const screen = where.map((ll) => {
+      const p = m.latLngToContainerPoint(ll);
+      return p.x > -margin && p.x < size.x + margin && p.y > -margin && p.y < size.y + margin ? { x: p.x, y: p.y } : undefined;
     });
     this.dots = cluster(screen, CLUSTER_PX);
-    this.drawDots(g);
-    this.drawScale(g);
-
-    if (c.hasAttribute('data-measure')) g.getImageData(0, 0, 1, 1); // waits for the canvas to be painted
-    c.dataset.zoom = String(+v.zoom.toPrecision(6));
-    c.dataset.center = `${latOf(v.cy).toFixed(5)},${lonOf(v.cx).toFixed(5)}`;
-    c.dataset.clusters = String(this.dots.filter((d) => d.members.length > 1).length);
-    c.dataset.land = land?.level ?? '';
-    c.dataset.trips = String(this.trips.length);
-    c.dataset.stops = String(this.stops.length);
-    c.dataset.drawMs = (performance.now() - t0).toFixed(2);
-    c.toggleAttribute('data-animating', this.anim !== undefined);
-  }
-
-  /** The route: each trip a line (on a white casing), each stop a numbered marker on the copy of the world nearest the centre. */
-  private drawRoute(g: CanvasRenderingContext2D, f: Frame) {
-    if (this.trips.length) {
-      const p = new Path2D();
-      for (const t of this.trips) for (const k of copies(t.minX, t.maxX, f)) trace(p, null, t.rings[0]!, f, k);
-      g.lineJoin = 'round';
-      g.lineCap = 'round';
-      g.strokeStyle = 'rgba(255,255,255,0.9)';
-      g.lineWidth = 5;
-      g.stroke(p);
-      g.strokeStyle = COLORS.track;
-      g.lineWidth = 3;
-      g.stroke(p);
-      g.lineCap = 'butt';
-    }
-    g.font = '600 11px system-ui, sans-serif';
-    g.textAlign = 'center';
-    g.textBaseline = 'middle';
-    for (const s of this.stops) {
-      const sx = (s.x - Math.round(s.x - this.view.cx)) * f.scale + f.ox;
-      const sy = s.y * f.scale + f.oy;
-      if (sx < -20 || sx > f.w + 20 || sy < -20 || sy > f.h + 20) continue;
-      g.beginPath();
-      g.arc(sx, sy, 9, 0, 2 * Math.PI);
-      g.fillStyle = COLORS.stop;
-      g.fill();
-      g.strokeStyle = '#fff';
-      g.lineWidth = 2;
-      g.stroke();
-      g.fillStyle = '#fff';
-      g.fillText(s.label, sx, sy + 0.5);
-    }
-  }
-
-  private drawDots(g: CanvasRenderingContext2D) {
-    const { positions, selected } = this.props;
-    const singles = this.dots.filter((d) => d.members.length === 1);
-    g.textBaseline = 'middle';
+    this.dotLayer.clearLayers();
+    const singles: { x: number; y: number; width: number; dot: Dot }[] = [];
+    // The scale bar (bottom left) and the attribution (bottom right) keep their corners.
+    const obstacles: (Box & { owner?: number })[] = [
+      { x0: 0, y0: size.y - 32, x1: 130, y1: size.y },
+      { x0: size.x - 320, y0: size.y - 20, x1: size.x, y1: size.y },
+    ];
+    let clusters = 0;
     for (const d of this.dots) {
       const chosen = d.members.some((i) => positions[i]!.assetId === selected);
-      g.beginPath();
+      const at = m.containerPointToLatLng([d.x, d.y]);
       if (d.members.length === 1) {
-        g.arc(d.x, d.y, chosen ? 7 : 5, 0, 2 * Math.PI);
-        g.fillStyle = chosen ? COLORS.track : COLORS.asset;
-        g.fill();
-        g.strokeStyle = '#fff';
-        g.lineWidth = 1.5;
-        g.stroke();
+        const i = d.members[0]!;
+        const a = positions[i]!;
+        const r = chosen ? 7 : 5;
+        obstacles.push({ x0: d.x - r - 1, y0: d.y - r - 1, x1: d.x + r + 1, y1: d.y + r + 1, owner: singles.length });
+        singles.push({ x: d.x, y: d.y, width: labelWidth(a.name), dot: d });
+        L.circleMarker(where[i]!, {
+          radius: r,
+          color: '#fff',
+          weight: 1.5,
+          fillColor: chosen ? COLORS.track : COLORS.asset,
+          fillOpacity: 1,
+          className: chosen ? 'map-asset chosen' : 'map-asset',
+        })
+          .bindTooltip(a.name, { direction: 'top', offset: [0, -6] })
+          .on('click', () => onSelect(a.assetId))
+          .addTo(this.dotLayer);
         continue;
       }
-      g.arc(d.x, d.y, d.radius, 0, 2 * Math.PI);
-      g.fillStyle = 'rgba(24,100,171,0.88)';
-      g.fill();
-      g.strokeStyle = chosen ? COLORS.track : '#fff';
-      g.lineWidth = chosen ? 3 : 2;
-      g.stroke();
-      g.fillStyle = '#fff';
-      g.font = '600 12px system-ui, sans-serif';
-      g.textAlign = 'center';
-      g.fillText(String(d.members.length), d.x, d.y + 0.5);
+      clusters++;
+      obstacles.push({ x0: d.x - d.radius, y0: d.y - d.radius, x1: d.x + d.radius, y1: d.y + d.radius });
+      const count = document.createElement('span');
+      count.textContent = String(d.members.length);
+      const names = d.members.slice(0, 8).map((i) => positions[i]!.name);
+      L.marker(at, {
+        icon: L.divIcon({ className: chosen ? 'map-cluster chosen' : 'map-cluster', html: count, iconSize: [2 * d.radius, 2 * d.radius] }),
+        title: `${d.members.length} assets: ${names.join(', ')}${d.members.length > names.length ? ', …' : ''}`,
+        keyboard: false,
+        riseOnHover: true,
+      })
+        .on('click', () => this.zoomInto(d))
+        .addTo(this.dotLayer);
     }
-    // Names, while few assets stand alone.
-    if (singles.length > 40) return;
-    g.font = '12px system-ui, sans-serif';
-    g.textAlign = 'left';
-    g.lineJoin = 'round';
-    for (const d of singles) {
-      const name = positions[d.members[0]!]!.name;
-      g.strokeStyle = 'rgba(255,255,255,0.85)';
-      g.lineWidth = 3;
-      g.strokeText(name, d.x + 9, d.y);
-      g.fillStyle = '#1d2730';
-      g.fillText(name, d.x + 9, d.y);
-    }
+    // Names: the selected asset's first, then in the fleet's order.
+    const order = singles
+      .map((_, i) => i)
+      .filter((i) => singles.length <= MAX_LABELS || positions[singles[i]!.dot.members[0]!]!.assetId === selected)
+      .sort((a, b) => {
+        const sa = positions[singles[a]!.dot.members[0]!]!.assetId === selected ? 0 : 1;
+        const sb = positions[singles[b]!.dot.members[0]!]!.assetId === selected ? 0 : 1;
+        return sa - sb || singles[a]!.dot.members[0]! - singles[b]!.dot.members[0]!;
+      });
+    const spots = placeLabels(singles, obstacles, order, size.x, size.y);
+    let labels = 0;
+    spots.forEach((spot, i) => {
+      if (!spot) return;
+      labels++;
+      const s = singles[i]!;
+      const a = positions[s.dot.members[0]!]!;
+      const text = document.createElement('span');
+      text.textContent = a.name;
+      L.marker(where[s.dot.members[0]!]!, {
+        icon: L.divIcon({
+          className: a.assetId === selected ? 'map-label chosen' : 'map-label',
+          html: text,
+          iconSize: [s.width, LABEL_H],
+          iconAnchor: [-spot.x, -spot.y],
+        }),
+        keyboard: false,
+        interactive: false,
+        pane: 'tooltipPane',
+      }).addTo(this.dotLayer);
+    });
+    this.el.dataset.clusters = String(clusters);
+    this.el.dataset.labels = String(labels);
   }
 
-  /** A scale bar at the bottom left: a round length near 100 pixels at the centre's latitude. */
-  private drawScale(g: CanvasRenderingContext2D) {
-    const metresPerPx = (EARTH_CIRCUMFERENCE * Math.cos((latOf(this.view.cy) * Math.PI) / 180)) / (this.w * this.view.zoom);
-    const raw = metresPerPx * 100;
-    const pow = 10 ** Math.floor(Math.log10(raw));
-    const metres = [5, 2, 1].map((m) => m * pow).find((m) => m <= raw)!;
-    const len = metres / metresPerPx;
-    const [x, y] = [12, this.h - 12];
-    g.strokeStyle = '#1d2730';
-    g.lineWidth = 1.5;
-    g.beginPath();
-    g.moveTo(x, y - 5);
-    g.lineTo(x, y);
-    g.lineTo(x + len, y);
-    g.lineTo(x + len, y - 5);
-    g.stroke();
-    g.fillStyle = '#1d2730';
-    g.font = '11px system-ui, sans-serif';
-    g.textAlign = 'left';
-    g.textBaseline = 'bottom';
-    g.fillText(metres >= 1000 ? `${metres / 1000} km` : `${metres} m`, x + 4, y - 3);
+  /** A cluster's assets fill the middle half of the map, at least one zoom level closer than now. */
+  private zoomInto(d: Dot) {
+    const m = this.map;
+    const { positions, onSelect } = this.props;
+    if (m.getZoom() >= MAX_ZOOM) {
+      onSelect(positions[d.members[0]!]!.assetId);
+      return;
+    }
+    this.zoomTarget = undefined;
+    const b = this.boundsOf(d.members.map((i) => positions[i]!))!;
+    const size = m.getSize();
+    const zoom = Math.min(MAX_ZOOM, Math.max(m.getZoom() + 1, m.getBoundsZoom(b, false, L.point(size.x / 2, size.y / 2))));
+    m.setView(b.getCenter(), zoom);
   }
 }
 
 export function FleetMap(props: Props) {
-  const canvas = useRef<HTMLCanvasElement>(null);
+  const el = useRef<HTMLDivElement>(null);
   const map = useRef<MapView>();
   useEffect(() => {
-    const m = new MapView(canvas.current!);
+    const m = new MapView(el.current!);
     map.current = m;
     return () => m.destroy();
   }, []);
   useEffect(() => map.current?.setProps(props));
   return (
     <div class="map-frame">
-      <canvas
-        ref={canvas}
+      <div
+        ref={el}
         class="map"
-        tabIndex={0}
+        role="application"
         data-assets={props.positions.length}
         aria-label="Fleet map: drag to pan, wheel or pinch to zoom, + and - keys to zoom"
       />
       <div class="map-controls">
-        <button type="button" aria-label="Zoom in" title="Zoom in" onClick={() => map.current?.zoomBy(2)}>
+        <button type="button" aria-label="Zoom in" title="Zoom in" onClick={() => map.current?.zoomBy(1)}>
           +
         </button>
-        <button type="button" aria-label="Zoom out" title="Zoom out" onClick={() => map.current?.zoomBy(0.5)}>
+        <button type="button" aria-label="Zoom out" title="Zoom out" onClick={() => map.current?.zoomBy(-1)}>
           −
         </button>
         <button type="button" onClick={() => map.current?.fit()}>

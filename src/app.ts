@@ -20,7 +20,8 @@ import { authRoutes } from './auth/routes.js';
 import { credentialRoutes } from './auth/credentials.js';
 import { bootstrap, type BootstrapResult } from './bootstrap.js';
 import { clientError, installErrorEnvelope, installJsonParsers, installSerializer, installValidation } from './http/envelope.js';
-import { installAuthentication } from './auth/authenticate.js';
+import { authenticate, installAuthentication } from './auth/authenticate.js';
+import { Tenancy } from './tenancy/tenancy.js';
 import { installIdempotency } from './http/idempotency.js';
 import { installBodyBudget, installLimits, type Limiter, localShares, MemoryLimiter, RedisLimiter } from './http/limits.js';
 import { type SignInFailures, UnknownSignIns } from './audit/unknown-sign-ins.js';
@@ -29,9 +30,11 @@ import { completeOperation } from './http/openapi.js';
 import { pushWebhooks } from './eventlog/push-shapes.js';
 import { ownerRoutes } from './owners/owners.js';
 import { assetRoutes } from './assets/assets.js';
+import { overviewRoutes } from './assets/overview.js';
 import { opsRoutes } from './ops/ops.js';
 import { logPoisonTo } from './ops/poison.js';
 import { dashboardRoutes } from './dashboard/dashboard.js';
+import { mapTiles } from './dashboard/tiles.js';
 import { RECORD_DEFS, recordRoutes } from './records/records.js';
 import { zoneRoutes } from './zones/zones.js';
 import { positionRoutes, zoneHook } from './zones/positions.js';
@@ -76,6 +79,8 @@ import { leaveKafkaMode } from './eventlog/relay-sql.js';
 import { integrationRoutes } from './delivery/integrations/routes.js';
 import { historyRoutes } from './delivery/history.js';
 import { ResultStreams, streamRoutes } from './delivery/stream.js';
+import { LiveFeed } from './live/feed.js';
+import { liveRoutes } from './live/routes.js';
 import { consumerFloor, KEEP_ALL } from './eventlog/floor.js';
 import { migrationPrograms, Storage } from './storage/storage.js';
 import { foldRollups, materializeRollups, rollupHooks } from './rollups/rollups.js';
@@ -103,6 +108,8 @@ export interface Services {
   delivery: DeliveryCounters | null;
   alerts: AlertEngine;
   streams: ResultStreams;
+  /** The live fleet streams' one reader in this process (src/live/). */
+  live: LiveFeed;
   /** Partitions and retention (docs/DESIGN.md, "Storage"). */
   storage: Storage;
   /** What runs with every store (records/hooks.ts); the benchmark takes one out to measure its cost. */
@@ -305,6 +312,20 @@ export async function buildApp(
     const streams = streamShares
       ? new ResultStreams(streamLimits, (owner, max) => streamShares(owner, 1, max))
       : new ResultStreams(streamLimits);
+    // The live fleet streams: one reader per process; an owner's streams counted like result streams.
+    const liveShares = member ? linkedShares(link!, 'live', linkFailed('live stream admitted')) : null;
+    const live = new LiveFeed(
+      db,
+      {
+        maxOpenPerOwner: cfg.LIVE_MAX_OPEN_PER_OWNER,
+        maxOpen: cfg.LIVE_MAX_OPEN,
+        pollMs: cfg.LIVE_POLL_MS,
+        recheckSeconds: cfg.LIVE_RECHECK_SECONDS,
+      },
+      app.log,
+      async (authorization) => new Tenancy(db, await authenticate(db, tokens, authorization)).visibleOwners(),
+      liveShares ? (owner, max) => liveShares(owner, 1, max) : undefined,
+    );
     const ingest = new Ingest({ db, cfg, hooks, limiter: deviceLimiter!, ...(member ? { budget: linkedLogBudget(link!) } : {}) });
     // What holds per instance travels over the link: the coordinator counts, casts reach every process.
     const bodyShares = member ? linkedShares(link!, 'body', linkFailed('body admitted')) : localShares();
@@ -314,7 +335,11 @@ export async function buildApp(
       const counts = hub
         ? serveCounts(hub, {
             limiters: { api: limiter, device: deviceLimiter! },
-            shares: { body: bodyShares, streams: async (owner, _one, max) => streams.takeHere(owner, max) },
+            shares: {
+              body: bodyShares,
+              streams: async (owner, _one, max) => streams.takeHere(owner, max),
+              live: async (owner, _one, max) => live.takeHere(owner, max),
+            },
             signIns: unknownSignIns,
             logBudget: (known, address) => ingest.logBudget(known, address),
           })
@@ -336,6 +361,7 @@ export async function buildApp(
       delivery: null,
       alerts,
       streams,
+      live,
       storage,
       hooks,
       ingest,
@@ -443,6 +469,8 @@ export async function buildApp(
       }
     };
   }
+  // Live streams end (with an `end` event) before the server waits for its connections to close.
+  app.addHook('preClose', async () => app.services.live.close());
   app.addHook('onClose', async () => {
     // Delivery stops first (a stopping instance sends nothing new and hands its claims back at
     // once), beside the periodic tasks' last turns rather than after them.
@@ -542,7 +570,7 @@ export async function buildApp(
       offsetsLost: async () => (await partitions()).filter(offsetsLost).length,
     },
   });
-  await app.register(dashboardRoutes, { realm: cfg.AUTH_REALM });
+  await app.register(dashboardRoutes, { realm: cfg.AUTH_REALM, tiles: mapTiles(cfg) });
   await app.register(emailLinkRoutes, { db, secretsKey, linkHours: cfg.EMAIL_LINK_HOURS });
   // Share links' pages (src/share/): no sign-in, the link is the credential.
   await app.register(sharePageRoutes, { db, cfg });
@@ -553,6 +581,7 @@ export async function buildApp(
     async (api) => {
       await api.register(ownerRoutes, { db, retentionDays: cfg.RETENTION_DAYS ?? null, graceSeconds: cfg.RETENTION_GRACE_SECONDS });
       await api.register(assetRoutes, { db });
+      await api.register(overviewRoutes, { db, maxAssets: cfg.OVERVIEW_MAX_ASSETS });
       await api.register(credentialRoutes, { db, passwordCost: cfg.PASSWORD_HASH_COST });
       await api.register(recordRoutes, { db, cfg, hooks });
       await api.register(positionRoutes, { db });
@@ -577,6 +606,7 @@ export async function buildApp(
       await api.register(integrationRoutes, { db, secretsKey, policy, limits: cfg });
       await api.register(historyRoutes, { db, secretsKey, policy });
       await api.register(streamRoutes, { db, streams: app.services.streams });
+      await api.register(liveRoutes, { db, feed: app.services.live });
       await api.register(shareLinkRoutes, { db, maxLinksPerOwner: cfg.SHARE_MAX_LINKS_PER_OWNER });
     },
     { prefix: '/api/v1' },

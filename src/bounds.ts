@@ -327,6 +327,41 @@ export const BOUNDS = {
     what: "lines a result stream's replay starts back from (`last`; the dashboard asks for 2,000)",
     past: '400 VALIDATION_FAILED naming /last',
   },
+  liveStreamsPerOwner: {
+    setting: 'LIVE_MAX_OPEN_PER_OWNER',
+    value: 10,
+    unit: 'count',
+    what: 'live fleet streams open at once per owner (per instance)',
+    past: '429 TOO_MANY_CONCURRENT with Retry-After',
+  },
+  liveStreams: {
+    setting: 'LIVE_MAX_OPEN',
+    value: 1000,
+    unit: 'count',
+    what: 'live fleet streams open at once per HTTP process, all owners together',
+    past: '503 SERVICE_BUSY with Retry-After',
+  },
+  liveSnapshotAssets: {
+    setting: null,
+    value: 10_000,
+    unit: 'count',
+    what: "assets in a live fleet stream's snapshot (those with the newest positions first)",
+    past: 'the snapshot says `truncated: true`; updates still come for every visible asset',
+  },
+  liveQueuedMessages: {
+    setting: null,
+    value: 1000,
+    unit: 'count',
+    what: "a live fleet stream's events, notifications and asset changes waiting for a client that does not read (positions wait as one per asset, the latest)",
+    past: 'the stream ends with an `end` event, reason SLOW_CLIENT',
+  },
+  liveBufferedBytes: {
+    setting: null,
+    value: MiB,
+    unit: 'bytes',
+    what: 'bytes written to a live fleet stream and not yet taken by its client',
+    past: 'the stream ends with an `end` event, reason SLOW_CLIENT',
+  },
   // ---- Exports and reports ----
   exportDays: {
     setting: 'EXPORT_MAX_DAYS',
@@ -341,6 +376,13 @@ export const BOUNDS = {
     unit: 'days',
     what: "a report's from..to range",
     past: '400 VALIDATION_FAILED naming /from',
+  },
+  overviewAssets: {
+    setting: 'OVERVIEW_MAX_ASSETS',
+    value: 1000,
+    unit: 'count',
+    what: 'assets one asset overview answer covers (GET /assets/overview, JSON pages and CSV): the first by name that its search and asset filters leave',
+    past: 'the rest are left out of that answer, which says `Overview-Truncated: true`; search or filter (q, ownerId, disabled) to reach them',
   },
   // ---- Share links (API guide 8, "Share links") ----
   shareAssetsPerLink: {

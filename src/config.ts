@@ -54,6 +54,31 @@ const secretsKey: Parser<Buffer> = (raw) => {
   return b;
 };
 
+/**
+ * A raster tile template: an http or https URL with {z}, {x} and {y} (and optionally {s}, a
+ * subdomain among a, b and c, and {r}, "@2x" on a high-density screen). Leaflet draws raster tiles
+ * only: a vector style or a TileJSON URL (no {z}/{x}/{y}) is refused here, at start-up.
+ */
+export const TILE_SUBDOMAINS = ['a', 'b', 'c'] as const;
+const tileTemplate: Parser<string> = (raw) => {
+  const t = raw.trim();
+  const unknown = [...t.matchAll(/\{([^}]*)\}/g)].map((m) => m[1]).filter((k) => !['z', 'x', 'y', 's', 'r', '-y'].includes(k!));
+  if (!t.includes('{z}') || !t.includes('{x}') || !(t.includes('{y}') || t.includes('{-y}')))
+    throw new Error(
+      'must be a raster tile template with {z}, {x} and {y}, e.g. https://tile.example.org/{z}/{x}/{y}.png (a vector style or TileJSON URL is not supported)',
+    );
+  if (unknown.length) throw new Error(`has {${unknown[0]}}: only {z}, {x}, {y}, {-y}, {s} and {r} are filled in`);
+  let u: URL;
+  try {
+    u = new URL(t.replaceAll('{s}', 'a').replace(/\{-?[zxyr]\}/g, '0'));
+  } catch {
+    throw new Error('must be a URL');
+  }
+  if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new Error('must use http: or https:');
+  if (u.username || u.password) throw new Error('must not carry a user name or password (the browser shows it to everyone)');
+  return t;
+};
+
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
 // name -> [parser, default (undefined = optional), description for docs/CONFIGURATION.md]
@@ -181,6 +206,9 @@ const spec = {
   // Exports (API guide 5): the longest from..to range one export may cover.
   EXPORT_MAX_DAYS: [int(1, 36500), '366'],
   REPORT_MAX_DAYS: [int(1, 36500), '92'],
+  // The asset overview (API guide 5): the assets one answer covers (its sort and page are computed
+  // in the process: at most 10,000, a few hundred milliseconds of the event loop).
+  OVERVIEW_MAX_ASSETS: [int(1, 10_000), '1000'],
   ROLLUP_RETENTION_DAYS: [int(1, 36500), '1095'],
   ROLLUP_CLOSE_AFTER_SECONDS: [int(0, 90 * 86400), '300'],
   INGEST_TRACCAR_TOKEN: [
@@ -277,6 +305,13 @@ const spec = {
   STREAM_MAX_OPEN_PER_OWNER: [int(1, 1000), '5'],
   STREAM_MAX_WINDOW_HOURS: [int(1, 24 * 3650), '168'],
   STREAM_MAX_ANSWER_BYTES: [int(1024, 1024 * 1024 * 1024), String(64 * 1024 * 1024)],
+  // The live fleet stream (API guide 9, "Live fleet"): streams open at once per owner (per
+  // instance) and per HTTP process, how often the process's one reader looks at the event log when
+  // no notification woke it, and how often each open stream's credential is checked again.
+  LIVE_MAX_OPEN_PER_OWNER: [int(1, 1000), '10'],
+  LIVE_MAX_OPEN: [int(1, 100_000), '1000'],
+  LIVE_POLL_MS: [int(50, 10_000), '500'],
+  LIVE_RECHECK_SECONDS: [int(1, 3600), '15'],
   // The alert sweep (API guide 8): how often it looks for violations that fell due on silent assets,
   // and how long an asset must have sent nothing before the sweep acts for it (0 = at once).
   ALERT_SWEEP_SECONDS: [int(1, 3600), '30'],
@@ -335,6 +370,12 @@ const spec = {
   SHARE_MAX_LINKS_PER_OWNER: [int(1, 1_000_000), '1000'],
   SHARE_MAX_USES_PER_MINUTE: [int(1, 100_000), '60'],
   SHARE_MAX_REQUESTS_PER_ADDRESS: [int(1, 1_000_000), '300'],
+  // Street maps (docs/CONFIGURATION.md): unset, the dashboard's map and the share pages draw the
+  // service's own offline base map and ask no other machine for anything; set, a raster tile
+  // template the browser fetches tiles from (its origin added to the pages' img-src), and the
+  // attribution the tiles' terms require.
+  MAP_TILE_URL: [tileTemplate, undefined],
+  MAP_ATTRIBUTION: [str, undefined],
   // Request bodies over 1 MiB (only the data-record creates take them, up to 8 MiB) being parsed,
   // stored and answered at once, per instance (API guide 7): past it a create is answered 503 with
   // Retry-After before its body is read. Sized to `npm start`'s 128 MB heap: one 8 MiB bulk took
@@ -400,6 +441,9 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   if (Boolean(env.EVENT_LOG_KAFKA_SASL_MECHANISM) !== Boolean(env.EVENT_LOG_KAFKA_SASL_USERNAME)) {
     problems.push('EVENT_LOG_KAFKA_SASL_MECHANISM and EVENT_LOG_KAFKA_SASL_USERNAME: set both or neither');
   }
+  if (env.MAP_TILE_URL && !env.MAP_ATTRIBUTION?.trim())
+    problems.push('MAP_ATTRIBUTION: required with MAP_TILE_URL (the tiles\' terms require it, e.g. "© OpenStreetMap contributors")');
+  if (env.MAP_ATTRIBUTION && !env.MAP_TILE_URL) problems.push('MAP_ATTRIBUTION: set only together with MAP_TILE_URL');
   const mqttMessage = out.INGEST_MQTT_MAX_MESSAGE_BYTES as number | undefined;
   const mqttFlight = out.INGEST_MQTT_MAX_BYTES_IN_FLIGHT as number | undefined;
   if (mqttMessage !== undefined && mqttFlight !== undefined && mqttMessage > mqttFlight) {

@@ -196,15 +196,14 @@ if (TEST_DB === 'postgres') {
 
     // From the fleet map: the asset, fitted, clicked; "Open asset page".
     await page.click('header >> text=Fleet');
-    await page.waitForSelector('canvas.map[data-assets="1"]');
+    await page.waitForSelector('div.map[data-assets="1"]');
     await page.click('text=Fit fleet');
     await waitFor(
       () => 'the fleet fitted',
       async () =>
-        Number(await page.locator('canvas.map').getAttribute('data-zoom')) > 1000 &&
-        !(await page.locator('canvas.map[data-animating]').count()),
+        Number(await page.locator('div.map').getAttribute('data-zoom')) >= 12 && !(await page.locator('div.map[data-animating]').count()),
     );
-    const box = (await page.locator('canvas.map').boundingBox())!;
+    const box = (await page.locator('div.map').boundingBox())!;
     await page.mouse.click(box.x + box.width / 2, box.y + box.height / 2);
     await page.click('text=Open asset page');
     await page.waitForSelector('.asset-page h2:text("REEFER-0042")');
@@ -275,12 +274,12 @@ if (TEST_DB === 'postgres') {
     await page.locator('.chart-frame').screenshot({ path: path.join(ARTIFACTS, 'asset-chart-24h.png') });
 
     // The trips and stops on the map, fitted to them; the tables.
-    await page.waitForSelector('canvas.map[data-trips="3"][data-stops="2"]');
+    await page.waitForSelector('div.map[data-trips="3"][data-stops="2"]');
     await waitFor(
       () => 'the route fitted, with the 10m land',
       async () => {
-        const map = page.locator('canvas.map');
-        return Number(await map.getAttribute('data-zoom')) > 50 && (await map.getAttribute('data-land')) === '10m';
+        const map = page.locator('div.map');
+        return Number(await map.getAttribute('data-zoom')) > 7 && (await map.getAttribute('data-land')) === '10m';
       },
     );
     for (const [kind, rows] of [
@@ -294,8 +293,8 @@ if (TEST_DB === 'postgres') {
       await page.waitForSelector(`section[data-report="${kind}"][data-state="loaded"][data-rows="${rows}"]`);
     }
     await page.waitForSelector('section[data-report="zones"] >> text=Depot Moerdijk');
-    await page.locator('canvas.map').scrollIntoViewIfNeeded();
-    await page.locator('canvas.map').screenshot({ path: path.join(ARTIFACTS, 'asset-map-24h.png') });
+    await page.locator('div.map').scrollIntoViewIfNeeded();
+    await page.locator('div.map').screenshot({ path: path.join(ARTIFACTS, 'asset-map-24h.png') });
     await page.screenshot({ path: path.join(ARTIFACTS, 'asset-page-24h.png'), fullPage: true });
 
     // "Download CSV": the stops report, the raw reefer data, each a file that starts with its header.
@@ -678,7 +677,7 @@ if (TEST_DB === 'postgres') {
     await phone.waitForSelector('header nav');
     const sideways = () => phone.evaluate('document.documentElement.scrollWidth - document.documentElement.clientWidth') as Promise<number>;
     for (const [hash, ready] of [
-      ['#/fleet', 'canvas.map'],
+      ['#/fleet', 'div.map'],
       [`#/assets/${assets[0]!.id}`, '.chart-frame[data-state="loaded"]'],
       ['#/alarms', 'section.inbox p.hint'],
     ] as const) {

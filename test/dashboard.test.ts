@@ -1,6 +1,6 @@
 // The browser tests: the dashboard in a real Chromium (playwright-core with Debian's
 // chromium). An operator signs in on the issuer's page (authorization code with PKCE), reloads and
-// is signed in again with one click (the issuer's sign-in session), sees an integration's attempts
+// is signed in again with no click (the issuer's sign-in session), sees an integration's attempts
 // arrive live, redelivers a failed one and sees it succeed, sees an asset on the map, signs out
 // (the next sign-in asks for the password); a customer's API key sees its own fleet and, read-only,
 // the operator's integration. A customer's user runs the portal: creates an integration of each
@@ -107,11 +107,11 @@ if (TEST_DB === 'postgres') {
     await op.waitForSelector('header nav');
     assert.equal(new URL(op.url()).search, '', 'the code is gone from the address bar');
     await op.waitForSelector('header >> text=operator');
-    // A reload keeps no token (none is in browser storage), yet one click signs in again: the
-    // issuer's sign-in session answers without its form.
+    // A reload keeps no token (browser storage holds only the word that an account signed in), yet
+    // it signs in again with no click: prompt=none, and the issuer's sign-in session answers.
     assert.deepEqual(
-      await op.evaluate('[Object.keys(localStorage).length, Object.keys(sessionStorage).length]'),
-      [0, 0],
+      await op.evaluate('[Object.entries(localStorage), Object.keys(sessionStorage).length]'),
+      [[['dashboard.signIn', 'account']], 0],
       'no token in browser storage',
     );
     const cookies = await op.context().cookies();
@@ -119,7 +119,6 @@ if (TEST_DB === 'postgres') {
     assert.ok(signInCookie?.httpOnly, 'the sign-in session is an HttpOnly cookie');
     assert.equal(signInCookie?.sameSite, 'Strict');
     await op.reload();
-    await op.click('text=Sign in with your account');
     await op.waitForSelector('header nav');
     assert.equal(await op.locator('input[name=password]').count(), 0, 'no password asked');
     await op.waitForSelector('header >> text=operator');
@@ -164,11 +163,10 @@ if (TEST_DB === 'postgres') {
 
     // The fleet: the asset on the map, its zone drawn, its track on a click.
     await op.click('text=Fleet');
-    await op.waitForSelector('canvas.map[data-assets="1"]');
+    await op.waitForSelector('div.map[data-assets="1"]');
     await op.waitForSelector('text=1 of 1 assets on the map');
     // A click on the asset shows its track: both of its positions.
-    const box = (await op.locator('canvas.map').boundingBox())!;
-    await op.mouse.click(box.x + ((4.1 + 180) / 360) * box.width, box.y + ((90 - 51.9) / 180) * box.height);
+    await op.click('div.map path.map-asset');
     await op.waitForSelector('text=DASH0001: 2 positions in the last 24 h');
     await op.screenshot({ path: path.join(ARTIFACTS, 'dashboard-fleet.png'), fullPage: true });
 
@@ -191,7 +189,7 @@ if (TEST_DB === 'postgres') {
     assert.equal(await cu.locator('table.attempts button', { hasText: 'Redeliver' }).count(), 0);
     assert.equal(await cu.locator('button', { hasText: 'Rotate signing secret' }).count(), 0);
     await cu.click('text=Fleet');
-    await cu.waitForSelector('canvas.map[data-assets="1"]');
+    await cu.waitForSelector('div.map[data-assets="1"]');
     await cu.screenshot({ path: path.join(ARTIFACTS, 'dashboard-customer-fleet.png'), fullPage: true });
 
     // A bad key is refused on the sign-in form.

@@ -292,3 +292,44 @@ test('the sign-in page uses nothing its own Content-Security-Policy refuses (its
     assert.ok(allows(directive, url), `${directive} refuses ${url}: ${page.headers.get('content-security-policy')}`);
   assert.doesNotMatch(html, /<style\b|\sstyle="|<script>/, 'nothing inline');
 });
+
+test('prompt=none (the dashboard reloaded): a code at once with a live sign-in session, never the form; login_required without one or after signing out', async () => {
+  const first = pkce();
+  const ok = await login(first.challenge);
+  const cookie = (ok.headers.get('set-cookie') ?? '').split(';')[0]!;
+  const silent = pkce();
+  const ask = (extra: Record<string, string>, headers: Record<string, string> = {}) =>
+    fetch(`${ta.url}${base}/auth?${authorizeQuery(silent.challenge, { prompt: 'none', state: 'silent-1', ...extra })}`, {
+      headers,
+      redirect: 'manual',
+    });
+  const r = await ask({}, { cookie });
+  assert.equal(r.status, 303);
+  const to = new URL(r.headers.get('location')!);
+  assert.equal(to.searchParams.get('state'), 'silent-1');
+  const tokens = await exchange({ code: to.searchParams.get('code')!, code_verifier: silent.verifier });
+  assert.equal(tokens.status, 200, 'the silent code is exchanged as any other');
+  // No session: back to the client with login_required and its state, never the form.
+  for (const [extra, headers, what] of [
+    [{}, {}, 'no cookie'],
+    [{}, { cookie: 'atk_signin=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA' }, 'an unknown cookie'],
+  ] as const) {
+    const none = await ask(extra, headers);
+    assert.equal(none.status, 303, what);
+    const back = new URL(none.headers.get('location')!);
+    assert.equal(`${back.origin}${back.pathname}`, redirect, what);
+    assert.equal(back.searchParams.get('error'), 'login_required', what);
+    assert.equal(back.searchParams.get('state'), 'silent-1', what);
+    assert.equal(back.searchParams.get('code'), null, what);
+  }
+  // none goes alone (OpenID Connect Core 3.1.2.1): with another value the request is malformed.
+  const both = await ask({ prompt: 'none login' }, { cookie });
+  assert.equal(new URL(both.headers.get('location')!).searchParams.get('error'), 'invalid_request');
+  // A list with login still shows the form.
+  assert.equal((await ask({ prompt: 'login consent' }, { cookie })).status, 200);
+  // After signing out the same cookie gets login_required.
+  const out = await fetch(`${ta.url}${base}/logout`, { method: 'POST', headers: { cookie, origin: ta.url } });
+  assert.equal(out.status, 204);
+  const after = await ask({}, { cookie });
+  assert.equal(new URL(after.headers.get('location')!).searchParams.get('error'), 'login_required');
+});

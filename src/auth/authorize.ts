@@ -9,9 +9,10 @@
 // A sign-in also opens a sign-in session (as Keycloak's SSO session): a random value in an
 // HttpOnly, SameSite=Strict cookie scoped to the issuer's paths, its digest in sign_in_sessions.
 // While it lasts (SIGN_IN_SESSION_HOURS) the authorization endpoint answers with a code at once,
-// without the form (prompt=login asks anyway; prompt=none never shows the form), so a reloaded
-// dashboard, which keeps its tokens in memory only, signs in again with one click. The logout
-// endpoint ends it and every login made through it.
+// without the form (prompt=login asks anyway; prompt=none never shows the form: login_required
+// without a session, OpenID Connect Core 3.1.2.6), so a reloaded dashboard, which keeps its tokens
+// in memory only, signs in again with no click (it asks with prompt=none). The logout endpoint ends
+// it and every login made through it.
 import crypto from 'node:crypto';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
@@ -223,10 +224,15 @@ export async function authorizeRoutes(
       const p = req.query;
       const checked = await accepted(req, reply, p);
       if (!checked) return reply;
+      // prompt is a space-separated list (OpenID Connect Core 3.1.2.1); none goes with no other value.
+      const prompts = (p.prompt ?? '').split(' ').filter(Boolean);
+      if (prompts.includes('none') && prompts.length > 1) {
+        return redirectError(reply, checked.redirect, 'invalid_request', 'prompt=none cannot be combined with another value.', p.state);
+      }
       // Signed in already (the cookie): a code at once, unless the client asks for the form.
-      const session = p.prompt === 'login' ? undefined : await signInOf(req);
+      const session = prompts.includes('login') ? undefined : await signInOf(req);
       if (session) return codeRedirect(reply, p, checked, session.user_id, session.id);
-      if (p.prompt === 'none') return redirectError(reply, checked.redirect, 'login_required', 'No sign-in session.', p.state);
+      if (prompts.includes('none')) return redirectError(reply, checked.redirect, 'login_required', 'No sign-in session.', p.state);
       const { prompt: _prompt, ...form } = p;
       return page(reply, 200, loginForm(form, req.url.split('?')[0]!));
     });

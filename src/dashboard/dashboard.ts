@@ -1,8 +1,10 @@
 // The dashboard page (API guide 9) at /dashboard: static files and one script, bundled from
 // dashboard/main.tsx (and the files it imports) with esbuild when first asked for (Preact from npm, the
-// world's land from world-atlas at three resolutions: nothing comes from a CDN). The page needs no credential; every
+// world's land from world-atlas at three resolutions, Leaflet and its stylesheet: nothing comes from a CDN). The page needs no credential; every
 // call it makes carries the one signed in with. A strict Content-Security-Policy: scripts, styles
-// and connections only from this origin, no inline script, no framing.
+// and connections only from this origin, no inline script, no framing; images from this origin
+// too, and, when an operator configured street tiles (MAP_TILE_URL, tiles.ts), from the tile
+// server's origin and nothing else.
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
@@ -11,6 +13,7 @@ import { promisify } from 'node:util';
 import zlib from 'node:zlib';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { DASHBOARD_CLIENT_ID } from '../bootstrap.js';
+import { type MapTiles, withTileOrigins } from './tiles.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../dashboard');
 const require = createRequire(import.meta.url);
@@ -35,6 +38,13 @@ function gzippedLand(file: string): Promise<Buffer> {
   }
   return p;
 }
+
+// The page's stylesheet: Leaflet's (its rules for the marker images and the layers control, which
+// the map does not use, left out: nothing it asks for is missing) and then dashboard/app.css.
+const leafletCss = fs
+  .readFileSync(path.join(path.dirname(require.resolve('leaflet/package.json')), 'dist/leaflet.css'), 'utf8')
+  .replace(/^[^\n]*url\([^)]*\)[^\n]*\n/gm, '');
+const appCss = async () => `${leafletCss}\n${await fs.promises.readFile(path.join(ROOT, 'app.css'), 'utf8')}`;
 
 let bundle: Promise<string> | undefined;
 /** The page's script: dashboard/main.tsx and its npm imports in one minified ES module, built once. */
@@ -61,13 +71,14 @@ function buildBundle(): Promise<string> {
   return bundle;
 }
 
-export async function dashboardRoutes(app: FastifyInstance, { realm }: { realm: string }): Promise<void> {
+export async function dashboardRoutes(
+  app: FastifyInstance,
+  { realm, tiles = null }: { realm: string; tiles?: MapTiles | null },
+): Promise<void> {
   const opts = { config: { public: true }, schema: { hide: true } };
+  const policy = withTileOrigins(DASHBOARD_CSP, tiles);
   const secure = (reply: FastifyReply) =>
-    reply
-      .header('Content-Security-Policy', DASHBOARD_CSP)
-      .header('X-Content-Type-Options', 'nosniff')
-      .header('Referrer-Policy', 'no-referrer');
+    reply.header('Content-Security-Policy', policy).header('X-Content-Type-Options', 'nosniff').header('Referrer-Policy', 'no-referrer');
 
   app.get('/dashboard', opts, async (_req, reply) => reply.redirect('/dashboard/'));
   app.get('/dashboard/', opts, async (_req, reply) =>
@@ -79,7 +90,7 @@ export async function dashboardRoutes(app: FastifyInstance, { realm }: { realm: 
   app.get('/dashboard/app.css', opts, async (_req, reply) =>
     secure(reply)
       .type('text/css; charset=utf-8')
-      .send(fs.createReadStream(path.join(ROOT, 'app.css'))),
+      .send(await appCss()),
   );
   app.get('/dashboard/app.js', opts, async (_req, reply) =>
     secure(reply)
@@ -87,7 +98,8 @@ export async function dashboardRoutes(app: FastifyInstance, { realm }: { realm: 
       .header('Cache-Control', 'no-cache')
       .send(await buildBundle()),
   );
-  // Where the page signs users in: the issuer's endpoints on the origin the page was loaded from.
+  // Where the page signs users in: the issuer's endpoints on the origin the page was loaded from;
+  // the street tiles its map draws (null: the built-in base map).
   app.get('/dashboard/config.json', opts, async (_req, reply) => {
     const base = `/auth/realms/${realm}/protocol/openid-connect`;
     return secure(reply)
@@ -97,6 +109,7 @@ export async function dashboardRoutes(app: FastifyInstance, { realm }: { realm: 
         authorizationEndpoint: `${base}/auth`,
         tokenEndpoint: `${base}/token`,
         logoutEndpoint: `${base}/logout`,
+        map: { tiles },
       });
   });
   for (const level of LAND_LEVELS) {

@@ -16,11 +16,15 @@ import type { Db } from '../db/db.js';
 import { ApiError } from '../http/errors.js';
 import { type Limiter, MemoryLimiter, RedisLimiter } from '../http/limits.js';
 import { BOUNDS } from '../bounds.js';
+import { mapTiles, withTileOrigins } from '../dashboard/tiles.js';
 import { isToken } from './links.js';
 import { readView, type Use, useLink } from './read.js';
 import { refusedHtml, SHARE_CSS, viewHtml } from './render.js';
 
-/** The page's policy: its stylesheet, nothing else; no script, no form, no framing, no referrer. */
+/**
+ * The page's policy: its stylesheet, nothing else; no script, no form, no framing, no referrer.
+ * With street tiles (MAP_TILE_URL), images from the tile server's origin too, nothing else.
+ */
 export const SHARE_CSP = "default-src 'none'; style-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
 const TokenParam = Type.Object({ token: Type.String({ minLength: 1, maxLength: 200 }) });
@@ -34,7 +38,8 @@ const AssetQuery = Type.Object({
   ),
 });
 
-type ShareConfig = Pick<Config, 'SHARE_MAX_USES_PER_MINUTE' | 'SHARE_MAX_REQUESTS_PER_ADDRESS' | 'REDIS_URL'>;
+type ShareConfig = Pick<Config, 'SHARE_MAX_USES_PER_MINUTE' | 'SHARE_MAX_REQUESTS_PER_ADDRESS' | 'REDIS_URL'> &
+  Partial<Pick<Config, 'MAP_TILE_URL' | 'MAP_ATTRIBUTION'>>;
 
 export const sharePageRoutes: FastifyPluginAsyncTypebox<{ db: Db; cfg: ShareConfig }> = async (app, { db, cfg }) => {
   const settings = { max: cfg.SHARE_MAX_REQUESTS_PER_ADDRESS, windowMs: 60_000, concurrent: 20 };
@@ -46,10 +51,12 @@ export const sharePageRoutes: FastifyPluginAsyncTypebox<{ db: Db; cfg: ShareConf
   app.addHook('onClose', async () => limiter.close());
 
   const common = { config: { public: true }, schema: { hide: true, params: TokenParam, querystring: AssetQuery } };
+  const tiles = mapTiles(cfg);
+  const policy = withTileOrigins(SHARE_CSP, tiles);
   /** A page's headers: the token is in the URL, so no referrer leaves it, and no cache keeps it. */
   const secure = (reply: FastifyReply) =>
     reply
-      .header('Content-Security-Policy', SHARE_CSP)
+      .header('Content-Security-Policy', policy)
       .header('Cache-Control', 'no-store')
       .header('X-Frame-Options', 'DENY')
       .header('Referrer-Policy', 'no-referrer')
@@ -100,7 +107,7 @@ export const sharePageRoutes: FastifyPluginAsyncTypebox<{ db: Db; cfg: ShareConf
     }
     const view = await readView(db, u.link, (req.query as { asset?: number }).asset);
     if (!view) return reply.code(404).send(refusedHtml(404, 'This link shares no asset at that place in its list.'));
-    return reply.send(viewHtml(view));
+    return reply.send(viewHtml(view, tiles));
   });
 
   app.get('/share/:token/data', common, async (req, reply) => {

@@ -3,6 +3,7 @@
 // graticule) and as coordinates, the chosen asset's track on it, and its temperatures as a line
 // chart, both inline SVG drawn with presentation attributes (the page's Content-Security-Policy
 // allows no inline style or script). Every text from the database is escaped.
+import { type MapTiles, tileUrl } from '../dashboard/tiles.js';
 import { readable, type Reading, type SharedAsset, type TrackPoint, type View } from './read.js';
 
 export const esc = (s: string) =>
@@ -76,9 +77,11 @@ interface Marker {
 
 /**
  * An SVG map of a track (oldest first) and markers, fitted to them. Longitudes are unwrapped from
- * the first point on, so a track across the antimeridian stays one line.
+ * the first point on, so a track across the antimeridian stays one line. With street tiles
+ * (MAP_TILE_URL), the tiles under it as SVG images (the zoom level whose tiles come closest to
+ * 256 of the picture's units) and their attribution, instead of the graticule.
  */
-export function mapSvg(track: TrackPoint[], markers: Marker[]): string {
+export function mapSvg(track: TrackPoint[], markers: Marker[], tiles: MapTiles | null = null): string {
   const W = 720;
   const H = 360;
   const PAD = 28;
@@ -121,8 +124,9 @@ export function mapSvg(track: TrackPoint[], markers: Marker[]): string {
   const right = x1 + (PAD / (W - 2 * PAD)) * sx;
   const top = y0 - (PAD / (H - 2 * PAD)) * sy;
   const bottom = y1 + (PAD / (H - 2 * PAD)) * sy;
+  if (tiles) parts.push(tileImages(tiles, { left, right, top, bottom }, px, py));
   const lonStep = stepFor((right - left) * 360, 6);
-  for (let lon = Math.ceil((left * 360 - 180) / lonStep) * lonStep; lon <= right * 360 - 180; lon += lonStep) {
+  for (let lon = Math.ceil((left * 360 - 180) / lonStep) * lonStep; !tiles && lon <= right * 360 - 180; lon += lonStep) {
     const x = px(mercX(lon)).toFixed(1);
     const shown = ((((lon + 180) % 360) + 360) % 360) - 180;
     parts.push(`<line x1="${x}" y1="0" x2="${x}" y2="${H}" stroke="#d5dee8" stroke-width="1"/>`);
@@ -133,7 +137,7 @@ export function mapSvg(track: TrackPoint[], markers: Marker[]): string {
   const latTop = latOf(top);
   const latBottom = latOf(bottom);
   const latStep = stepFor(latTop - latBottom, 5);
-  for (let lat = Math.ceil(latBottom / latStep) * latStep; lat <= latTop; lat += latStep) {
+  for (let lat = Math.ceil(latBottom / latStep) * latStep; !tiles && lat <= latTop; lat += latStep) {
     const y = py(mercY(lat)).toFixed(1);
     parts.push(`<line x1="0" y1="${y}" x2="${W}" y2="${y}" stroke="#d5dee8" stroke-width="1"/>`);
     parts.push(`<text x="4" y="${(Number(y) - 3).toFixed(1)}" font-size="10" fill="#7b8794">${fmt(lat, latStep < 0.01 ? 3 : 2)}°</text>`);
@@ -154,10 +158,37 @@ export function mapSvg(track: TrackPoint[], markers: Marker[]): string {
       );
     }
   }
+  if (tiles?.attribution)
+    parts.push(
+      `<text class="attribution" x="${W - 4}" y="${H - 5}" font-size="10" fill="#333" stroke="#fff" stroke-width="3" paint-order="stroke" text-anchor="end">${esc(tiles.attribution)}</text>`,
+    );
   return (
     `<svg class="map" viewBox="0 0 ${W} ${H}" role="img" aria-label="Map" data-track-points="${t.length}" data-markers="${m.length}" xmlns="http://www.w3.org/2000/svg">` +
     `<rect width="${W}" height="${H}" fill="#eaf1f8"/>${parts.join('')}</svg>`
   );
+}
+
+/** The street tiles covering a box (world units), as SVG images placed by px and py. */
+function tileImages(
+  tiles: MapTiles,
+  box: { left: number; right: number; top: number; bottom: number },
+  px: (x: number) => number,
+  py: (y: number) => number,
+): string {
+  const unitsPerWorld = px(1) - px(0);
+  const z = Math.max(0, Math.min(18, Math.round(Math.log2(unitsPerWorld / 256))));
+  const n = 2 ** z;
+  const out: string[] = [];
+  const size = (unitsPerWorld / n).toFixed(2);
+  for (let ty = Math.max(0, Math.floor(box.top * n)); ty <= Math.min(n - 1, Math.floor(box.bottom * n)); ty++) {
+    for (let tx = Math.floor(box.left * n); tx <= Math.floor(box.right * n); tx++) {
+      const href = esc(tileUrl(tiles, z, ((tx % n) + n) % n, ty));
+      out.push(
+        `<image class="tile" href="${href}" x="${px(tx / n).toFixed(2)}" y="${py(ty / n).toFixed(2)}" width="${size}" height="${size}" preserveAspectRatio="none"/>`,
+      );
+    }
+  }
+  return out.join('');
 }
 
 // ---- the temperature chart ----
@@ -239,7 +270,7 @@ const positionText = (a: SharedAsset) =>
     : '<span class="muted">no position yet</span>';
 
 /** The page of a use: the assets, then the chosen one's track and temperatures. */
-export function viewHtml(v: View): string {
+export function viewHtml(v: View, tiles: MapTiles | null = null): string {
   const shows = (s: string) => v.show.includes(s as never);
   const detail = shows('track') || shows('temperature');
   const chosen = v.assets.find((a) => a.index === v.asset);
@@ -271,14 +302,14 @@ export function viewHtml(v: View): string {
       longitude: a.position!.longitude,
       label: v.assets.length > 1 ? String(a.index + 1) : '',
     }));
-    out.push(`<div class="card">${mapSvg([], markers)}</div>`);
+    out.push(`<div class="card">${mapSvg([], markers, tiles)}</div>`);
   }
   if (chosen && detail) {
     if (v.assets.length > 1) out.push(`<h2>${esc(chosen.name)}</h2>`);
     if (v.track) {
       const pts = v.track.points;
       const marker = chosen.position ? [{ latitude: chosen.position.latitude, longitude: chosen.position.longitude, label: '' }] : [];
-      const map = mapSvg(pts, marker.length ? marker : pts.length ? [{ ...pts[pts.length - 1]!, label: '' }] : []);
+      const map = mapSvg(pts, marker.length ? marker : pts.length ? [{ ...pts[pts.length - 1]!, label: '' }] : [], tiles);
       out.push(
         `<div class="card track" data-points="${pts.length}"><h2>Track</h2>` +
           (pts.length

@@ -130,3 +130,33 @@ test('HTTP_WORKERS: one per core but one (1 to 8) by default on PostgreSQL; one 
   bad({ ...pg, HTTP_WORKERS: '0' }, 'HTTP_WORKERS');
   bad({ ...pg, HTTP_WORKERS: 'many' }, 'HTTP_WORKERS');
 });
+
+test('MAP_TILE_URL: a raster {z}/{x}/{y} template with its attribution, its origins added to the policies', async () => {
+  const { DASHBOARD_CSP } = await import('../../src/dashboard/dashboard.js');
+  const { SHARE_CSP } = await import('../../src/share/page.js');
+  const { mapTiles, tileOrigins, tileUrl, withTileOrigins } = await import('../../src/dashboard/tiles.js');
+  const attribution = '© OpenStreetMap contributors';
+  const osm = loadConfig({ MAP_TILE_URL: 'https://{s}.tile.example.org/{z}/{x}/{y}{r}.png', MAP_ATTRIBUTION: attribution });
+  const tiles = mapTiles(osm)!;
+  assert.deepEqual(tileOrigins(tiles), ['https://a.tile.example.org', 'https://b.tile.example.org', 'https://c.tile.example.org']);
+  assert.equal(tileUrl(tiles, 3, 4, 2), 'https://a.tile.example.org/3/4/2.png');
+  assert.equal(
+    withTileOrigins(DASHBOARD_CSP, tiles),
+    DASHBOARD_CSP.replace(
+      "img-src 'self' data:",
+      "img-src 'self' data: https://a.tile.example.org https://b.tile.example.org https://c.tile.example.org",
+    ),
+  );
+  const one = mapTiles(loadConfig({ MAP_TILE_URL: 'http://127.0.0.1:8081/tiles/{z}/{x}/{-y}.png', MAP_ATTRIBUTION: 'x' }));
+  assert.equal(withTileOrigins(SHARE_CSP, one), SHARE_CSP.replace('img-src data:', 'img-src data: http://127.0.0.1:8081'));
+  // Unset: no tiles, the policies unchanged.
+  assert.equal(mapTiles(loadConfig({})), null);
+  assert.equal(withTileOrigins(DASHBOARD_CSP, null), DASHBOARD_CSP);
+  // Refused at start-up: a style or TileJSON URL, another scheme, an unknown placeholder, no attribution.
+  bad({ MAP_TILE_URL: 'https://tiles.example.org/styles/basic/style.json', MAP_ATTRIBUTION: attribution }, 'MAP_TILE_URL');
+  bad({ MAP_TILE_URL: 'ftp://tiles.example.org/{z}/{x}/{y}.png', MAP_ATTRIBUTION: attribution }, 'MAP_TILE_URL');
+  bad({ MAP_TILE_URL: 'https://tiles.example.org/{z}/{x}/{y}.png?key={apikey}', MAP_ATTRIBUTION: attribution }, 'MAP_TILE_URL');
+  bad({ MAP_TILE_URL: 'https://user:pw@tiles.example.org/{z}/{x}/{y}.png', MAP_ATTRIBUTION: attribution }, 'MAP_TILE_URL');
+  bad({ MAP_TILE_URL: 'https://tiles.example.org/{z}/{x}/{y}.png' }, 'MAP_ATTRIBUTION');
+  bad({ MAP_ATTRIBUTION: attribution }, 'MAP_ATTRIBUTION');
+});
