@@ -4,6 +4,7 @@
 // for those only (`last`): an hour of a busy service is tens of megabytes the page would throw away.
 import { useEffect, useState } from 'preact/hooks';
 import { authorization } from './api.js';
+import { SseParser } from './sse.js';
 
 export interface Attempt {
   integrationId: string;
@@ -58,24 +59,13 @@ export function useAttemptStream(enabled: boolean, since: string) {
           if (!r.ok || !r.body) throw new Error(String(r.status));
           setState('live');
           const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
-          let buf = '';
+          const sse = new SseParser();
           for (;;) {
             const { value, done } = await reader.read();
             if (done) break;
-            buf += value;
-            let end = buf.indexOf('\n\n');
-            while (end >= 0) {
-              const block = buf.slice(0, end);
-              buf = buf.slice(end + 2);
-              const data = block
-                .split('\n')
-                .filter((l) => l.startsWith('data: '))
-                .map((l) => l.slice(6))
-                .join('\n');
-              const id = /^id: (.*)$/m.exec(block)?.[1];
-              if (id) last = id;
-              if (data) pending.push(JSON.parse(data) as Attempt);
-              end = buf.indexOf('\n\n');
+            for (const m of sse.push(value)) {
+              if (m.id) last = m.id;
+              if (m.data) pending.push(JSON.parse(m.data) as Attempt);
             }
             if (pending.length && !frame) {
               const wait = Math.max(0, FLUSH_MS - (performance.now() - lastFlush));

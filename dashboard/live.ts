@@ -7,6 +7,7 @@
 // snapshot; `state` says where it is.
 import { useEffect, useState } from 'preact/hooks';
 import { authorization } from './api.js';
+import { SseParser } from './sse.js';
 
 export interface LiveAsset {
   id: string;
@@ -122,27 +123,15 @@ export function useLive(enabled: boolean): Live {
             throw new Error(body?.message ?? `HTTP ${r.status}`);
           }
           const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
-          let buf = '';
+          const sse = new SseParser();
           for (;;) {
             const { value, done } = await reader.read();
             if (done) break;
-            buf += value;
-            let end = buf.indexOf('\n\n');
             let changed = false;
-            while (end >= 0) {
-              const block = buf.slice(0, end);
-              buf = buf.slice(end + 2);
-              const event = /^event: (.*)$/m.exec(block)?.[1];
-              const data = block
-                .split('\n')
-                .filter((l) => l.startsWith('data: '))
-                .map((l) => l.slice(6))
-                .join('\n');
-              if (event && data) {
-                apply(event, JSON.parse(data));
-                changed = true;
-              }
-              end = buf.indexOf('\n\n');
+            for (const m of sse.push(value)) {
+              if (!m.event || !m.data) continue;
+              apply(m.event, JSON.parse(m.data));
+              changed = true;
             }
             if (changed) {
               backoff = 1000;

@@ -140,8 +140,8 @@ const jobs = [...jobsOn(ownNode, lanes, true), ...otherNodes.flatMap((o) => jobs
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tracking-tests-'));
 
-/** The folders whose TypeScript the tests load; everything else in the mirror is a link. */
-const COMPILED = ['src', 'test', 'sim', 'bench', 'scripts'];
+/** The folders whose TypeScript the tests load (dashboard/: its stream parser, test/live-stream.ts); everything else in the mirror is a link. */
+const COMPILED = ['src', 'test', 'sim', 'bench', 'scripts', 'dashboard'];
 /**
  * Mirrors the repository into `into`: each .ts file of COMPILED compiled to .js beside a linked
  * source map, every other file and folder a symbolic link to the original. Returns `into`.

@@ -7,73 +7,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { customer, ok, startApp, TEST_DB, type TestApp, waitFor } from './helpers.js';
+import { openLive } from './live-stream.js';
 
 const ta = await startApp(undefined, { DELIVERY_ENABLED: 'false', LIVE_MAX_OPEN_PER_OWNER: '2', LIVE_RECHECK_SECONDS: '1' });
-
-interface SseEvent {
-  event: string;
-  data: any;
-  at: number;
-}
-
-/** Opens a live stream and collects its events as they arrive; `close` ends it. */
-async function live(url: string, key: string, query = '') {
-  const abort = new AbortController();
-  const r = await fetch(`${url}/api/v1/locations/live${query}`, {
-    headers: { authorization: `Bearer ${key}`, accept: 'text/event-stream' },
-    signal: abort.signal,
-  });
-  const events: SseEvent[] = [];
-  let ended = false;
-  let raw = '';
-  if (r.status === 200) {
-    void (async () => {
-      const reader = r.body!.pipeThrough(new TextDecoderStream()).getReader();
-      let buf = '';
-      try {
-        for (;;) {
-          const { value, done } = await reader.read();
-          if (done) break;
-          raw += value;
-          buf += value;
-          let end = buf.indexOf('\n\n');
-          while (end >= 0) {
-            const block = buf.slice(0, end);
-            buf = buf.slice(end + 2);
-            const event = /^event: (.*)$/m.exec(block)?.[1];
-            const data = block
-              .split('\n')
-              .filter((l) => l.startsWith('data: '))
-              .map((l) => l.slice(6))
-              .join('\n');
-            if (event) events.push({ event, data: JSON.parse(data), at: performance.now() });
-            end = buf.indexOf('\n\n');
-          }
-        }
-      } catch {
-        /* aborted */
-      }
-      ended = true;
-    })();
-  }
-  return {
-    status: r.status,
-    body: r.status === 200 ? undefined : await r.json(),
-    headers: r.headers,
-    events,
-    raw: () => raw,
-    get ended() {
-      return ended;
-    },
-    close: () => abort.abort(),
-    snapshot: () =>
-      waitFor(
-        () => 'the snapshot',
-        async () => events.find((e) => e.event === 'snapshot')?.data,
-        10_000,
-      ),
-  };
-}
 
 const store = (key: string, assetId: string, latitude: number, whenCreated = new Date().toISOString()) =>
   ta.call('POST', '/api/v1/locations', { token: key, body: { assetId, latitude, longitude: 4, whenCreated } });
@@ -89,7 +25,7 @@ test('the snapshot holds every visible asset (name, disabled, latest position), 
   ok(await store(a.key, a1, 10), 201);
   ok(await store(b.key, b1, 30), 201);
 
-  const s = await live(ta.url, a.key);
+  const s = await openLive(ta.url, a.key);
   assert.equal(s.status, 200);
   assert.match(s.headers.get('content-type') ?? '', /^text\/event-stream/);
   const snap = await s.snapshot();
@@ -149,7 +85,7 @@ test('a burst for one asset comes as its latest; ownerId narrows the stream and 
   const other = await customer(ta, 'live-other');
   const p1 = await parent.asset('P1');
   const c1 = await child.asset('C1');
-  const s = await live(ta.url, parent.key, `?ownerId=${child.ownerId}`);
+  const s = await openLive(ta.url, parent.key, `?ownerId=${child.ownerId}`);
   const snap = await s.snapshot();
   assert.deepEqual(
     snap.assets.map((x: any) => x.id),
@@ -172,7 +108,7 @@ test('a burst for one asset comes as its latest; ownerId narrows the stream and 
   assert.ok(sent.length <= 2, `a bulk of 50 for one asset: ${sent.length} messages`);
   assert.ok(!sent.some((e) => e.data.asset.id === p1), "the parent's own asset is outside ownerId");
   s.close();
-  const refused = await live(ta.url, parent.key, `?ownerId=${other.ownerId}`);
+  const refused = await openLive(ta.url, parent.key, `?ownerId=${other.ownerId}`);
   assert.equal(refused.status, 404);
   assert.equal(refused.body.code, 'NOT_FOUND');
 });
@@ -183,19 +119,19 @@ test('streams past the owner’s bound answer 429 TOO_MANY_CONCURRENT; a closed 
     await ta.call('POST', '/api/v1/api-keys', { token: ta.adminToken, body: { name: 'second', ownerId: c.ownerId, scopes: ['read'] } }),
     201,
   );
-  const s1 = await live(ta.url, c.key);
-  const s2 = await live(ta.url, key2.key);
+  const s1 = await openLive(ta.url, c.key);
+  const s2 = await openLive(ta.url, key2.key);
   assert.equal(s1.status, 200);
   assert.equal(s2.status, 200);
   await s1.snapshot();
   await s2.snapshot();
-  const s3 = await live(ta.url, c.key);
+  const s3 = await openLive(ta.url, c.key);
   assert.equal(s3.status, 429);
   assert.equal(s3.body.code, 'TOO_MANY_CONCURRENT');
   assert.ok(s3.headers.get('retry-after'));
   // Another owner is not held by this one's streams.
   const other = await customer(ta, 'live-bound-other');
-  const o1 = await live(ta.url, other.key);
+  const o1 = await openLive(ta.url, other.key);
   assert.equal(o1.status, 200);
   o1.close();
 
@@ -209,7 +145,7 @@ test('streams past the owner’s bound answer 429 TOO_MANY_CONCURRENT; a closed 
   const end = s2.events.find((e) => e.event === 'end');
   assert.equal(end?.data.reason, 'UNAUTHENTICATED');
   assert.equal(s1.ended, false, 'the other key’s stream goes on');
-  const s4 = await live(ta.url, c.key);
+  const s4 = await openLive(ta.url, c.key);
   assert.equal(s4.status, 200);
   s1.close();
   s4.close();
@@ -231,7 +167,7 @@ test('a position stored through another instance reaches the stream within 2 s (
   const other: TestApp = await startApp(undefined, { DELIVERY_ENABLED: 'false' }, { databaseUrl: ta.databaseUrl! });
   const c = await customer(ta, 'live-across');
   const asset = await c.asset('X1');
-  const s = await live(ta.url, c.key);
+  const s = await openLive(ta.url, c.key);
   await s.snapshot();
   const readsBefore = ta.app.services.live.counts.reads;
   const r = await other.call('POST', '/api/v1/locations', {

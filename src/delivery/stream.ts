@@ -12,6 +12,7 @@ import type { ServerResponse } from 'node:http';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { Db } from '../db/db.js';
+import { localSlots } from '../http/limits.js';
 import { ApiError, badRequest } from '../http/errors.js';
 import { DateTime, Literals } from '../http/schemas.js';
 import { CHANNELS } from './integrations/schemas.js';
@@ -46,7 +47,7 @@ const INT8_MAX = 9223372036854775807n;
  * here, or for the whole instance where `take` counts them elsewhere (several HTTP processes).
  */
 export class ResultStreams {
-  private readonly perOwner = new Map<string, number>();
+  private readonly perOwner = localSlots();
   private readonly responses = new Set<ServerResponse>();
 
   constructor(
@@ -79,17 +80,7 @@ export class ResultStreams {
 
   /** A slot of the owner counted in this process, or null when it has `max` open. */
   takeHere(ownerId: string, max: number): (() => void) | null {
-    const open = this.perOwner.get(ownerId) ?? 0;
-    if (open >= max) return null;
-    this.perOwner.set(ownerId, open + 1);
-    let released = false;
-    return () => {
-      if (released) return;
-      released = true;
-      const n = (this.perOwner.get(ownerId) ?? 1) - 1;
-      if (n > 0) this.perOwner.set(ownerId, n);
-      else this.perOwner.delete(ownerId);
-    };
+    return this.perOwner(ownerId, 1, max);
   }
 
   track(res: ServerResponse): () => void {

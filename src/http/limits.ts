@@ -228,8 +228,17 @@ export type TakeShare = (key: string, weight: number, max: number) => Promise<((
 
 /** Shares counted in this process's memory. */
 export function localShares(): TakeShare {
+  const take = localSlots();
+  return async (key, weight, max) => take(key, weight, max);
+}
+
+/**
+ * Shares counted in this process's memory, taken at once: a share of `weight`, or null when the key
+ * would hold more than `max`; the returned function gives it back (once, however often called).
+ */
+export function localSlots(): (key: string, weight: number, max: number) => (() => void) | null {
   const held = new Map<string, number>();
-  return async (key, weight, max) => {
+  return (key, weight, max) => {
     const mine = held.get(key) ?? 0;
     if (mine + weight > max) return null;
     held.set(key, mine + weight);

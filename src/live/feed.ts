@@ -15,6 +15,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Db } from '../db/db.js';
 import { EVENT_LOG_CHANNEL, HORIZON, type Position } from '../eventlog/log.js';
 import { Waker } from '../eventlog/waker.js';
+import { localSlots } from '../http/limits.js';
 import { ApiError } from '../http/errors.js';
 import { locations } from '../records/records.js';
 import { BOUNDS } from '../bounds.js';
@@ -79,7 +80,7 @@ export type Recheck = (authorization: string) => Promise<string[] | 'all'>;
 
 export class LiveFeed {
   private readonly subscribers = new Set<Subscriber>();
-  private readonly perOwner = new Map<string, number>();
+  private readonly perOwner = localSlots();
   private readonly waker = new Waker();
   private cursor: Position | null = null;
   private loop: Promise<void> | null = null;
@@ -106,17 +107,7 @@ export class LiveFeed {
 
   /** A slot of the owner counted in this process, or null when it has `max` open. */
   takeHere(ownerId: string, max: number): (() => void) | null {
-    const open = this.perOwner.get(ownerId) ?? 0;
-    if (open >= max) return null;
-    this.perOwner.set(ownerId, open + 1);
-    let released = false;
-    return () => {
-      if (released) return;
-      released = true;
-      const n = (this.perOwner.get(ownerId) ?? 1) - 1;
-      if (n > 0) this.perOwner.set(ownerId, n);
-      else this.perOwner.delete(ownerId);
-    };
+    return this.perOwner(ownerId, 1, max);
   }
 
   /** Takes a slot of the owner and of the process, or refuses (429 / 503); the returned function gives it back. */

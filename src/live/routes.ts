@@ -12,6 +12,7 @@ import type { Db } from '../db/db.js';
 import { ApiError } from '../http/errors.js';
 import { Uuid } from '../http/schemas.js';
 import { BOUNDS } from '../bounds.js';
+import { locations } from '../records/records.js';
 import {
   COALESCE_MS,
   drained,
@@ -200,18 +201,7 @@ export const liveRoutes: FastifyPluginAsyncTypebox<{ db: Db; feed: LiveFeed }> =
   });
 };
 
-/** The location's API shape from a snapshot row. */
+/** The location's API shape from a snapshot row (its location's id is `location_id`). */
 function locationOf(r: any) {
-  return {
-    id: r.location_id,
-    assetId: r.asset_id,
-    ownerId: r.owner_id,
-    latitude: r.latitude,
-    longitude: r.longitude,
-    altitude: r.altitude,
-    heading: r.heading,
-    speed: r.speed,
-    zoneId: r.zone_id,
-    whenCreated: r.when_created instanceof Date ? r.when_created.toISOString() : r.when_created,
-  };
+  return locations.toApi({ ...r, id: r.location_id });
 }

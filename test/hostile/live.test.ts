@@ -8,7 +8,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { TEST_DB, waitFor } from '../helpers.js';
-import { EMBEDDED_STALL_MS, hostileService, STALL_MS, whileBWorks } from './tenants.js';
+import { openLive } from '../live-stream.js';
+import { EMBEDDED_STALL_MS, hostileService, STALL_MS, storePositions, whileBWorks } from './tenants.js';
 
 const PER_OWNER = 3;
 const h = await hostileService({ LIVE_MAX_OPEN_PER_OWNER: String(PER_OWNER) });
@@ -18,44 +19,7 @@ const b = await h.tenant('live-b', 2);
 const c = await h.tenant('live-c', 1);
 
 /** A live stream of `key`, its events collected as they come. */
-async function live(key: string) {
-  const abort = new AbortController();
-  const r = await fetch(`${h.base}/api/v1/locations/live`, {
-    headers: { authorization: `Bearer ${key}`, accept: 'text/event-stream' },
-    signal: abort.signal,
-  });
-  const events: { event: string; data: any; at: number }[] = [];
-  if (r.status === 200) {
-    void (async () => {
-      const reader = r.body!.pipeThrough(new TextDecoderStream()).getReader();
-      let buf = '';
-      try {
-        for (;;) {
-          const { value, done } = await reader.read();
-          if (done) break;
-          buf += value;
-          let end = buf.indexOf('\n\n');
-          while (end >= 0) {
-            const block = buf.slice(0, end);
-            buf = buf.slice(end + 2);
-            const event = /^event: (.*)$/m.exec(block)?.[1];
-            const data = block
-              .split('\n')
-              .filter((l) => l.startsWith('data: '))
-              .map((l) => l.slice(6))
-              .join('\n');
-            if (event) events.push({ event, data: JSON.parse(data), at: performance.now() });
-            end = buf.indexOf('\n\n');
-          }
-        }
-      } catch {
-        /* closed */
-      }
-    })();
-  }
-  const body = r.status === 200 ? undefined : ((await r.json()) as { code: string });
-  return { status: r.status, body, events, close: () => abort.abort() };
-}
+const live = (key: string) => openLive(h.base, key);
 
 test('streams past the owner bound are refused for the instance; the other tenant opens its own', async () => {
   const open = [];
@@ -117,19 +81,7 @@ test("a burst of A's positions does not hold B's stream past the allowance; neit
       await new Promise((res) => setTimeout(res, 500));
     }
   })();
-  const seen = await whileBWorks(h, b, async () => {
-    const start = Date.now() - 3_600_000;
-    for (let k = 0; k < 20; k++) {
-      const body = Array.from({ length: 1000 }, (_, i) => ({
-        assetId: a.assetIds[i % a.assetIds.length],
-        latitude: 1 + (i % 80),
-        longitude: 2,
-        whenCreated: new Date(start + (k * 1000 + i) * 100).toISOString(),
-      }));
-      const r = await h.call('POST', '/api/v1/locations', { key: a.key, body });
-      assert.equal(r.status, 201, r.text.slice(0, 300));
-    }
-  });
+  const seen = await whileBWorks(h, b, () => storePositions(h, a, 20));
   stop = true;
   await bLoop;
   const allowance = 2000 + (TEST_DB === 'pglite' ? EMBEDDED_STALL_MS : STALL_MS) * seen.crowding;

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { waitFor } from '../helpers.js';
 import { Receiver } from '../receiver.js';
-import { hostileService, whileBWorks } from './tenants.js';
+import { hostileService, storePositions, whileBWorks } from './tenants.js';
 
 const rx = await new Receiver().start();
 after(() => rx.close());
@@ -29,17 +29,7 @@ test('three full replays of a large window and the dashboard replay do not hold 
   });
   assert.equal(made.status, 201, made.text.slice(0, 300));
   const since = new Date(Date.now() - 60_000).toISOString();
-  const start = Date.now() - 3_600_000;
-  for (let k = 0; k < EVENTS / 1000; k++) {
-    const body = Array.from({ length: 1000 }, (_, i) => ({
-      assetId: a.assetIds[i % a.assetIds.length],
-      latitude: 1 + (i % 80),
-      longitude: 2,
-      whenCreated: new Date(start + (k * 1000 + i) * 100).toISOString(),
-    }));
-    const r = await h.call('POST', '/api/v1/locations', { key: a.key, body });
-    assert.equal(r.status, 201, r.text.slice(0, 300));
-  }
+  await storePositions(h, a, EVENTS / 1000);
   const lines = async (query: string) => {
     const r = await h.call('GET', `/api/v1/deliveries/stream?${query}`, { key: a.key });
     assert.equal(r.status, 200, r.text.slice(0, 300));

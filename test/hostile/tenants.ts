@@ -85,6 +85,24 @@ export interface Tenant {
   assetIds: string[];
 }
 
+/**
+ * Stores `posts` bulks of 1,000 positions of the tenant's assets (in turn), an hour back and 0.1 s
+ * apart, each bulk answered 201.
+ */
+export async function storePositions(h: Hostile, t: Tenant, posts: number): Promise<void> {
+  const start = Date.now() - 3_600_000;
+  for (let k = 0; k < posts; k++) {
+    const body = Array.from({ length: 1000 }, (_, i) => ({
+      assetId: t.assetIds[i % t.assetIds.length],
+      latitude: 1 + (i % 80),
+      longitude: 2,
+      whenCreated: new Date(start + (k * 1000 + i) * 100).toISOString(),
+    }));
+    const r = await h.call('POST', '/api/v1/locations', { key: t.key, body });
+    if (r.status !== 201) throw new Error(`storing positions: ${r.status} ${r.text.slice(0, 300)}`);
+  }
+}
+
 let twin: Promise<{ h: Hostile; b: Tenant }> | undefined;
 /**
  * The quiet twin: the same service, started the same way (`npm start`'s heap) on a database of its
