@@ -7,6 +7,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { customer, ok, startApp, TEST_DB, type TestApp, waitFor } from './helpers.js';
+import { crowding } from './hostile/tenants.js';
 import { openLive } from './live-stream.js';
 
 const ta = await startApp(undefined, { DELIVERY_ENABLED: 'false', LIVE_MAX_OPEN_PER_OWNER: '2', LIVE_RECHECK_SECONDS: '1' });
@@ -38,18 +39,23 @@ test('the snapshot holds every visible asset (name, disabled, latest position), 
   assert.equal(byId.get(off).disabled, true);
   assert.match(s.raw(), /^retry: \d+/);
 
-  // A new position: on the stream within 2 s of the store's answer.
+  // A new position: on the stream within 2 s of the store's answer (times the machine's crowding
+  // meanwhile: four test files at once want more than two cores).
+  const crowded = crowding();
   const t0 = performance.now();
   ok(await store(a.key, a2, 20), 201);
   const answered = performance.now();
   const got = await waitFor(
     () => `the position of A2 (events: ${s.events.map((e) => e.event)})`,
     async () => s.events.find((e) => e.event === 'position' && e.data.asset.id === a2),
-    5000,
+    30_000,
   );
   const ms = got.at - answered;
-  console.log(`position on the stream ${Math.round(ms)} ms after the store's answer (${Math.round(answered - t0)} ms to store)`);
-  assert.ok(ms < 2000, `${Math.round(ms)} ms`);
+  const crowd = crowded.stop();
+  console.log(
+    `position on the stream ${Math.round(ms)} ms after the store's answer (${Math.round(answered - t0)} ms to store; crowding ${crowd})`,
+  );
+  assert.ok(ms < 2000 * crowd, `${Math.round(ms)} ms, allowed ${Math.round(2000 * crowd)} ms`);
   assert.equal(got.data.position.latitude, 20);
   assert.equal(got.data.asset.name, 'A2');
 
@@ -175,16 +181,18 @@ test('a position stored through another instance reaches the stream within 2 s (
     body: { assetId: asset, latitude: 42, longitude: 7, whenCreated: new Date().toISOString() },
   });
   const answered = performance.now();
+  const crowded = crowding();
   ok(r, 201);
   const got = await waitFor(
     () => 'the position stored elsewhere',
     async () => s.events.find((e) => e.event === 'position' && e.data.position.latitude === 42),
-    5000,
+    30_000,
   );
   const ms = got.at - answered;
+  const crowd = crowded.stop();
   console.log(
     `across instances: ${Math.round(ms)} ms after the store's answer; reader reads meanwhile ${ta.app.services.live.counts.reads - readsBefore}`,
   );
-  assert.ok(ms < 2000, `${Math.round(ms)} ms`);
+  assert.ok(ms < 2000 * crowd, `${Math.round(ms)} ms, allowed ${Math.round(2000 * crowd)} ms (crowding ${crowd})`);
   s.close();
 });
