@@ -143,7 +143,7 @@ const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tracking-tests-'));
 /** The folders whose TypeScript the tests load (dashboard/: its stream parser, test/live-stream.ts); everything else in the mirror is a link. */
 const COMPILED = ['src', 'test', 'sim', 'bench', 'scripts', 'dashboard'];
 /**
- * Mirrors the repository into `into`: each .ts file of COMPILED compiled to .js beside a linked
+ * Mirrors the repository into `into`: each .ts file of COMPILED compiled to .js (its source linked) beside a linked
  * source map, every other file and folder a symbolic link to the original. Returns `into`.
  */
 async function compileTree(into) {
@@ -154,8 +154,11 @@ async function compileTree(into) {
       const from = path.join(rel, e.name);
       if (!rel && ['.git', '.cache'].includes(e.name)) continue;
       if (e.isDirectory() && e.name !== 'node_modules' && (rel || COMPILED.includes(e.name))) mirror(from);
-      else if (e.isFile() && e.name.endsWith('.ts') && !e.name.endsWith('.d.ts') && rel) sources.push(from);
-      else fs.symlinkSync(path.resolve(from), path.join(into, from));
+      else if (e.isFile() && e.name.endsWith('.ts') && !e.name.endsWith('.d.ts') && rel) {
+        sources.push(from);
+        // The source stays readable beside its compiled twin (a test may read a file's text).
+        fs.symlinkSync(path.resolve(from), path.join(into, from));
+      } else fs.symlinkSync(path.resolve(from), path.join(into, from));
     }
   };
   mirror('');
