@@ -12,6 +12,7 @@ import type { ServerResponse } from 'node:http';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { Db } from '../db/db.js';
+import { drained, yieldTurn } from '../http/backpressure.js';
 import { localSlots } from '../http/limits.js';
 import { ApiError, badRequest } from '../http/errors.js';
 import { DateTime, Literals } from '../http/schemas.js';
@@ -101,23 +102,6 @@ function parsePosition(raw: string | undefined, field: string): Position | null 
 
 /** Whether position a comes after b in the attempt log. */
 const later = (a: Position, b: Position) => BigInt(a.tx) > BigInt(b.tx) || (BigInt(a.tx) === BigInt(b.tx) && BigInt(a.id) > BigInt(b.id));
-
-/** Resolves once the response can take more, or has closed. */
-function drained(res: ServerResponse): Promise<void> {
-  if (!res.writableNeedDrain || res.destroyed) return Promise.resolve();
-  return new Promise((resolve) => {
-    const done = () => {
-      res.off('drain', done);
-      res.off('close', done);
-      resolve();
-    };
-    res.on('drain', done);
-    res.on('close', done);
-  });
-}
-
-/** One turn of the event loop: what waits (other requests, timers, I/O) runs before the next slice. */
-const yieldTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 /** Waits `ms`, or less if the response closes meanwhile. */
 function pause(res: ServerResponse, ms: number): Promise<void> {

@@ -10,11 +10,11 @@
 // latest replaces the one waiting), other messages up to a count; a client past that, or past the
 // bytes its socket may buffer, is ended with a reason. The streams' credentials are checked again
 // every LIVE_RECHECK_SECONDS, once per distinct credential: one revoked or expired ends its streams.
-import type { ServerResponse } from 'node:http';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Db } from '../db/db.js';
 import { EVENT_LOG_CHANNEL, HORIZON, type Position } from '../eventlog/log.js';
 import { Waker } from '../eventlog/waker.js';
+import { yieldTurn } from '../http/backpressure.js';
 import { localSlots } from '../http/limits.js';
 import { ApiError } from '../http/errors.js';
 import { locations } from '../records/records.js';
@@ -186,7 +186,7 @@ export class LiveFeed {
           this.log.warn({ err: e }, 'the live fleet reader failed; it reads again shortly');
         }
         if (!full) await this.waker.sleep(this.limits.pollMs);
-        else await new Promise<void>((r) => setImmediate(r));
+        else await yieldTurn();
       }
     } finally {
       this.unlisten?.();
@@ -274,7 +274,7 @@ export class LiveFeed {
       work += messages.length;
       if (work >= FANOUT_SLICE) {
         work = 0;
-        await new Promise<void>((r) => setImmediate(r));
+        await yieldTurn();
       }
     }
   }
@@ -307,18 +307,4 @@ export class LiveFeed {
       }
     }
   }
-}
-
-/** Resolves once the response can take more, or has closed. */
-export function drained(res: ServerResponse): Promise<void> {
-  if (!res.writableNeedDrain || res.destroyed) return Promise.resolve();
-  return new Promise((resolve) => {
-    const done = () => {
-      res.off('drain', done);
-      res.off('close', done);
-      resolve();
-    };
-    res.on('drain', done);
-    res.on('close', done);
-  });
 }

@@ -9,20 +9,12 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { Db } from '../db/db.js';
+import { drained, yieldTurn } from '../http/backpressure.js';
 import { ApiError } from '../http/errors.js';
 import { Uuid } from '../http/schemas.js';
 import { BOUNDS } from '../bounds.js';
 import { locations } from '../records/records.js';
-import {
-  COALESCE_MS,
-  drained,
-  type EndReason,
-  type LiveFeed,
-  type LiveMessage,
-  MAX_BUFFERED,
-  MAX_QUEUED,
-  type Subscriber,
-} from './feed.js';
+import { COALESCE_MS, type EndReason, type LiveFeed, type LiveMessage, MAX_BUFFERED, MAX_QUEUED, type Subscriber } from './feed.js';
 
 /** A reconnect's wait that the stream asks of EventSource clients (`retry:`). */
 const RETRY_MS = 2000;
@@ -43,8 +35,6 @@ const SNAPSHOT_SQL = (cond: string, owner: string) => `
    WHERE ${cond}${owner}
    ORDER BY p.when_created DESC NULLS LAST, a.id
    LIMIT ${MAX_SNAPSHOT + 1}`;
-
-const yieldTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 export const liveRoutes: FastifyPluginAsyncTypebox<{ db: Db; feed: LiveFeed }> = async (app, { db, feed }) => {
   app.get('/locations/live', {
