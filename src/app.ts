@@ -21,6 +21,8 @@ import { credentialRoutes } from './auth/credentials.js';
 import { bootstrap, type BootstrapResult } from './bootstrap.js';
 import { clientError, installErrorEnvelope, installJsonParsers, installSerializer, installValidation } from './http/envelope.js';
 import { authenticate, installAuthentication } from './auth/authenticate.js';
+import { dcsaRenderer } from './dcsa/push.js';
+import { dcsaRoutes, partyOf } from './dcsa/routes.js';
 import { Tenancy } from './tenancy/tenancy.js';
 import { installIdempotency } from './http/idempotency.js';
 import { installBodyBudget, installLimits, type Limiter, localShares, MemoryLimiter, RedisLimiter } from './http/limits.js';
@@ -611,6 +613,8 @@ export async function buildApp(
     },
     { prefix: '/api/v1' },
   );
+  // DCSA Track & Trace 3.0.0's Event Producer (src/dcsa/): the standard's path, the same credentials.
+  await app.register(dcsaRoutes, { prefix: '/api/dcsa/tnt/v3', db, settings: cfg });
   return app;
 }
 
@@ -645,7 +649,14 @@ const DELIVERY_MAIN = path.join(path.dirname(here), `delivery-main${path.extname
 export function deliveryEngine(db: Db, cfg: Config, secretsKey: Buffer, policy: AddressPolicy, log: FastifyBaseLogger): DeliveryEngine {
   // One instance per channel: a channel is an entry here, not code in the engine.
   const channels = new Map<string, Channel>([
-    ['webhook', webhookChannel(policy, () => cfg.publicUrl)],
+    [
+      'webhook',
+      webhookChannel(
+        policy,
+        () => cfg.publicUrl,
+        dcsaRenderer(db, { party: partyOf(cfg), thinSeconds: cfg.DCSA_LOC_INTERVAL_MINUTES * 60 }),
+      ),
+    ],
     ['mqtt', mqttChannel(policy)],
     ['kafka', kafkaChannel(policy)],
     ['email', emailChannel(emailDeps(db, cfg, secretsKey, log))],

@@ -441,6 +441,29 @@ export const BOUNDS = {
     what: 'requests for share pages and data from one client address, whatever their token (per HTTP process; per instance with REDIS_URL)',
     past: '429 RATE_LIMITED with Retry-After, before the token is looked up',
   },
+  // ---- Booking data (API guide 8, "Booking data") ----
+  bookingAssetLinks: {
+    setting: null,
+    value: 1000,
+    unit: 'count',
+    what: 'asset links of one booking (`POST /booking-data/{id}/assets`)',
+    past: '409 CONFLICT, nothing saved; delete a link first',
+  },
+  // ---- DCSA Track & Trace (API guide 18) ----
+  dcsaPageEvents: {
+    setting: null,
+    value: 1000,
+    unit: 'count',
+    what: 'events one page of `GET /api/dcsa/tnt/v3/events` holds (`limit`, default 100)',
+    past: '400 BAD_REQUEST naming /limit',
+  },
+  dcsaPageRows: {
+    setting: null,
+    value: 20_000,
+    unit: 'count',
+    what: 'rows of records one page of DCSA events reads to find its events (however few of them make events: other sensors, thinned locations, rows outside the filters)',
+    past: 'the page ends early, shorter, with a Next-Page-Cursor that reads on from where it stopped',
+  },
   // ---- Rows that nobody signed in can cause ----
   ingestErrorRowsPerSecond: {
     setting: null,

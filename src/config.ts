@@ -209,6 +209,12 @@ const spec = {
   // The asset overview (API guide 5): the assets one answer covers (its sort and page are computed
   // in the process: at most 10,000, a few hundred milliseconds of the event loop).
   OVERVIEW_MAX_ASSETS: [int(1, 10_000), '1000'],
+  // DCSA Track & Trace (API guide 18): the publisher named in each event's eventRouting (none
+  // while DCSA_PARTY_CODE is unset), and the locations' thinning: one LOC event per asset per interval.
+  DCSA_PARTY_CODE: [str, undefined],
+  DCSA_CODE_LIST_PROVIDER: [str, 'ZZZ'],
+  DCSA_CODE_LIST_NAME: [str, undefined],
+  DCSA_LOC_INTERVAL_MINUTES: [int(1, 1440), '15'],
   ROLLUP_RETENTION_DAYS: [int(1, 36500), '1095'],
   ROLLUP_CLOSE_AFTER_SECONDS: [int(0, 90 * 86400), '300'],
   INGEST_TRACCAR_TOKEN: [

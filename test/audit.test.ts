@@ -341,6 +341,26 @@ test('every audited write operation of the OpenAPI document writes exactly one e
       expect: cu('delete', 'bookingData'),
       run: () => call('c', 'DELETE', `/booking-data/${st.booking}`),
     },
+    'POST /api/v1/booking-data/{id}/assets': {
+      expect: cu('create', 'bookingAsset'),
+      setup: async () => {
+        st.linkBooking = ok(await call('c', 'POST', '/booking-data', { type: 'MAERSK_V1', name: 'B-links' }), 201).id;
+        st.linkAsset = await asset();
+      },
+      run: async () => {
+        const r = await call('c', 'POST', `/booking-data/${st.linkBooking}/assets`, {
+          assetId: st.linkAsset,
+          from: '2026-11-01T00:00:00Z',
+          to: '2026-11-30T00:00:00Z',
+        });
+        st.link = r.body.id;
+        return r;
+      },
+    },
+    'DELETE /api/v1/booking-data/{id}/assets/{linkId}': {
+      expect: cu('delete', 'bookingAsset'),
+      run: () => call('c', 'DELETE', `/booking-data/${st.linkBooking}/assets/${st.link}`),
+    },
     'POST /api/v1/integrations': {
       expect: cu('create', 'integration'),
       run: async () => {

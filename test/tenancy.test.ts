@@ -52,6 +52,8 @@ function sample(schema: any, ctx: { ownerId: string }): unknown {
   if (!schema || typeof schema !== 'object') return null;
   if (schema.const !== undefined) return schema.const;
   if (Array.isArray(schema.enum)) return schema.enum[0];
+  // A text with a rule of its own (an ISO 6346 container number): the schema's example keeps it.
+  if (Array.isArray(schema.examples)) return schema.examples[0];
   for (const k of ['anyOf', 'oneOf'] as const) {
     if (Array.isArray(schema[k])) return sample(schema[k].find((s: any) => s.type !== 'null') ?? schema[k][0], ctx);
   }
@@ -132,6 +134,11 @@ test("every /api/v1 route with a path parameter refuses a sibling owner's record
   const bCommand = await post('/api/v1/commands', { assetId, type: 'START_DEFROST' });
   const bDevice = await post('/api/v1/devices', { assetId, protocol: 'osmand' });
   const bBooking = await post('/api/v1/booking-data', { name: 'b-booking', type: 'MAERSK_V1', jsonData: { vessel: 'b' } });
+  const bLink = await post(`/api/v1/booking-data/${bBooking.id}/assets`, {
+    assetId,
+    from: '2026-01-01T00:00:00Z',
+    to: '2026-02-01T00:00:00Z',
+  });
   const bSpec = await post('/api/v1/specifications', { assetId, type: 'REEFER', ranges: { cargo: { sensors: { co2: [null, 5] } } } });
   const bShare = await post('/api/v1/share-links', {
     assetIds: [assetId],
@@ -177,6 +184,8 @@ test("every /api/v1 route with a path parameter refuses a sibling owner's record
     '/api/v1/events/{id}/acknowledge': { id: bEvents[0].id },
     '/api/v1/commands/{id}': { id: bCommand.id },
     '/api/v1/booking-data/{id}': { id: bBooking.id },
+    '/api/v1/booking-data/{id}/assets': { id: bBooking.id },
+    '/api/v1/booking-data/{id}/assets/{linkId}': { id: bBooking.id, linkId: bLink.id },
     '/api/v1/specifications/{id}': { id: bSpec.id },
     '/api/v1/share-links/{id}': { id: bShare.id },
     '/api/v1/notifications/{id}': { id: bNotifications[0].id },
@@ -214,6 +223,8 @@ test("every /api/v1 route with a path parameter refuses a sibling owner's record
     'patch /api/v1/commands/{id}': () => ({ status: 'SENT' }),
     // The sampler's assetId is no asset: move nothing.
     'patch /api/v1/devices/{id}': () => ({ disabled: true }),
+    // An asset A sees and a range B's asset link does not cover, so the only thing wrong is the booking's owner.
+    'post /api/v1/booking-data/{id}/assets': () => ({ assetId: aAsset.id, from: '2030-01-01T00:00:00Z', to: '2030-01-02T00:00:00Z' }),
     'post /api/v1/integrations/{id}/rotate-signing-secret': () => ({}),
     'post /api/v1/integrations/{id}/deliveries/redeliver': () => ({
       from: new Date(Date.now() - 3600_000).toISOString(),
@@ -251,6 +262,7 @@ test("every /api/v1 route with a path parameter refuses a sibling owner's record
     zone: (await ta.call('GET', `/api/v1/zones/${bZone.id}`, { token: admin })).body,
     command: (await ta.call('GET', `/api/v1/commands/${bCommand.id}`, { token: admin })).body,
     booking: (await ta.call('GET', `/api/v1/booking-data/${bBooking.id}`, { token: admin })).body,
+    bookingAssets: (await ta.call('GET', `/api/v1/booking-data/${bBooking.id}/assets`, { token: admin })).body,
     spec: (await ta.call('GET', `/api/v1/specifications/${bSpec.id}`, { token: admin })).body,
     share: (await ta.call('GET', `/api/v1/share-links/${bShare.id}`, { token: admin })).body,
   });
@@ -299,8 +311,10 @@ test("every /api/v1 route with a path parameter refuses a sibling owner's record
 
   // Control: the very same requests from a caller who sees B's records reach them (2xx, or a 409 of
   // a domain rule such as an owner that still has assets, or a command no longer PENDING), so each
-  // 404 above came from tenancy, not from a bad id or body. Deletes last, the owner's after the rest.
-  const rank = (r: (typeof routes)[number]) => (r.method !== 'delete' ? 0 : r.path === '/api/v1/owners/{id}' ? 2 : 1);
+  // 404 above came from tenancy, not from a bad id or body. Deletes last, a nested one (a booking's
+  // asset link) before the rest, the owner's after them.
+  const nested = (path: string) => (path.match(/\{/g)?.length ?? 0) > 1;
+  const rank = (r: (typeof routes)[number]) => (r.method !== 'delete' ? 0 : r.path === '/api/v1/owners/{id}' ? 3 : nested(r.path) ? 1 : 2);
   for (const r of [...routes].sort((x, y) => rank(x) - rank(y))) {
     const { url, body } = build(r, suppliers[r.path]!);
     const res = await ta.call(r.method.toUpperCase(), url, { token: admin, ...(body === undefined ? {} : { body }) });

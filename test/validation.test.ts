@@ -498,7 +498,7 @@ test('an unknown top-level field is a 400 naming it, on create, PUT and PATCH of
   assertUnknown(r, '/lat', 'asset lat');
   assert.match(
     r.body.message,
-    /known fields here: name, disabled, note, tags, assetTags, boxId, ownerId, silentAlertMinutes\./,
+    /known fields here: name, disabled, note, tags, assetTags, boxId, ownerId, silentAlertMinutes, equipmentReference, isoEquipmentCode\./,
     r.body.message,
   );
 

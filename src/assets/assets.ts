@@ -1,17 +1,32 @@
 // Assets (API guide 3, 4 and 8): names unique within their owner; `assetTags` accepted as
 // an alias of `tags` (published sample payloads use it); deletion refused while data records refer to it.
+// The equipment identity of DCSA Track & Trace (migration 0034): `equipmentReference`, an ISO 6346
+// container number unique within the owner's tree, and `isoEquipmentCode`, its size-type.
 import { audit } from '../audit/audit.js';
 import crypto from 'node:crypto';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type, type Static } from '@sinclair/typebox';
 import type { Db, Queryable } from '../db/db.js';
-import { notFound } from '../http/errors.js';
+import { badRequest, conflict, notFound } from '../http/errors.js';
 import { applyFilters, filters, listQuery } from '../http/filters.js';
 import { listPage } from '../http/paging.js';
 import { DateTime, IdParam, isUuid, iso, Nullable, Str, Uuid } from '../http/schemas.js';
 import type { Tenancy } from '../tenancy/tenancy.js';
 import { appendEvents, wakeReaders } from '../eventlog/log.js';
 import { inheritedSilent, SilentMinutes } from '../owners/owners.js';
+import { iso6346Problem, isoSizeTypeProblem } from '../dcsa/iso6346.js';
+
+const EquipmentReference = Type.String({
+  maxLength: 11,
+  description:
+    'ISO 6346 container number: owner code, category (U, J or Z), 6 digits, check digit; capitals; unique within the tree of its top-level owner',
+  examples: ['MSKU1234565'],
+});
+const IsoEquipmentCode = Type.String({
+  maxLength: 4,
+  description: 'ISO 6346 size-type code (e.g. 45R1, 22G1, 22GP)',
+  examples: ['45R1'],
+});
 
 export const Asset = Type.Object(
   {
@@ -26,6 +41,8 @@ export const Asset = Type.Object(
       Type.Integer({ description: "Minutes without a record before a SILENT alert; 0: off; null: its owner's" }),
     ),
     effectiveSilentAlertMinutes: Nullable(Type.Integer({ description: 'What applies to it; null: off' })),
+    equipmentReference: Nullable(EquipmentReference),
+    isoEquipmentCode: Nullable(IsoEquipmentCode),
     whenCreated: DateTime,
     whenUpdated: DateTime,
   },
@@ -41,12 +58,19 @@ const writable = {
   boxId: Type.Optional(Nullable(Str(36))),
   ownerId: Type.Optional(Type.String({ format: 'uuid', description: "Defaults to the caller's owner" })),
   silentAlertMinutes: Type.Optional(Nullable(SilentMinutes)),
+  equipmentReference: Type.Optional(Nullable(EquipmentReference)),
+  isoEquipmentCode: Type.Optional(Nullable(IsoEquipmentCode)),
 };
 const AssetWrite = Type.Object(writable);
 const AssetPatch = Type.Partial(AssetWrite);
 type AssetWrite = Static<typeof AssetWrite>;
 
-const ASSET_FILTERS = { name: filters.equals('name', Str(255)), ownerId: filters.uuid('owner_id'), assetId: filters.anyUuid('id') };
+const ASSET_FILTERS = {
+  name: filters.equals('name', Str(255)),
+  ownerId: filters.uuid('owner_id'),
+  assetId: filters.anyUuid('id'),
+  equipmentReference: filters.equals('equipment_reference', Str(11)),
+};
 const AssetList = listQuery(ASSET_FILTERS);
 
 interface Row {
@@ -59,12 +83,15 @@ interface Row {
   owner_id: string;
   silent_alert_minutes: number | null;
   effective_silent: number | null;
+  equipment_reference: string | null;
+  iso_equipment_code: string | null;
   when_created: Date;
   when_updated: Date;
 }
 
 // The silence rule in force: the asset's own, else its owner's up the tree (0: off).
 const SELECT = `id, name, disabled, note, tags, box_id, owner_id, when_created, when_updated, silent_alert_minutes,
+  equipment_reference, iso_equipment_code,
   COALESCE(silent_alert_minutes, (SELECT ${inheritedSilent('o')} FROM owners o WHERE o.id = assets.owner_id)) AS effective_silent`;
 const toApi = (r: Row) => ({
   id: r.id,
@@ -76,6 +103,8 @@ const toApi = (r: Row) => ({
   ownerId: r.owner_id,
   silentAlertMinutes: r.silent_alert_minutes,
   effectiveSilentAlertMinutes: r.effective_silent || null,
+  equipmentReference: r.equipment_reference,
+  isoEquipmentCode: r.iso_equipment_code,
   whenCreated: iso(r.when_created)!,
   whenUpdated: iso(r.when_updated)!,
 });
@@ -105,6 +134,49 @@ const toPush = (r: Row) => ({
 });
 const pushAsset = (q: Queryable, r: Row) => appendEvents(q, 'asset', [{ objectId: r.id, ownerId: r.owner_id, payload: toPush(r) }]);
 
+/** 400 naming the field unless the equipment identity given (null or absent: none) is ISO 6346's. */
+function checkEquipment(body: Partial<AssetWrite>): void {
+  const ref = body.equipmentReference;
+  const refProblem = ref == null ? null : iso6346Problem(ref);
+  if (refProblem) throw badRequest(`/equipmentReference is not an ISO 6346 container number: ${refProblem}.`, '/equipmentReference');
+  const code = body.isoEquipmentCode;
+  const codeProblem = code == null ? null : isoSizeTypeProblem(code);
+  if (codeProblem) throw badRequest(`/isoEquipmentCode is not an ISO 6346 size-type code: ${codeProblem}.`, '/isoEquipmentCode');
+}
+
+/** The advisory lock space of equipment references per owner tree ("eqrf"), beside the other lock spaces. */
+const EQUIPMENT_LOCK_SPACE = 1701933670;
+
+/** `up`: $1 and its owners up to the top-level one (parent_id null); `tree`: that one and every owner below it. */
+const OWNER_TREE = `WITH RECURSIVE up(id, parent_id, depth) AS (
+       SELECT id, parent_id, 0 FROM owners WHERE id = $1::uuid
+       UNION ALL
+       SELECT o.id, o.parent_id, up.depth + 1 FROM owners o JOIN up ON o.id = up.parent_id WHERE up.depth < 100
+     ), tree(id) AS (SELECT id FROM up WHERE parent_id IS NULL UNION SELECT o.id FROM owners o JOIN tree ON o.parent_id = tree.id)`;
+
+/**
+ * 409 naming /equipmentReference when another asset of `ownerId`'s tree (its top-level owner and
+ * every owner below) has `ref`. Call in the transaction that writes it: it locks (top-level owner,
+ * ref) until the commit, so two writes of one number in one tree are checked one after the other.
+ */
+async function assertEquipmentFree(q: Queryable, ownerId: string, ref: string, assetId: string): Promise<void> {
+  await q.query(
+    `${OWNER_TREE} SELECT pg_advisory_xact_lock(${EQUIPMENT_LOCK_SPACE}, hashtext(id::text || ':' || $2::text)) FROM up WHERE parent_id IS NULL`,
+    [ownerId, ref],
+  );
+  const { rows } = await q.query(
+    `${OWNER_TREE} SELECT 1 FROM assets a
+      WHERE a.equipment_reference = $2::text AND a.id <> $3::uuid AND a.owner_id IN (SELECT id FROM tree) LIMIT 1`,
+    [ownerId, ref, assetId],
+  );
+  if (rows.length > 0) {
+    throw conflict(
+      `Another asset of this owner's organisation (its top-level owner and every owner below it) has equipmentReference ${ref}: a container number is unique there.`,
+      '/equipmentReference',
+    );
+  }
+}
+
 function tagsOf(body: Partial<AssetWrite>): string | null | undefined {
   if (body.tags !== undefined) return body.tags;
   return body.assetTags;
@@ -133,12 +205,14 @@ export const assetRoutes: FastifyPluginAsyncTypebox<{ db: Db }> = async (app, { 
     schema: { tags, summary: 'Create an asset', body: AssetWrite, response: { 201: Asset } },
     handler: async (req, reply) => {
       const body = req.body;
+      checkEquipment(body);
       const ownerId = await req.tenancy.ownerFor(body.ownerId);
       const id = crypto.randomUUID();
       const row = await db.tx(async (q) => {
+        if (body.equipmentReference != null) await assertEquipmentFree(q, ownerId, body.equipmentReference, id);
         const { rows } = await q.query<Row>(
-          `INSERT INTO assets (id, owner_id, name, disabled, note, tags, box_id, silent_alert_minutes)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING ${SELECT}`,
+          `INSERT INTO assets (id, owner_id, name, disabled, note, tags, box_id, silent_alert_minutes, equipment_reference, iso_equipment_code)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING ${SELECT}`,
           [
             id,
             ownerId,
@@ -148,6 +222,8 @@ export const assetRoutes: FastifyPluginAsyncTypebox<{ db: Db }> = async (app, { 
             tagsOf(body) ?? null,
             body.boxId ?? null,
             body.silentAlertMinutes ?? null,
+            body.equipmentReference ?? null,
+            body.isoEquipmentCode ?? null,
           ],
         );
         await pushAsset(q, rows[0]!);
@@ -172,9 +248,13 @@ export const assetRoutes: FastifyPluginAsyncTypebox<{ db: Db }> = async (app, { 
       const keep = <T>(v: T | undefined, old: T, dflt: T) => (mode === 'put' ? (v === undefined ? dflt : v) : v === undefined ? old : v);
       const ownerId = body.ownerId ?? cur.owner_id;
       if (ownerId !== cur.owner_id) await t.assertOwner(ownerId, '/ownerId', q);
+      checkEquipment(body);
+      const ref = keep(body.equipmentReference, cur.equipment_reference, null);
+      // A new number, or the asset moved (perhaps to another tree): checked again.
+      if (ref !== null && (ref !== cur.equipment_reference || ownerId !== cur.owner_id)) await assertEquipmentFree(q, ownerId, ref, id);
       const { rows } = await q.query<Row>(
         `UPDATE assets SET name = $2, disabled = $3, note = $4, tags = $5, box_id = $6, owner_id = $7, silent_alert_minutes = $8,
-                when_updated = now()
+                equipment_reference = $9, iso_equipment_code = $10, when_updated = now()
           WHERE id = $1 RETURNING ${SELECT}`,
         [
           id,
@@ -185,6 +265,8 @@ export const assetRoutes: FastifyPluginAsyncTypebox<{ db: Db }> = async (app, { 
           keep(body.boxId, cur.box_id, null),
           ownerId,
           keep(body.silentAlertMinutes, cur.silent_alert_minutes, null),
+          ref,
+          keep(body.isoEquipmentCode, cur.iso_equipment_code, null),
         ],
       );
       // A move applies from now on: what was stored keeps the owner it was stored for (API guide 3).

@@ -16,6 +16,7 @@ import { auditOwner, manageableRow, visibleRow } from './integrations/access.js'
 import { audit } from '../audit/audit.js';
 import { loadIntegration } from './integrations/store.js';
 import { chatBody } from './channels/webhook/chat.js';
+import { API_VERSION as DCSA_API_VERSION, sampleEventsBody } from '../dcsa/events.js';
 import { sendWebhook, USER_AGENT } from './channels/webhook/webhook.js';
 
 const Status = Literals(['PENDING', 'SUCCEEDED', 'FAILED', 'CANCELLED']);
@@ -295,7 +296,7 @@ export const historyRoutes: FastifyPluginAsyncTypebox<{ db: Db; secretsKey: Buff
       // A chat format's test is a sample alert as its chat shows one (an asset means nothing there).
       const format = base.webhook.format;
       const chat =
-        format === 'standard'
+        format === 'standard' || format === 'dcsa-tnt-3'
           ? null
           : chatBody(
               format,
@@ -310,11 +311,21 @@ export const historyRoutes: FastifyPluginAsyncTypebox<{ db: Db; secretsKey: Buff
               },
               app.publicUrl,
             );
+      // dcsa-tnt-3's test is a sample DCSA event (a location update of DCSA's own example container).
+      const dcsa = format === 'dcsa-tnt-3' ? sampleEventsBody(new Date(now)) : null;
       const r = await sendWebhook(
         base,
         chat
           ? { url: url.href, id: `test_${crypto.randomUUID()}`, objectType: 'notification', body: chat }
-          : { url: url.href, id: `test_${crypto.randomUUID()}`, objectType: 'asset', body: JSON.stringify(sample) },
+          : dcsa
+            ? {
+                url: url.href,
+                id: `test_${crypto.randomUUID()}`,
+                objectType: 'location',
+                body: dcsa,
+                headers: { 'api-version': DCSA_API_VERSION },
+              }
+            : { url: url.href, id: `test_${crypto.randomUUID()}`, objectType: 'asset', body: JSON.stringify(sample) },
         policy,
       );
       // Changes nothing, but who sent what where is worth knowing (an entry per test, secrets never).

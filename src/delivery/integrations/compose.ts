@@ -18,8 +18,10 @@ import { newSigningSecret, type Row, SECRET_OVERLAP_MS, type Secrets } from './m
 import {
   type AuthIn,
   CHANNELS,
+  CHAT_FORMATS,
   CHAT_TYPES,
   type ChannelName,
+  DCSA_TYPES,
   DEFAULT_SCHEDULE_SECONDS,
   type IntegrationInput,
   type WebhookFormat,
@@ -56,8 +58,12 @@ export async function compose(
   // event's notification is the same alert, and the message is built from it: one alert, one message).
   // E-mail's: the same types, and only ALERT events (the filter the API guide's example shows).
   const email = channel === 'email';
-  const chat = channel === 'webhook' && (b.webhook?.format ?? base?.settings.format ?? 'standard') !== 'standard';
-  const objectTypes = b.objectTypes ?? base?.object_types ?? (chat || email ? [...CHAT_TYPES] : [...RECORD_TYPES]);
+  const format = channel === 'webhook' ? (b.webhook?.format ?? (base?.settings.format as WebhookFormat | undefined) ?? 'standard') : null;
+  const chat = format !== null && (CHAT_FORMATS as readonly string[]).includes(format);
+  const objectTypes =
+    b.objectTypes ??
+    base?.object_types ??
+    (chat || email ? [...CHAT_TYPES] : format === 'dcsa-tnt-3' ? [...DCSA_TYPES] : [...RECORD_TYPES]);
   const chatFilter =
     (chat || email) && mode !== 'patch' && CHAT_TYPES.every((t) => objectTypes.includes(t))
       ? { severity: [email ? 'ALERT' : 'INFO'] }
@@ -169,7 +175,8 @@ export async function compose(
     injectEventIdPath: inject.field,
   };
   if (settings.injectEventIdPath !== null) parseDottedPath(settings.injectEventIdPath, '/webhook/injectEventIdPath');
-  if (settings.format !== 'standard') checkChatFormat(settings.format, settings, objectTypes);
+  if (settings.format === 'dcsa-tnt-3') checkDcsaFormat(settings, objectTypes);
+  else if (settings.format !== 'standard') checkChatFormat(settings.format, settings, objectTypes);
   // Write-only secrets: absent = keep (PUT included), null = remove, a value = replace; but a stored
   // credential is kept only while every destination keeps its origin (scheme, host, port): a
   // changed destination never receives a secret entered for another, so it is dropped.
@@ -210,6 +217,24 @@ function checkChatFormat(format: WebhookFormat, settings: { mode: string; inject
       `/webhook/injectEventId: the ${format} format's body is a chat message, which carries no event id`,
       '/webhook/injectEventId',
     );
+  }
+}
+
+/**
+ * The dcsa-tnt-3 format (API guide 18) sends DCSA events, made from locations, sensor data, reefer
+ * data and commands: another object type would make none, and an injected event id would be a
+ * member the standard does not have; each is a 400 naming what to change.
+ */
+function checkDcsaFormat(settings: { injectEventId: boolean }, objectTypes: readonly string[]): void {
+  const other = objectTypes.filter((t) => !(DCSA_TYPES as readonly string[]).includes(t));
+  if (other.length) {
+    throw badRequest(
+      `/objectTypes: the dcsa-tnt-3 format makes DCSA events from ${DCSA_TYPES.join(', ')} only; leave out ${other.join(', ')}`,
+      '/objectTypes',
+    );
+  }
+  if (settings.injectEventId) {
+    throw badRequest('/webhook/injectEventId: a DCSA event carries its own eventID; leave injectEventId out', '/webhook/injectEventId');
   }
 }
 

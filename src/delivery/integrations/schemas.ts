@@ -55,16 +55,20 @@ export const AuthBody = Type.Union(
 );
 
 /** What a webhook's body is: the objects themselves, or a chat message a person reads (API guide 9). */
-export const WEBHOOK_FORMATS = ['standard', 'slack', 'teams'] as const;
+export const WEBHOOK_FORMATS = ['standard', 'slack', 'teams', 'dcsa-tnt-3'] as const;
 export type WebhookFormat = (typeof WEBHOOK_FORMATS)[number];
+/** The chat formats: a message a person reads. */
+export const CHAT_FORMATS = ['slack', 'teams'] as const;
 /** The object types a chat format renders: what a person is told about. */
 export const CHAT_TYPES = ['event', 'notification'] as const;
+/** The object types DCSA Track & Trace events are made from (API guide 18), dcsa-tnt-3's default. */
+export const DCSA_TYPES = ['location', 'sensordata', 'reeferdata', 'command'] as const;
 
 export const WebhookIn = Type.Object({
   format: Type.Optional(
     Literals(WEBHOOK_FORMATS, {
       description:
-        'standard (default): the objects as JSON; slack: a Slack incoming-webhook message; teams: an Adaptive Card as Teams Workflows webhooks take it. The chat formats send events and notifications only, one message each (mode single)',
+        'standard (default): the objects as JSON; slack: a Slack incoming-webhook message; teams: an Adaptive Card as Teams Workflows webhooks take it. The chat formats send events and notifications only, one message each (mode single). dcsa-tnt-3: DCSA Track & Trace 3.0.0 events, {"events": [...]} with API-Version: 3.0.0, made from locations, sensor data, reefer data and commands (API guide 18)',
     }),
   ),
   mode: Type.Optional(Type.Union([Type.Literal('single'), Type.Literal('batch')])),

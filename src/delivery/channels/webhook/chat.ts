@@ -6,7 +6,7 @@
 // cut to the format's limits.
 import type { KnownBlock } from '@slack/types';
 import { type AlertText, alertText } from '../../../alerts/text.js';
-import type { WebhookFormat } from '../../integrations/schemas.js';
+import type { CHAT_FORMATS } from '../../integrations/schemas.js';
 
 /** Slack's mrkdwn: &, < and > are its only control characters (links and mentions). */
 const slackEscape = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
@@ -57,7 +57,7 @@ export function teamsMessage(a: AlertText): Record<string, unknown> {
 
 /** The body of a chat-format webhook for one event or notification. */
 export function chatBody(
-  format: Exclude<WebhookFormat, 'standard'>,
+  format: (typeof CHAT_FORMATS)[number],
   objectType: 'event' | 'notification',
   payload: Record<string, unknown>,
   publicUrl: string,

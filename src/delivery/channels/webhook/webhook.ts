@@ -255,6 +255,8 @@ export interface WebhookMessage {
   id: string; // webhook-id: the event id (single) or the batch id (batch)
   objectType: string;
   body: string;
+  /** Headers of the body's format (dcsa-tnt-3: API-Version). */
+  headers?: Record<string, string>;
 }
 
 export async function sendWebhook(cfg: WebhookIntegration, msg: WebhookMessage, policy: AddressPolicy): Promise<SendResult> {
@@ -268,6 +270,7 @@ export async function sendWebhook(cfg: WebhookIntegration, msg: WebhookMessage, 
       'webhook-schema-version': SCHEMA_VERSION,
       'webhook-id': msg.id,
       'webhook-timestamp': String(timestamp),
+      ...msg.headers,
       ...signatureHeader(cfg, msg, timestamp),
       ...(await authHeaders(cfg, policy)),
     };
