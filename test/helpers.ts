@@ -70,10 +70,28 @@ export function requireService(t: TestContext, ok: boolean, what: string, howToS
   return false;
 }
 
+/**
+ * An administrative connection to the test server. A server at max_connections ("too many clients
+ * already", 53300: CI runs four files at once, each with its services' pools) is busy, not absent:
+ * the connection is tried again for up to a minute.
+ */
+async function adminClient(timeoutMs?: number): Promise<pg.Client> {
+  const until = Date.now() + 60_000;
+  for (;;) {
+    const c = new pg.Client({ connectionString: ADMIN_PG_URL, ...(timeoutMs ? { connectionTimeoutMillis: timeoutMs } : {}) });
+    try {
+      await c.connect();
+      return c;
+    } catch (e) {
+      if ((e as { code?: string }).code !== '53300' || Date.now() > until) throw e;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  }
+}
+
 export async function postgresAvailable(): Promise<boolean> {
-  const c = new pg.Client({ connectionString: ADMIN_PG_URL, connectionTimeoutMillis: 2000 });
   try {
-    await c.connect();
+    const c = await adminClient(2000);
     await c.end();
     return true;
   } catch {
@@ -88,15 +106,13 @@ export async function postgresAvailable(): Promise<boolean> {
 export async function createTestDatabase(opts: { empty?: boolean } = {}): Promise<string> {
   const name = `t_${crypto.randomBytes(6).toString('hex')}`;
   const template = opts.empty ? 'template0' : process.env.TEST_PG_TEMPLATE;
-  const admin = new pg.Client({ connectionString: ADMIN_PG_URL });
-  await admin.connect();
+  const admin = await adminClient();
   await admin.query(`CREATE DATABASE ${name}${template ? ` TEMPLATE ${template}` : ''}`);
   await admin.end();
   const u = new URL(ADMIN_PG_URL);
   u.pathname = `/${name}`;
   atEnd(async () => {
-    const c = new pg.Client({ connectionString: ADMIN_PG_URL });
-    await c.connect();
+    const c = await adminClient();
     await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
     await c.end();
     await dropEventLog(u.toString());
