@@ -11,7 +11,7 @@ import { badRequest, conflict, notFound } from '../http/errors.js';
 import { applyFilters, filters, listQuery } from '../http/filters.js';
 import { listPage } from '../http/paging.js';
 import { DateTime, IdParam, isUuid, iso, Nullable, Str, Uuid } from '../http/schemas.js';
-import type { Tenancy } from '../tenancy/tenancy.js';
+import { TOP_TREE_SQL, type Tenancy } from '../tenancy/tenancy.js';
 import { appendEvents, wakeReaders } from '../eventlog/log.js';
 import { inheritedSilent, SilentMinutes } from '../owners/owners.js';
 import { iso6346Problem, isoSizeTypeProblem } from '../dcsa/iso6346.js';
@@ -147,13 +147,6 @@ function checkEquipment(body: Partial<AssetWrite>): void {
 /** The advisory lock space of equipment references per owner tree ("eqrf"), beside the other lock spaces. */
 const EQUIPMENT_LOCK_SPACE = 1701933670;
 
-/** `up`: $1 and its owners up to the top-level one (parent_id null); `tree`: that one and every owner below it. */
-const OWNER_TREE = `WITH RECURSIVE up(id, parent_id, depth) AS (
-       SELECT id, parent_id, 0 FROM owners WHERE id = $1::uuid
-       UNION ALL
-       SELECT o.id, o.parent_id, up.depth + 1 FROM owners o JOIN up ON o.id = up.parent_id WHERE up.depth < 100
-     ), tree(id) AS (SELECT id FROM up WHERE parent_id IS NULL UNION SELECT o.id FROM owners o JOIN tree ON o.parent_id = tree.id)`;
-
 /**
  * 409 naming /equipmentReference when another asset of `ownerId`'s tree (its top-level owner and
  * every owner below) has `ref`. Call in the transaction that writes it: it locks (top-level owner,
@@ -161,11 +154,11 @@ const OWNER_TREE = `WITH RECURSIVE up(id, parent_id, depth) AS (
  */
 async function assertEquipmentFree(q: Queryable, ownerId: string, ref: string, assetId: string): Promise<void> {
   await q.query(
-    `${OWNER_TREE} SELECT pg_advisory_xact_lock(${EQUIPMENT_LOCK_SPACE}, hashtext(id::text || ':' || $2::text)) FROM up WHERE parent_id IS NULL`,
+    `${TOP_TREE_SQL} SELECT pg_advisory_xact_lock(${EQUIPMENT_LOCK_SPACE}, hashtext(id::text || ':' || $2::text)) FROM up WHERE parent_id IS NULL`,
     [ownerId, ref],
   );
   const { rows } = await q.query(
-    `${OWNER_TREE} SELECT 1 FROM assets a
+    `${TOP_TREE_SQL} SELECT 1 FROM assets a
       WHERE a.equipment_reference = $2::text AND a.id <> $3::uuid AND a.owner_id IN (SELECT id FROM tree) LIMIT 1`,
     [ownerId, ref, assetId],
   );

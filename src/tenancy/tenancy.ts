@@ -40,6 +40,17 @@ export const ownerTreeSql = (roots: string) => `tree(id) AS (
     SELECT o.id FROM owners o JOIN tree ON o.parent_id = tree.id
   )`;
 
+/**
+ * Recursive CTEs over owner `$1`: `up(id, parent_id, depth)`, it and its owners up to the
+ * top-level one (`WHERE parent_id IS NULL` picks that one), and `tree(id)`, the top-level owner and
+ * every owner below it: the organisation a per-tree limit or uniqueness counts over. Starts a WITH.
+ */
+export const TOP_TREE_SQL = `WITH RECURSIVE up(id, parent_id, depth) AS (
+       SELECT id, parent_id, 0 FROM owners WHERE id = $1::uuid
+       UNION ALL
+       SELECT o.id, o.parent_id, up.depth + 1 FROM owners o JOIN up ON o.id = up.parent_id WHERE up.depth < 100
+     ), tree(id) AS (SELECT id FROM up WHERE parent_id IS NULL UNION ALL SELECT o.id FROM owners o JOIN tree ON o.parent_id = tree.id)`;
+
 const VISIBLE_OWNERS_SQL = `WITH RECURSIVE ${ownerTreeSql('$1::uuid')} SELECT id FROM tree`;
 
 export class Tenancy {

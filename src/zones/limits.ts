@@ -7,6 +7,7 @@
 import type { Config } from '../config.js';
 import type { Queryable } from '../db/db.js';
 import { conflict } from '../http/errors.js';
+import { TOP_TREE_SQL } from '../tenancy/tenancy.js';
 
 export type ZoneLimits = Pick<Config, 'ZONES_MAX_PER_OWNER' | 'ZONES_MAX_VERTICES_PER_OWNER'>;
 
@@ -16,13 +17,6 @@ const VERTICES = `COALESCE((SELECT sum(jsonb_array_length(r)) FROM jsonb_array_e
   + COALESCE((SELECT sum(jsonb_array_length(r)) FROM jsonb_array_elements(
        CASE WHEN z.geometry->>'type' = 'MultiPolygon' THEN z.geometry->'coordinates' END) p, jsonb_array_elements(p) r), 0)
   + CASE WHEN z.geometry IS NULL AND z.circle IS NOT NULL THEN 1 ELSE 0 END`;
-
-/** The tree of $1's top-level owner. */
-const TREE = `WITH RECURSIVE up(id, parent_id, depth) AS (
-       SELECT id, parent_id, 0 FROM owners WHERE id = $1
-       UNION ALL
-       SELECT o.id, o.parent_id, up.depth + 1 FROM owners o JOIN up ON o.id = up.parent_id WHERE up.depth < 100
-     ), tree(id) AS (SELECT id FROM up WHERE parent_id IS NULL UNION ALL SELECT o.id FROM owners o JOIN tree ON o.parent_id = tree.id)`;
 
 /**
  * Throws 409 CONFLICT unless `ownerId`'s tree has room for a zone of `vertices` positions: a new
@@ -39,9 +33,9 @@ export async function withinZoneLimits(
 ): Promise<void> {
   const moved = was === null || was.ownerId !== ownerId;
   if (!moved && vertices <= was.vertices) return; // nothing grows
-  await q.query(`${TREE} SELECT pg_advisory_xact_lock(hashtext('zones:' || id::text)) FROM up WHERE parent_id IS NULL`, [ownerId]);
+  await q.query(`${TOP_TREE_SQL} SELECT pg_advisory_xact_lock(hashtext('zones:' || id::text)) FROM up WHERE parent_id IS NULL`, [ownerId]);
   const { rows } = await q.query<{ zones: number; vertices: number }>(
-    `${TREE} SELECT count(*)::int AS zones, COALESCE(sum(${VERTICES}), 0)::float8 AS vertices
+    `${TOP_TREE_SQL} SELECT count(*)::int AS zones, COALESCE(sum(${VERTICES}), 0)::float8 AS vertices
        FROM zones z WHERE z.owner_id IN (SELECT id FROM tree) AND ($2::int8 IS NULL OR z.id <> $2::int8)`,
     [ownerId, was?.id ?? null],
   );

@@ -8,7 +8,7 @@
 import type { Config } from '../../config.js';
 import type { Queryable } from '../../db/db.js';
 import { ApiError, badRequest, forbidden, notFound } from '../../http/errors.js';
-import type { Tenancy } from '../../tenancy/tenancy.js';
+import { TOP_TREE_SQL, type Tenancy } from '../../tenancy/tenancy.js';
 import type { Row } from './model.js';
 import { type Composed, getRow } from './store.js';
 
@@ -66,17 +66,12 @@ export async function withinCustomerLimits(q: Queryable, t: Tenancy, limits: Lim
     );
   }
   if (!creating) return;
-  const up = `WITH RECURSIVE up(id, parent_id, depth) AS (
-       SELECT id, parent_id, 0 FROM owners WHERE id = $1
-       UNION ALL
-       SELECT o.id, o.parent_id, up.depth + 1 FROM owners o JOIN up ON o.id = up.parent_id WHERE up.depth < 100
-     )`;
-  await q.query(`${up} SELECT pg_advisory_xact_lock(hashtext('customer-integrations:' || id::text)) FROM up WHERE parent_id IS NULL`, [
-    t.principal.ownerId,
-  ]);
+  await q.query(
+    `${TOP_TREE_SQL} SELECT pg_advisory_xact_lock(hashtext('customer-integrations:' || id::text)) FROM up WHERE parent_id IS NULL`,
+    [t.principal.ownerId],
+  );
   const { rows } = await q.query<{ n: number }>(
-    `${up}, tree(id) AS (SELECT id FROM up WHERE parent_id IS NULL UNION ALL SELECT o.id FROM owners o JOIN tree ON o.parent_id = tree.id)
-     SELECT count(*)::int AS n FROM integrations
+    `${TOP_TREE_SQL} SELECT count(*)::int AS n FROM integrations
       WHERE deleted_at IS NULL AND managed_by = 'customer' AND creator_owner_id IN (SELECT id FROM tree)`,
     [t.principal.ownerId],
   );
