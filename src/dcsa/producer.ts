@@ -81,54 +81,34 @@ interface Equipment {
   id: string;
   equipment_reference: string;
   iso_equipment_code: string;
+  /** With a booking filter: the time ranges its records must fall in. */
+  windows?: { from: Date; to: Date }[];
 }
 
-/** The next assets (by id, from `from` on) whose events the filters can reach, with their booking windows. */
-async function nextAssets(
-  q: Queryable,
-  t: Tenancy,
-  query: EventQuery,
-  from: string | undefined,
-  inclusive: boolean,
-): Promise<{ assets: Equipment[]; windows: Map<string, { from: Date; to: Date }[]> | null }> {
+/**
+ * The next assets (by id, from `from` on) whose events the filters can reach; with a booking filter,
+ * each with its windows: the time ranges of its links to the bookings asked for.
+ */
+async function nextAssets(q: Queryable, t: Tenancy, query: EventQuery, from: string | undefined, inclusive: boolean): Promise<Equipment[]> {
   const p = new Params();
   const conds = [await t.where('a.owner_id', p.values, q), 'a.equipment_reference IS NOT NULL', 'a.iso_equipment_code IS NOT NULL'];
   if (query.equipmentReference) conds.push(`a.equipment_reference = ${p.add(query.equipmentReference)}`);
   if (from) conds.push(`a.id ${inclusive ? '>=' : '>'} ${p.add(from, '::uuid')}`);
   const booked = query.carrierBookingReference !== undefined || query.transportDocumentReference !== undefined;
-  let bookingConds = '';
+  let links = '';
   if (booked) {
-    const bc = [await t.where('b.owner_id', p.values, q)];
-    if (query.carrierBookingReference !== undefined) bc.push(`b.carrier_booking_reference = ${p.add(query.carrierBookingReference)}`);
+    const on = [await t.where('b.owner_id', p.values, q)];
+    if (query.carrierBookingReference !== undefined) on.push(`b.carrier_booking_reference = ${p.add(query.carrierBookingReference)}`);
     if (query.transportDocumentReference !== undefined)
-      bc.push(`b.transport_document_reference = ${p.add(query.transportDocumentReference)}`);
-    bookingConds = bc.join(' AND ');
-    conds.push(
-      `EXISTS (SELECT 1 FROM booking_assets ba JOIN booking_data b ON b.id = ba.booking_id WHERE ba.asset_id = a.id AND ${bookingConds})`,
-    );
+      on.push(`b.transport_document_reference = ${p.add(query.transportDocumentReference)}`);
+    links = `JOIN booking_assets ba ON ba.asset_id = a.id JOIN booking_data b ON b.id = ba.booking_id AND ${on.join(' AND ')}`;
   }
-  const { rows } = await q.query<Equipment>(
-    `SELECT a.id, a.equipment_reference, a.iso_equipment_code FROM assets a WHERE ${conds.join(' AND ')} ORDER BY a.id LIMIT ${ASSET_BATCH}`,
+  const { rows } = await q.query<Equipment & { w?: { f: string; t: string }[] }>(
+    `SELECT a.id, a.equipment_reference, a.iso_equipment_code${booked ? `, json_agg(json_build_object('f', ba.valid_from, 't', ba.valid_to)) AS w` : ''}
+       FROM assets a ${links} WHERE ${conds.join(' AND ')}${booked ? ' GROUP BY a.id' : ''} ORDER BY a.id LIMIT ${ASSET_BATCH}`,
     p.values,
   );
-  if (!booked || !rows.length) return { assets: rows, windows: null };
-  // The windows of the links to the bookings asked for (the same conditions again, over these assets).
-  const w = new Params();
-  const wc = [await t.where('b.owner_id', w.values, q), `ba.asset_id = ANY(${w.add(rows.map((r) => r.id))}::uuid[])`];
-  if (query.carrierBookingReference !== undefined) wc.push(`b.carrier_booking_reference = ${w.add(query.carrierBookingReference)}`);
-  if (query.transportDocumentReference !== undefined)
-    wc.push(`b.transport_document_reference = ${w.add(query.transportDocumentReference)}`);
-  const links = await q.query<{ asset_id: string; valid_from: Date; valid_to: Date }>(
-    `SELECT ba.asset_id, ba.valid_from, ba.valid_to FROM booking_assets ba JOIN booking_data b ON b.id = ba.booking_id WHERE ${wc.join(' AND ')}`,
-    w.values,
-  );
-  const windows = new Map<string, { from: Date; to: Date }[]>();
-  for (const l of links.rows) {
-    const list = windows.get(l.asset_id) ?? [];
-    list.push({ from: l.valid_from, to: l.valid_to });
-    windows.set(l.asset_id, list);
-  }
-  return { assets: rows, windows };
+  return rows.map(({ w, ...a }) => (w ? { ...a, windows: w.map((x) => ({ from: new Date(x.f), to: new Date(x.t) })) } : a));
 }
 
 export interface Page {
@@ -160,7 +140,7 @@ export async function eventPage(
   let assetFrom = start?.a;
   let inclusive = true;
   for (;;) {
-    const { assets, windows } = await nextAssets(q, t, query, assetFrom, inclusive);
+    const assets = await nextAssets(q, t, query, assetFrom, inclusive);
     for (const a of assets) {
       const resume = start && a.id === start.a ? start : undefined;
       const todo = kinds.filter(({ i }) => !resume || i >= resume.k);
@@ -174,7 +154,7 @@ export async function eventPage(
         owners,
         updatedMin: query.updatedMin,
         updatedMax: query.updatedMax,
-        windows: windows ? (windows.get(a.id) ?? []) : undefined,
+        windows: a.windows,
       };
       const p = new Params();
       const parts = todo.map(({ k, i }) =>

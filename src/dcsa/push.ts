@@ -24,7 +24,7 @@ interface Row {
 }
 
 export function dcsaRenderer(db: Db, settings: { party: Party | null; thinSeconds: number }) {
-  return async (events: LogEvent[]): Promise<{ body: string; headers: Record<string, string> } | null> => {
+  const render = async (events: LogEvent[]): Promise<string | null> => {
     const out: DcsaEvent[] = [];
     // A request holds one object type (the channel groups them); read each type's rows at once.
     const byKind = new Map<Kind, { id: string; time: string }[]>();
@@ -79,7 +79,7 @@ export function dcsaRenderer(db: Db, settings: { party: Party | null; thinSecond
         if (e) out.push(e);
       }
     }
-    if (!out.length) return null;
-    return { body: JSON.stringify({ events: out }), headers: { 'api-version': API_VERSION } };
+    return out.length ? JSON.stringify({ events: out }) : null;
   };
+  return { headers: { 'api-version': API_VERSION }, render };
 }

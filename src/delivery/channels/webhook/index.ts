@@ -25,11 +25,15 @@ function objectText(cfg: WebhookIntegration, e: LogEvent, publicUrl: string): st
 }
 
 /**
- * Makes the DCSA events of a request's records: the body to send and its headers, or null when
- * none of them makes an event (an asset without equipment identity, a location thinned out, a
- * sensor other than a door, a command other than an acknowledged set point).
+ * The dcsa-tnt-3 format's bodies (src/dcsa/push.ts): `render` makes the DCSA events of a request's
+ * records, or null when none of them makes one (an asset without equipment identity, a location
+ * thinned out, a sensor other than a door, a command other than an acknowledged set point);
+ * `headers` go with every request (API-Version).
  */
-export type DcsaRender = (events: LogEvent[]) => Promise<{ body: string; headers: Record<string, string> } | null>;
+export interface DcsaRender {
+  headers: Record<string, string>;
+  render(events: LogEvent[]): Promise<string | null>;
+}
 
 /** What an attempt says when a dcsa-tnt-3 request's records make no DCSA event: nothing is sent. */
 const NO_DCSA_EVENT = 'not sent: these records make no DCSA event (API guide 18)';
@@ -73,11 +77,13 @@ export function webhookChannel(policy: AddressPolicy, publicUrl: () => string, d
       let headers: Record<string, string> | undefined;
       if (cfg.webhook.format === 'dcsa-tnt-3') {
         if (!dcsa) throw new Error('the dcsa-tnt-3 format needs the DCSA renderer');
-        const made = await dcsa(msg.events);
-        if (!made) return nothingToSend();
-        // Kept: a failed batch is stored with these bytes and retried with them.
-        if (!msg.body) msg.body = made.body;
-        headers = made.headers;
+        // Made at the first send; a failed batch is stored with these bytes and retried with them.
+        if (!msg.body) {
+          const body = await dcsa.render(msg.events);
+          if (body === null) return nothingToSend();
+          msg.body = body;
+        }
+        headers = dcsa.headers;
       }
       const r = await sendWebhook(cfg, { url, id: msg.requestId, objectType: msg.objectType, body: msg.body, headers }, policy);
       return { ...r, topic: null, partition: null, qos: null };
