@@ -317,12 +317,13 @@ test('a dcsa-tnt-3 webhook posts {"events": [...]} with API-Version in both mode
         return got.length >= 2 ? got : undefined;
       },
     );
+    const story = `${mode}: ${JSON.stringify(rx.for(path).map((x) => x.body))}`;
     for (const req of rx.for(path)) {
-      assert.equal(req.headers['api-version'], '3.0.0');
+      assert.equal(req.headers['api-version'], '3.0.0', story);
       const body = JSON.parse(req.body);
-      assert.deepEqual(checkTnt(body, 'PostEventsRequest'), []);
+      assert.deepEqual(checkTnt(body, 'PostEventsRequest'), [], story);
     }
-    assert.deepEqual(codes(received), ['IOT/DRO', 'REEFER/MEAS']);
+    assert.deepEqual(codes(received), ['IOT/DRO', 'REEFER/MEAS'], story);
     assert.ok(received.every((e: any) => e.equipmentDetails.equipmentReference === 'APZU4812090'));
     // A record of the asset without identity makes no request; its attempt says why.
     const sent = rx.for(path).length;
@@ -336,9 +337,18 @@ test('a dcsa-tnt-3 webhook posts {"events": [...]} with API-Version in both mode
       () => `${mode}: a delivery whose attempt sent nothing`,
       async () => (await history.deliveries(integration.id)).find((d) => d.attemptsLog.some((x: any) => x.error?.startsWith('not sent'))),
     );
-    assert.equal(quiet.status, 'SUCCEEDED');
-    assert.equal(quiet.attemptsLog[0].httpStatus ?? null, null);
-    assert.equal(rx.for(path).length, sent);
+    assert.equal(quiet.status, 'SUCCEEDED', JSON.stringify(quiet));
+    assert.equal(quiet.attemptsLog[0].httpStatus ?? null, null, JSON.stringify(quiet));
+    assert.equal(
+      rx.for(path).length,
+      sent,
+      `${mode}: ${JSON.stringify(
+        rx
+          .for(path)
+          .slice(sent)
+          .map((x) => x.body),
+      )}`,
+    );
   }
 });
 
@@ -377,4 +387,40 @@ test('an asset moved to another owner: each owner sees the events of the records
   // a no longer sees the box at all; the operator sees both records.
   assert.deepEqual((await get(a.key, 'equipmentReference=CSQU3054383')).body.events, []);
   assert.equal((await get(ta.adminToken, 'equipmentReference=CSQU3054383')).body.events.length, 2);
+});
+
+test('a dcsa-tnt-3 batch that failed is retried byte for byte under its id', async () => {
+  const path = '/dcsa-retry';
+  rx.on(path, (_r, n) => (n === 1 ? { status: 503, body: 'busy' } : { status: 200 }));
+  const integration = ok(
+    await a.call('POST', '/api/v1/integrations', {
+      name: `dcsa-retry-${process.env.TEST_DB}`,
+      channel: 'webhook',
+      ownerIds: [a.ownerId],
+      destination: `${rx.url}${path}`,
+      objectTypes: ['reeferdata'],
+      webhook: { format: 'dcsa-tnt-3', mode: 'batch', batchSize: 50 },
+      retry: { scheduleSeconds: [0.3] },
+    }),
+    201,
+    'integration',
+  );
+  ok(
+    await a.call('POST', '/api/v1/reefer-data', {
+      assetId: box,
+      whenCreated: new Date(Date.now() - 30_000).toISOString(),
+      data: { supplyAirTemperature: -18.7 },
+    }),
+    201,
+    'reefer',
+  );
+  const [first, second] = await waitFor(
+    () => 'the batch and its retry',
+    async () => (rx.for(path).length >= 2 ? rx.for(path) : undefined),
+  );
+  assert.equal(second!.body, first!.body);
+  assert.equal(second!.headers['webhook-id'], first!.headers['webhook-id']);
+  assert.equal(second!.headers['api-version'], '3.0.0');
+  assert.deepEqual(checkTnt(JSON.parse(second!.body), 'PostEventsRequest'), []);
+  await deliveryHistory(() => ta).allSucceeded(integration.id, 1);
 });

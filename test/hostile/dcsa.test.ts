@@ -3,14 +3,17 @@
 // events (positions a tenth of a second apart, thinned to one per 15 minutes; temperature sensors,
 // which make none) and asks for the widest filter over the widest range, the largest pages, and
 // pages one event deep followed to the end, while tenant B works: B is not held, no page is past
-// its bounds, every walk ends with every event once, and nothing of B's shows in A's answers.
+// its bounds, every walk ends with every event once, and nothing of B's shows in A's answers. And
+// A fills a booking to its bound of asset links (bookingAssetLinks), lists them and pulls the
+// booking's events through all of those windows, while B works.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { iso6346CheckDigit } from '../../src/dcsa/iso6346.js';
 import { hostileService, storePositions, whileBWorks } from './tenants.js';
 
 const DCSA = '/api/dcsa/tnt/v3/events';
-const h = await hostileService();
+// A's link test makes over a thousand requests: past the default hourly rate limit, which is not what it tests.
+const h = await hostileService({ RATE_LIMIT_MAX: '100000' });
 const a = await h.tenant('dcsa-a', 12);
 const b = await h.tenant('dcsa-b');
 
@@ -118,4 +121,52 @@ test('a tenant asks for its widest DCSA range, its largest pages and its deepest
   const locations = big.ids.filter((id) => id.startsWith('IOT-LOC-')).length;
   assert.ok(locations >= a.assetIds.length && locations <= 2 * a.assetIds.length, `${locations} LOC events`);
   assert.equal(big.ids.length, 300 + locations, 'temperature readings make no events');
+});
+
+test('a tenant fills a booking to its bound of asset links, lists them and pulls its events through every window: B is not held', async () => {
+  const booking = await h.call('POST', '/api/v1/booking-data', {
+    key: a.key,
+    body: { type: 'MAERSK_V1', name: 'many voyages', carrierBookingReference: 'HOSTILE0001' },
+  });
+  assert.equal(booking.status, 201, booking.text);
+  const links = `/api/v1/booking-data/${booking.body.id}/assets`;
+  const max = 1000;
+  // One box, a thousand back-to-back minutes over the last 17 hours (its positions and readings fall in them).
+  const start = Math.floor((Date.now() - 17 * 3_600_000) / 60_000) * 60_000;
+  const minute = (i: number) => new Date(start + i * 60_000).toISOString();
+  const statuses: number[] = [];
+  const seen = await whileBWorks(h, b, async () => {
+    for (let i = 0; i < max; i += 8) {
+      const batch = await Promise.all(
+        Array.from({ length: Math.min(8, max - i) }, (_, k) =>
+          h.call('POST', links, { key: a.key, body: { assetId: a.assetIds[0], from: minute(i + k), to: minute(i + k + 1) } }),
+        ),
+      );
+      statuses.push(...batch.map((r) => r.status));
+    }
+    const over = await h.call('POST', links, { key: a.key, body: { assetId: a.assetIds[1], from: minute(0), to: minute(1) } });
+    const lists = await Promise.all(Array.from({ length: 4 }, () => h.call('GET', links, { key: a.key })));
+    const pulled = await h.call('GET', `${DCSA}?carrierBookingReference=HOSTILE0001&limit=1000`, { key: a.key });
+    return { over, lists, pulled };
+  });
+  const { over, lists, pulled } = seen.result as {
+    over: { status: number; body: { field?: string } };
+    lists: { status: number; body: unknown[] }[];
+    pulled: { status: number; body: { events: { equipmentDetails: { equipmentReference: string } }[] }; text: string };
+  };
+  console.log(
+    `dcsa links: ${JSON.stringify({ links: statuses.length, control: seen.control, during: seen.during, crowding: seen.crowding })}`,
+  );
+  assert.deepEqual([...new Set(statuses)], [201], 'every link up to the bound is made');
+  assert.equal(over.status, 409, 'one past the bound is refused');
+  for (const l of lists) {
+    assert.equal(l.status, 200);
+    assert.equal(l.body.length, max);
+  }
+  assert.equal(pulled.status, 200, pulled.text.slice(0, 300));
+  assert.ok(pulled.body.events.length <= 1000);
+  assert.ok(pulled.body.events.every((e) => e.equipmentDetails.equipmentReference === containerNumber('HOS', 0)));
+  // B's booking of the same reference would be B's own: A's sees nothing of B, B's nothing of A.
+  const theirs = await h.call('GET', `${DCSA}?carrierBookingReference=HOSTILE0001`, { key: b.key });
+  assert.deepEqual(theirs.body.events, []);
 });
