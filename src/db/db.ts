@@ -73,6 +73,18 @@ export interface Db extends Queryable {
 }
 
 /**
+ * Runs fn's reads in one snapshot (a read-only REPEATABLE READ transaction): a page that reads rows
+ * and then their details sees both as of one moment, never a row from before a write and its details
+ * from after it. A read-only transaction takes no transaction id, so it holds no horizon back.
+ */
+export function oneSnapshot<T>(db: Pick<Db, 'tx'>, fn: (q: Queryable) => Promise<T>): Promise<T> {
+  return db.tx(async (q) => {
+    await q.query('SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY');
+    return fn(q);
+  });
+}
+
+/**
  * The advisory lock space of per-asset serialisation (stores whose hooks read and then write an
  * asset's state: its position, its alert states). Two int4 keys: this constant and hashtext(asset
  * id); a hash collision only serialises two assets that did not need it.
@@ -82,6 +94,28 @@ export const ASSET_LOCK_SPACE = 1634955124;
 /** SQL taking an asset's lock for the rest of a transaction (the alert sweep and re-evaluation). */
 export const assetXactLock = (assetIdExpr: string, attempt = false) =>
   `pg_${attempt ? 'try_' : ''}advisory_xact_lock(${ASSET_LOCK_SPACE}, hashtext(${assetIdExpr}::text))`;
+
+/** How long a new connection waits for a slot on a server at its connection limit (as the pool's connect timeout). */
+const SLOT_WAIT_MS = 5000;
+
+/**
+ * Runs fn (which opens a connection) again while the server refuses new connections for its limit
+ * (53300: max_connections, or a role's or database's CONNECTION LIMIT), for up to SLOT_WAIT_MS: a
+ * slot is usually freed within moments (another instance's pool shrinking, a report ending), and
+ * the request then succeeds instead of answering 503. The error arises when the connection starts,
+ * before any statement runs, so trying again never repeats a write.
+ */
+async function waitForSlot<T>(fn: () => Promise<T>): Promise<T> {
+  const until = Date.now() + SLOT_WAIT_MS;
+  for (let pause = 50; ; pause = Math.min(pause * 2, 500)) {
+    try {
+      return await fn();
+    } catch (e) {
+      if ((e as { code?: string }).code !== '53300' || Date.now() + pause > until) throw e;
+      await new Promise((r) => setTimeout(r, pause * (0.5 + Math.random() / 2)));
+    }
+  }
+}
 
 export function createPostgres(url: string, poolSize: number): Db {
   const typeParsers: Record<number, (v: string) => unknown> = {
@@ -114,7 +148,9 @@ export function createPostgres(url: string, poolSize: number): Db {
   const wrap = (c: pg.ClientBase | pg.Pool): Queryable => ({
     async query(text, params, name) {
       counts.statements++;
-      const r = name ? await c.query({ name, text, values: params as unknown[] }) : await c.query(text, params as unknown[]);
+      const run = () => (name ? c.query({ name, text, values: params as unknown[] }) : c.query(text, params as unknown[]));
+      // A query on the pool opens a connection when none is idle: wait for a slot as checkout does.
+      const r = c instanceof pg.Pool ? await waitForSlot(run) : await run();
       return { rows: r.rows, rowCount: r.rowCount ?? 0 };
     },
   });
@@ -123,7 +159,7 @@ export function createPostgres(url: string, poolSize: number): Db {
   // on it fails instead (and the caller's error handling applies).
   const quiet = () => {};
   const checkout = async () => {
-    const client = await pool.connect();
+    const client = await waitForSlot(() => pool.connect());
     client.on('error', quiet);
     return {
       client,

@@ -4,9 +4,10 @@
 import crypto from 'node:crypto';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import type { Db } from '../db/db.js';
+import { type Db, oneSnapshot } from '../db/db.js';
+import { readDb } from '../db/reads.js';
 import { ApiError, badRequest, notFound } from '../http/errors.js';
-import { listPage, PageQuery } from '../http/paging.js';
+import { page, PageQuery, pageRows } from '../http/paging.js';
 import { DateTime, iso, isInt8Id, Literals, Nullable, Uuid } from '../http/schemas.js';
 import { wakeReaders } from '../eventlog/log.js';
 import * as queue from './queue/index.js';
@@ -97,28 +98,30 @@ export const historyRoutes: FastifyPluginAsyncTypebox<{ db: Db; secretsKey: Buff
       const id = req.params.id;
       await visibleRow(db, req.tenancy, id);
       const query = req.query;
-      const pageRows = await listPage<any>(db, req, reply, {
-        select: 'd.*',
-        from: queue.DELIVERIES_OF_INTEGRATION, // names the integration as $1
-        owners: null, // the integration's: checked above
-        defaultOrder: 'desc',
-        idType: 'int8',
-        timeColumn: 'd.when_created',
-        idColumn: 'd.id',
-        filters: (params, where) => {
-          params.push(id);
-          if (query.status) where.push(`d.status = $${params.push(query.status)}`);
-          if (query.eventId) where.push(`d.event_id = $${params.push(query.eventId)}::uuid`);
-        },
+      // The page and its attempts in one snapshot: an attempt written between two reads would show
+      // beside the PENDING status from before it.
+      const { rows, attempts } = await oneSnapshot(readDb(req, db), async (q) => {
+        const got = await pageRows<any>(q, req.query, {
+          select: 'd.*',
+          from: queue.DELIVERIES_OF_INTEGRATION, // names the integration as $1
+          owners: null, // the integration's: checked above
+          defaultOrder: 'desc',
+          idType: 'int8',
+          timeColumn: 'd.when_created',
+          idColumn: 'd.id',
+          filters: (params, where) => {
+            params.push(id);
+            if (query.status) where.push(`d.status = $${params.push(query.status)}`);
+            if (query.eventId) where.push(`d.event_id = $${params.push(query.eventId)}::uuid`);
+          },
+        });
+        const rows = page(req, reply, got.ks, got.rows, req.server.publicUrl, got.more);
+        const ids = rows.map((r) => r.id);
+        return { rows, attempts: await queue.attemptsOf(q, id, ids) };
       });
-      const attempts = await queue.attemptsOf(
-        db,
-        id,
-        pageRows.map((r) => r.id),
-      );
       const byDelivery = new Map<string, ReturnType<typeof attemptApi>[]>();
       for (const a of attempts) byDelivery.set(a.delivery_id, [...(byDelivery.get(a.delivery_id) ?? []), attemptApi(a)]);
-      return pageRows.map((d) => ({
+      return rows.map((d) => ({
         id: d.id,
         integrationId: d.integration_id,
         eventId: d.event_id,
