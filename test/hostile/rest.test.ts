@@ -4,8 +4,10 @@
 // while tenant B's reads and writes are timed.
 // The service runs as its own process with `npm start`'s 128 MB heap (test/hostile/tenants.ts).
 import assert from 'node:assert/strict';
+import http from 'node:http';
 import { test } from 'node:test';
 import { BOUNDS } from '../../src/bounds.js';
+import { waitFor } from '../helpers.js';
 import { hostileService, partitionCounts, whileBWorks } from './tenants.js';
 
 const h = await hostileService();
@@ -33,9 +35,11 @@ test("the largest bulk (8 MiB of OEM data in one create) is stored, and B's requ
   log('largest bulk', seen);
 });
 
-test('ten of the largest bulks at once from one credential, and one from another tenant meanwhile: one at a time is taken, the others answered 429 or 503 with Retry-After; the service stays up and B is not held', async () => {
+test('ten of the largest bulks at once from one credential, and one from another tenant meanwhile: one at a time is taken, the others answered 429 before their bodies, with Retry-After; the service stays up and B is not held', async () => {
   // Each 8 MiB bulk holds several times its size in the heap while it is stored and answered: ten
   // at once (within the credential's ten requests in flight) ran `npm start`'s 128 MB heap out.
+  // A's ten send their headers and the first 64 KiB, and hold the rest: the one taken cannot end
+  // before the others are answered, so "at once" holds however slowly a busy machine sends them.
   const c = await h.tenant('tenant-c', 1);
   const bulk = (assetIds: string[]) =>
     JSON.stringify(
@@ -48,23 +52,90 @@ test('ten of the largest bulks at once from one credential, and one from another
     );
   const fromA = bulk(a.assetIds);
   const fromC = bulk(c.assetIds);
+  const refused = (r: Answer, who: string) => {
+    assert.ok(r.status === 429 || r.status === 503, `${who}: ${r.status} ${r.text.slice(0, 300)}`);
+    assert.equal(r.headers['retry-after'], '1', who);
+    assert.equal(JSON.parse(r.text).code, r.status === 429 ? 'TOO_MANY_CONCURRENT' : 'SERVICE_BUSY', who);
+  };
   let answers: number[] = [];
   const seen = await whileBWorks(h, b, async () => {
-    const post = (key: string, raw: string) =>
-      h.call('POST', '/api/v1/oem-data', { key, raw, headers: { 'content-type': 'application/json' } }).then((r) => {
-        if (r.status !== 201) {
-          assert.ok(r.status === 429 || r.status === 503, `${r.status} ${r.text.slice(0, 300)}`);
-          assert.equal(r.headers.get('retry-after'), '1');
-          assert.equal(r.body.code, r.status === 429 ? 'TOO_MANY_CONCURRENT' : 'SERVICE_BUSY');
-        }
-        return r.status;
-      });
-    answers = await Promise.all([...Array.from({ length: 10 }, () => post(a.key, fromA)), post(c.key, fromC)]);
+    const ten = Array.from({ length: 10 }, () => heldBack(h.base, a.key, fromA));
+    const got: (Answer | undefined)[] = [];
+    ten.forEach((x, i) =>
+      x.answer.then(
+        (r) => (got[i] = r),
+        (e: unknown) => (got[i] = { status: 0, text: String(e), headers: {} }),
+      ),
+    );
+    await waitFor(
+      () => `nine of A's ten bulks answered before their bodies (answered: ${got.map((r) => r?.status)})`,
+      async () => got.filter(Boolean).length >= 9,
+    );
+    for (const [i, r] of got.entries()) if (r) refused(r, `A's bulk ${i}`);
+    const taken = ten.findIndex((_, i) => !got[i]);
+    // C's is its own credential's: never 429; 503 only while A's bulk fills this process's budget.
+    const fromCAnswer = await h.call('POST', '/api/v1/oem-data', {
+      key: c.key,
+      raw: fromC,
+      headers: { 'content-type': 'application/json' },
+    });
+    if (fromCAnswer.status !== 201) {
+      refused(
+        {
+          status: fromCAnswer.status,
+          text: fromCAnswer.text,
+          headers: { 'retry-after': fromCAnswer.headers.get('retry-after') ?? undefined },
+        },
+        'C',
+      );
+      assert.equal(fromCAnswer.status, 503, 'C is not refused for A');
+    }
+    ten[taken]!.finish();
+    const stored = await ten[taken]!.answer;
+    assert.equal(stored.status, 201, stored.text.slice(0, 300));
+    for (const x of ten) x.drop();
+    answers = [...got.map((r, i) => (i === taken ? stored.status : r!.status)), fromCAnswer.status];
   });
   log('ten largest bulks at once', { answers, ...seen });
-  assert.ok(answers.includes(201), `one was taken: ${answers}`);
-  assert.ok(answers.filter((x) => x === 429).length >= 9 - answers.filter((x) => x === 503).length, `${answers}`);
+  assert.equal(answers.slice(0, 10).filter((x) => x === 201).length, 1, `${answers}`);
+  assert.equal(answers.slice(0, 10).filter((x) => x === 429).length, 9, `${answers}`);
 });
+
+interface Answer {
+  status: number;
+  text: string;
+  headers: Record<string, string | string[] | undefined>;
+}
+
+/**
+ * A POST of `raw` as JSON that sends its headers and first 64 KiB at once and the rest on finish():
+ * a refusal that comes before the body is read arrives meanwhile.
+ */
+function heldBack(base: string, key: string, raw: string): { answer: Promise<Answer>; finish(): void; drop(): void } {
+  const req = http.request(new URL('/api/v1/oem-data', base), {
+    method: 'POST',
+    agent: false,
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(raw) },
+  });
+  let answered = false;
+  const answer = new Promise<Answer>((resolve, reject) => {
+    req.on('response', (res) => {
+      answered = true;
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => (text += chunk));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, text, headers: res.headers }));
+      res.on('error', reject);
+    });
+    // A refused request's socket may close under the body it never read: that is not a failure.
+    req.on('error', (e) => {
+      if (!answered) reject(e);
+    });
+  });
+  const head = 64 * 1024;
+  req.write(raw.slice(0, head));
+  return { answer, finish: () => req.end(raw.slice(head)), drop: () => req.destroy() };
+}
 
 test('A reads its largest records back ten at once (limit 1000 each): each page ends at pageBytes, the service stays up, B is not held', async () => {
   // The bulk above stored 1000 records of about 8 KB: one page of them was an 8 MB answer, and ten
