@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import { test } from 'node:test';
 import pg from 'pg';
-import { createPostgres } from '../src/db/db.js';
+import { createPostgres, type Db } from '../src/db/db.js';
 import { isDatabaseUnavailable } from '../src/http/errors.js';
 import { ADMIN_PG_URL, atEnd, createTestDatabase, waitFor } from './helpers.js';
 
@@ -29,43 +29,19 @@ test('a connection refused for the server’s limit waits for a slot; none withi
   atEnd(() => db.close());
 
   // One session holds the role's one connection until released.
-  let release = () => {};
-  let holding = false;
-  const held = db.session(async (s) => {
-    await s.query('SELECT 1');
-    holding = true;
-    await new Promise<void>((r) => {
-      release = r;
-    });
-  });
-  await waitFor(
-    () => 'the session holding the one connection',
-    async () => holding || undefined,
-  );
+  let held = await holdOne(db);
 
   // A query needs a second connection: refused for the limit, tried again until the slot is free.
   const started = Date.now();
   const query = db.query<{ n: number }>('SELECT 2 AS n');
-  setTimeout(() => release(), 300);
+  setTimeout(() => held.release(), 300);
   const { rows } = await query;
   assert.equal(rows[0]?.n, 2);
   assert.ok(Date.now() - started >= 250, 'the query waited for the slot');
-  await held;
+  await held.done;
 
   // Nothing frees the slot: after about 5 s the refusal stands, as an unavailable database.
-  let releaseAgain = () => {};
-  holding = false;
-  const heldAgain = db.session(async (s) => {
-    await s.query('SELECT 1');
-    holding = true;
-    await new Promise<void>((r) => {
-      releaseAgain = r;
-    });
-  });
-  await waitFor(
-    () => 'the session holding the one connection again',
-    async () => holding || undefined,
-  );
+  held = await holdOne(db);
   // The pool keeps the freed connection idle; a second pool of the same role has none.
   const other = createPostgres(u.toString(), 1);
   atEnd(() => other.close());
@@ -75,9 +51,27 @@ test('a connection refused for the server’s limit waits for a slot; none withi
     (e: unknown) => e,
   );
   const waited = Date.now() - t0;
-  releaseAgain();
-  await heldAgain;
+  held.release();
+  await held.done;
   assert.equal((err as { code?: string } | undefined)?.code, '53300', String(err));
   assert.ok(isDatabaseUnavailable(err));
   assert.ok(waited >= 4000 && waited < 15_000, `waited ${waited} ms for a slot`);
 });
+
+/** A session on one of db's connections, held until release(); resolves once it holds it. */
+async function holdOne(db: Db): Promise<{ release(): void; done: Promise<void> }> {
+  let release = () => {};
+  let holding = false;
+  const done = db.session(async (s) => {
+    await s.query('SELECT 1');
+    holding = true;
+    await new Promise<void>((r) => {
+      release = r;
+    });
+  });
+  await waitFor(
+    () => 'a session holding a connection',
+    async () => holding || undefined,
+  );
+  return { release: () => release(), done };
+}
