@@ -51,6 +51,17 @@ const SERIES = [
   { key: 'returnAirTemperature', label: 'Return air', color: '#e67700', envelope: 'rgba(230,119,0,0.20)' },
 ];
 
+/** What the page's header shows of the asset. */
+interface AssetHead {
+  id: string;
+  name: string;
+  equipmentReference?: string | null;
+  isoEquipmentCode?: string | null;
+}
+
+/** An ISO 6346 number as it is painted on a box: owner and category, serial, check digit (`APZU 481209 0`). */
+const containerNumber = (ref: string) => (ref.length === 11 ? `${ref.slice(0, 4)} ${ref.slice(4, 10)} ${ref.slice(10)}` : ref);
+
 interface Spec {
   ranges: any;
   settings: any;
@@ -116,7 +127,7 @@ function Chart({ data, onZoom }: { data: ChartData | undefined; onZoom: (from: n
 }
 
 export function AssetPage({ id }: { id: string }) {
-  const [asset, setAsset] = useState<{ id: string; name: string } | null>(null);
+  const [asset, setAsset] = useState<AssetHead | null>(null);
   const [spec, setSpec] = useState<Spec | null | undefined>(undefined);
   const [zones, setZones] = useState<MapZone[]>([]);
   // The range first shown fits the asset's data (fitted below); null until that is known.
@@ -137,9 +148,7 @@ export function AssetPage({ id }: { id: string }) {
 
   useEffect(() => {
     void mayWrite().then(setWrite);
-    api<{ id: string; name: string }>('GET', `/assets/${id}`).then(setAsset, (x: Error) =>
-      setError(`The asset could not be read: ${x.message}`),
-    );
+    api<AssetHead>('GET', `/assets/${id}`).then(setAsset, (x: Error) => setError(`The asset could not be read: ${x.message}`));
     api<Spec[]>('GET', `/specifications?assetId=${id}&type=REEFER`).then(
       (list) => setSpec(list[0] ?? null),
       () => setSpec(null),
@@ -268,6 +277,12 @@ export function AssetPage({ id }: { id: string }) {
       <div class="toolbar">
         <a href="#/fleet">← Fleet</a>
         <h2>{name}</h2>
+        {asset?.equipmentReference ? (
+          <span class="equipment" title="Container number (ISO 6346) and size-type">
+            {containerNumber(asset.equipmentReference)}
+            {asset.isoEquipmentCode ? ` · ${asset.isoEquipmentCode}` : ''}
+          </span>
+        ) : null}
         <span class="hint">
           {spec === undefined
             ? ''

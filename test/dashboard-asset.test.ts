@@ -121,7 +121,10 @@ if (TEST_DB === 'postgres') {
     const ta = await startApp(t, { RATE_LIMIT_MAX: '100000', RATE_LIMIT_CONCURRENT: '1000', DB_POOL_SIZE: '8' });
     const o = await ownerWithKey(ta, 'asset-page-shipper');
     const call = (method: string, p: string, body?: unknown) => ta.call(method, `/api/v1${p}`, { token: o.key, body });
-    const asset = ok(await call('POST', '/assets', { name: 'REEFER-0042' }), 201);
+    const asset = ok(
+      await call('POST', '/assets', { name: 'REEFER-0042', equipmentReference: 'APZU4812090', isoEquipmentCode: '45R1' }),
+      201,
+    );
     ok(
       await call('POST', '/specifications', {
         assetId: asset.id,
@@ -209,6 +212,8 @@ if (TEST_DB === 'postgres') {
     await page.waitForSelector('.asset-page h2:text("REEFER-0042")');
     assert.equal(new URL(page.url()).hash, `#/assets/${asset.id}`);
     await page.waitForSelector('text=supply air 2 to 8 °C, set point 5 °C');
+    // Its container number as painted on the box, with the size-type.
+    assert.equal(await page.locator('.asset-page .equipment').textContent(), 'APZU 481209 0 · 45R1');
 
     // 30 days: from the hourly rollups, one canvas.
     const report: string[] = [`stored ${COUNT} reefer records in ${storeSeconds.toFixed(1)} s`];
