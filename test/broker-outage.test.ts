@@ -9,9 +9,8 @@
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import mqtt from 'mqtt';
-import pg from 'pg';
 import { kafkaBroker, kcatConsume, LANE_PORT_OFFSET, mosquittoBroker, TEST_LANE } from './brokers.js';
-import { createTestDatabase, TEST_DB, undelivered, waitFor } from './helpers.js';
+import { createTestDatabase, TEST_DB, undelivered, waitFor, connectPg } from './helpers.js';
 import { serviceProcess } from './service-process.js';
 
 const MQTT_PORT_BASE = 18870 + LANE_PORT_OFFSET; // 18870-18873 (the kafka lane's 20870-20873)
@@ -110,8 +109,7 @@ if (TEST_DB === 'postgres') {
       });
       assert.equal(made.status, 201, JSON.stringify(made.body));
 
-      const db = new pg.Client({ connectionString: databaseUrl });
-      await db.connect();
+      const db = await connectPg(databaseUrl);
       after(() => db.end());
       const failedSends = async () =>
         (await db.query<{ n: number }>('SELECT count(*)::int AS n FROM delivery_attempts WHERE NOT success')).rows[0]!.n;

@@ -5,21 +5,18 @@
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import { test } from 'node:test';
-import pg from 'pg';
 import { createPostgres, type Db } from '../src/db/db.js';
 import { isDatabaseUnavailable } from '../src/http/errors.js';
-import { ADMIN_PG_URL, atEnd, createTestDatabase, waitFor } from './helpers.js';
+import { ADMIN_PG_URL, atEnd, createTestDatabase, waitFor, connectPg } from './helpers.js';
 
 test('a connection refused for the server’s limit waits for a slot; none within 5 s is a 53300 the API calls unavailable', async () => {
   const url = await createTestDatabase();
   const role = `slots_${crypto.randomBytes(4).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: ADMIN_PG_URL });
-  await admin.connect();
+  const admin = await connectPg(ADMIN_PG_URL);
   await admin.query(`CREATE ROLE ${role} LOGIN CONNECTION LIMIT 1`);
   await admin.end();
   atEnd(async () => {
-    const c = new pg.Client({ connectionString: ADMIN_PG_URL });
-    await c.connect();
+    const c = await connectPg(ADMIN_PG_URL);
     await c.query(`DROP ROLE IF EXISTS ${role}`);
     await c.end();
   });

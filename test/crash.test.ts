@@ -8,8 +8,7 @@
 // (a SIGKILL and restart against one database: PostgreSQL only, API guide 10)
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import pg from 'pg';
-import { createTestDatabase, eventsInTimedOutAttempts, TEST_DB, undelivered } from './helpers.js';
+import { createTestDatabase, eventsInTimedOutAttempts, TEST_DB, undelivered, connectPg } from './helpers.js';
 import { Receiver } from './receiver.js';
 import { serviceProcess } from './service-process.js';
 
@@ -128,8 +127,7 @@ if (TEST_DB === 'postgres') {
     await restarting;
     assert.equal(kills, KILLS);
 
-    const db = new pg.Client({ connectionString: databaseUrl });
-    await db.connect();
+    const db = await connectPg(databaseUrl);
     t.after(() => db.end());
     // Wait for the backlog to drain.
     const deadline = Date.now() + 180_000;

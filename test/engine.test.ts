@@ -7,11 +7,21 @@
 // created, with the owner ancestry of the moment each event was stored.
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
-import pg from 'pg';
 import type { Queryable } from '../src/db/db.js';
 import * as queue from '../src/delivery/queue/index.js';
 import { appendEvents } from '../src/eventlog/log.js';
-import { bad, deliveryHistory, fleet, ownerWithKey, postgresOnly, startApp, storeLocations, type TestApp, waitFor } from './helpers.js';
+import {
+  bad,
+  deliveryHistory,
+  fleet,
+  ownerWithKey,
+  postgresOnly,
+  startApp,
+  storeLocations,
+  type TestApp,
+  waitFor,
+  connectPg,
+} from './helpers.js';
 import { Receiver } from './receiver.js';
 
 const ta: TestApp = await startApp(undefined, {
@@ -78,8 +88,7 @@ const locationsAt = (path: string) =>
 
 /** A raw PostgreSQL session the test drives itself, as the Queryable the queue module takes. */
 async function rawSession() {
-  const client = new pg.Client({ connectionString: ta.databaseUrl });
-  await client.connect();
+  const client = await connectPg(ta.databaseUrl);
   const q: Queryable = {
     query: async (text, params) => {
       const r = await client.query(text, params as unknown[]);

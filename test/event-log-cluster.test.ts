@@ -8,9 +8,8 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import crypto from 'node:crypto';
 import { test } from 'node:test';
-import pg from 'pg';
 import { kafkaCluster, stopKafkaCluster } from './brokers.js';
-import { createTestDatabase, eventsInTimedOutAttempts, undelivered } from './helpers.js';
+import { createTestDatabase, eventsInTimedOutAttempts, undelivered, connectPg } from './helpers.js';
 import { Receiver } from './receiver.js';
 import { type ServiceProcess, serviceProcess } from './service-process.js';
 
@@ -92,8 +91,7 @@ test('3 brokers, 3 instances: SIGKILL of one instance and a broker stopped while
     if (p === Math.floor(posts / 2)) await nodes[2]!.stop();
   }
 
-  const db = new pg.Client({ connectionString: databaseUrl });
-  await db.connect();
+  const db = await connectPg(databaseUrl);
   t.after(() => db.end());
   const events = (await db.query<{ event_id: string }>("SELECT event_id FROM event_log WHERE object_type = 'location'")).rows.map(
     (r) => r.event_id,

@@ -71,14 +71,14 @@ export function requireService(t: TestContext, ok: boolean, what: string, howToS
 }
 
 /**
- * An administrative connection to the test server. A server at max_connections ("too many clients
- * already", 53300: CI runs four files at once, each with its services' pools) is busy, not absent:
- * the connection is tried again for up to a minute.
+ * A connection of the test's own to a server (the shared one by default). A server at
+ * max_connections ("too many clients already", 53300: CI runs four files at once, each with its
+ * services' pools) is busy, not absent: the connection is tried again for up to a minute.
  */
-async function adminClient(timeoutMs?: number): Promise<pg.Client> {
+export async function connectPg(url = ADMIN_PG_URL, timeoutMs?: number): Promise<pg.Client> {
   const until = Date.now() + 60_000;
   for (;;) {
-    const c = new pg.Client({ connectionString: ADMIN_PG_URL, ...(timeoutMs ? { connectionTimeoutMillis: timeoutMs } : {}) });
+    const c = new pg.Client({ connectionString: url, ...(timeoutMs ? { connectionTimeoutMillis: timeoutMs } : {}) });
     try {
       await c.connect();
       return c;
@@ -88,6 +88,7 @@ async function adminClient(timeoutMs?: number): Promise<pg.Client> {
     }
   }
 }
+const adminClient = (timeoutMs?: number) => connectPg(ADMIN_PG_URL, timeoutMs);
 
 export async function postgresAvailable(): Promise<boolean> {
   try {

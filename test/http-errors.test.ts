@@ -4,10 +4,9 @@
 // while the first runs is a 409. The OpenAPI document is valid OpenAPI 3.1 and lists every route.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import pg from 'pg';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { BOUNDS } from '../src/bounds.js';
-import { ok, ownerWithKey, startApp, TEST_DB, type Res } from './helpers.js';
+import { ok, ownerWithKey, startApp, TEST_DB, type Res, connectPg } from './helpers.js';
 
 // One service for the whole file (PGlite takes seconds to start); every test makes its own owners.
 const ta = await startApp(undefined, { RATE_LIMIT_MAX: '100000' });
@@ -204,8 +203,7 @@ test('Idempotency-Key: a repeat while the first request is still in flight answe
 
   if (TEST_DB !== 'postgres') return; // PGlite has one connection: a request cannot be held open from outside
   // PostgreSQL: hold a real first request inside its handler with a table lock, repeat it, let it go.
-  const c = new pg.Client({ connectionString: ta.databaseUrl });
-  await c.connect();
+  const c = await connectPg(ta.databaseUrl);
   try {
     await c.query('BEGIN');
     await c.query('LOCK TABLE assets IN EXCLUSIVE MODE');

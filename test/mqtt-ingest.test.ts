@@ -9,9 +9,8 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { after, before, type TestContext, test } from 'node:test';
-import pg from 'pg';
 import { LANE_PORT_OFFSET, mosquittoBroker, type MosquittoBroker, mqttPublisher } from './brokers.js';
-import { bad, createTestDatabase, customer, IN_CI, ok, startApp, TEST_DB, type TestApp, waitFor } from './helpers.js';
+import { bad, createTestDatabase, customer, IN_CI, ok, startApp, TEST_DB, type TestApp, waitFor, connectPg } from './helpers.js';
 import { privatePostgres, serverBinaries } from './pg-server.js';
 import { serviceProcess } from './service-process.js';
 
@@ -322,8 +321,7 @@ test('an integration may not publish to the ingest broker, whatever PUSH_ALLOWED
 
 /** OEM data records of a run, by their sequence number: how many times each was stored. */
 async function storedSeqs(databaseUrl: string, run: string): Promise<Map<number, number>> {
-  const client = new pg.Client({ connectionString: databaseUrl });
-  await client.connect();
+  const client = await connectPg(databaseUrl);
   try {
     const { rows } = await client.query<{ seq: number; n: number }>(
       `SELECT (data->>'seq')::int AS seq, count(*)::int AS n FROM oem_data WHERE data->>'run' = $1 GROUP BY 1`,

@@ -8,9 +8,8 @@
 // refused alone, and the messages after it are stored.
 import assert from 'node:assert/strict';
 import { after, before, type TestContext, test } from 'node:test';
-import pg from 'pg';
 import { LANE_PORT_OFFSET, mosquittoBroker, type MosquittoBroker, oemRecords, payloadOf, mqttPublisher } from './brokers.js';
-import { createTestDatabase, customer, ok, startApp, TEST_DB, waitFor } from './helpers.js';
+import { createTestDatabase, customer, ok, startApp, TEST_DB, waitFor, connectPg } from './helpers.js';
 import { alive, type ServiceProcess, serviceProcess } from './service-process.js';
 
 // This file's broker: 18940-18943 (PGlite lane: +1000).
@@ -33,8 +32,7 @@ const publisher = (id: string) => mqttPublisher(brokerUrl, id);
 
 /** OEM data records of a run, by tag: how many are stored. */
 async function storedTags(databaseUrl: string, run: string): Promise<Record<string, number>> {
-  const client = new pg.Client({ connectionString: databaseUrl });
-  await client.connect();
+  const client = await connectPg(databaseUrl);
   try {
     const { rows } = await client.query<{ tag: string; n: number }>(
       `SELECT data->>'tag' AS tag, count(*)::int AS n FROM oem_data WHERE data->>'run' = $1 GROUP BY 1`,

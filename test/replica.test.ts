@@ -7,14 +7,12 @@
 // (a streaming replica of a PostgreSQL server: PostgreSQL only)
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import pg from 'pg';
-import { IN_CI, ok, ownerWithKey, REDIS_URL, startApp, TEST_DB, type TestApp, waitFor } from './helpers.js';
+import { IN_CI, ok, ownerWithKey, REDIS_URL, startApp, TEST_DB, type TestApp, waitFor, connectPg } from './helpers.js';
 import { primaryWithReplica } from './pg-server.js';
 
 /** Runs one statement on a server (the replica's replay control). */
 async function sql(url: string, text: string): Promise<void> {
-  const c = new pg.Client({ connectionString: url });
-  await c.connect();
+  const c = await connectPg(url);
   try {
     await c.query(text);
   } finally {

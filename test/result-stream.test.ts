@@ -7,8 +7,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import { test } from 'node:test';
 import { Worker } from 'node:worker_threads';
-import pg from 'pg';
-import { bad, createTestDatabase, fleet, postgresOnly, startApp, waitFor } from './helpers.js';
+import { bad, createTestDatabase, fleet, postgresOnly, startApp, waitFor, connectPg } from './helpers.js';
 import { serviceProcess } from './service-process.js';
 
 const NOWHERE = { PUSH_ALLOW_HTTP: 'true', PUSH_ALLOWED_NETWORKS: '127.0.0.0/8' };
@@ -228,8 +227,7 @@ postgresOnly(
       const other = await svc.api('POST', '/owners', { name: 'bystander' });
       const key = await svc.api('POST', '/api-keys', { name: 'bystander', ownerId: other.body.id, scopes: ['read'] });
       const bystander = key.body.key as string;
-      const pool = new pg.Client({ connectionString: databaseUrl });
-      await pool.connect();
+      const pool = await connectPg(databaseUrl);
       // As the demo's were: batch requests of 200 events, about 450 bytes a line (27 MB for 53,000 lines).
       const N = 60_000;
       const batch = 200;

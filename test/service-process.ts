@@ -81,6 +81,9 @@ export async function serviceProcess(
     RATE_LIMIT_CONCURRENT: '100',
     // One HTTP process unless a test asks for more (the default follows the core count).
     HTTP_WORKERS: '1',
+    // Each of its processes (HTTP, coordinator, delivery) has a pool: four test files at once share
+    // the server's 100 connections, so a small one unless a test asks for more.
+    DB_POOL_SIZE: '5',
     ...env,
   };
   let child: ChildProcess | undefined;

@@ -5,9 +5,8 @@
 // slow or waiting store never holds the event log's horizon back for the other stores.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import pg from 'pg';
 import { ASSET_LOCK_SPACE } from '../src/db/db.js';
-import { atEnd, customer, ok, startApp, waitFor } from './helpers.js';
+import { atEnd, customer, ok, startApp, waitFor, connectPg } from './helpers.js';
 
 const ta = await startApp(undefined, { RATE_LIMIT_MAX: '100000', RATE_LIMIT_CONCURRENT: '1000' });
 const HORIZON = 'pg_snapshot_xmin(pg_current_snapshot())::text::bigint';
@@ -19,8 +18,7 @@ test('a store waiting for its asset holds no transaction: the horizon passes it,
   const held = await c.asset('held');
   const free = await c.asset('free');
 
-  const other = new pg.Client({ connectionString: ta.databaseUrl });
-  await other.connect();
+  const other = await connectPg(ta.databaseUrl);
   atEnd(() => other.end());
   // Another store of `held` in progress, as far as the lock goes.
   await other.query('SELECT pg_advisory_lock($1, hashtext($2))', [ASSET_LOCK_SPACE, held]);
@@ -77,8 +75,7 @@ test('no store leaves a session idle in a transaction, even with its statement r
   const assetId = await c.asset('one');
   ok(await c.call('POST', '/api/v1/zones', { name: 'dock', circle: { latitude: 0, longitude: 0, radiusMeters: 1000 } }), 201);
   // The asset goes away between the read that found it and the write: the statement fails whole.
-  const other = new pg.Client({ connectionString: ta.databaseUrl });
-  await other.connect();
+  const other = await connectPg(ta.databaseUrl);
   atEnd(() => other.end());
   await other.query('SELECT pg_advisory_lock($1, hashtext($2))', [ASSET_LOCK_SPACE, assetId]);
   const waiting = c.call('POST', '/api/v1/locations', { assetId, latitude: 0, longitude: 0 });

@@ -130,7 +130,14 @@ export async function hostileService(env: Record<string, string> = {}): Promise<
     database,
     // On PostgreSQL the suite runs against two HTTP processes (HTTP_WORKERS): every bound holds per
     // instance there too; the embedded database's lane keeps the one process it always has.
-    { LOG_LEVEL: 'warn', PASSWORD_HASH_COST: String(DEFAULT_PASSWORD_COST), HTTP_WORKERS: TEST_DB === 'postgres' ? '2' : '1', ...env },
+    {
+      LOG_LEVEL: 'warn',
+      PASSWORD_HASH_COST: String(DEFAULT_PASSWORD_COST),
+      HTTP_WORKERS: TEST_DB === 'postgres' ? '2' : '1',
+      // Each process's pool as large as the service's default, so B competes with A as in production.
+      DB_POOL_SIZE: '10',
+      ...env,
+    },
     { nodeArgs: [...START_FLAGS, ...extra] },
   );
   atEnd(() => svc.stop());
