@@ -254,29 +254,21 @@ export function toDcsaEvent(row: SourceRow, party: Party | null): DcsaEvent | un
   };
   const equipmentDetails = { equipmentReference: row.equipmentReference, ISOEquipmentCode: row.isoEquipmentCode };
   const d = obj(row.data) ?? {};
+  // A reefer event: a measurement (MEAS) or an acknowledged adjustment (ADJU), the same but for its details.
+  const reefer = (code: 'MEAS' | 'ADJU', reeferDetails: Record<string, unknown> | undefined) =>
+    reeferDetails &&
+    ({
+      ...base,
+      eventID: `REEFER-${code}-${row.id}`,
+      eventClassification: { eventTypeCode: 'REEFER', eventClassifierCode: 'ACT', reeferEventTypeCode: code },
+      equipmentDetails,
+      reeferDetails,
+    } as DcsaEvent);
   switch (row.kind) {
-    case 'MEAS': {
-      const reeferDetails = measuredDetails(row.data);
-      if (!reeferDetails) return undefined;
-      return {
-        ...base,
-        eventID: `REEFER-MEAS-${row.id}`,
-        eventClassification: { eventTypeCode: 'REEFER', eventClassifierCode: 'ACT', reeferEventTypeCode: 'MEAS' },
-        equipmentDetails,
-        reeferDetails,
-      } as DcsaEvent;
-    }
-    case 'ADJU': {
-      const reeferDetails = adjustedDetails(String(d.type), d.parameters);
-      if (!reeferDetails) return undefined;
-      return {
-        ...base,
-        eventID: `REEFER-ADJU-${row.id}`,
-        eventClassification: { eventTypeCode: 'REEFER', eventClassifierCode: 'ACT', reeferEventTypeCode: 'ADJU' },
-        equipmentDetails,
-        reeferDetails,
-      } as DcsaEvent;
-    }
+    case 'MEAS':
+      return reefer('MEAS', measuredDetails(row.data));
+    case 'ADJU':
+      return reefer('ADJU', adjustedDetails(String(d.type), d.parameters));
     case 'LOC': {
       const lat = Number(d.latitude);
       const lon = Number(d.longitude);
