@@ -1,7 +1,7 @@
 // The shape of src/, checked with the lint (npm run lint): no import circles between files nor
 // between folders (type-only imports count: a circle of types is still two modules that cannot be
-// understood apart) and no file over MAX_LINES. Reads the import lines as text; every import in
-// src/ is a relative path to a .js twin of a .ts file.
+// understood apart) and no file over MAX_LINES. The graph is scripts/import-graph.mjs's, read from
+// the import lines as text; every import in src/ is a relative path to a .js twin of a .ts file.
 //
 // The folder graph: each top-level folder under src/ is a node (a file in src/a/ importing one in
 // src/b/ is an edge a/ -> b/), and so is each file directly in src/. The files that assemble the
@@ -9,36 +9,21 @@
 // imported by anyone and import no folder.
 import fs from 'node:fs';
 import path from 'node:path';
+import { importGraph } from './import-graph.mjs';
 
 const ROOT = 'src';
 const MAX_LINES = 800;
 const ASSEMBLY = new Set(['app.ts', 'main.ts', 'delivery-main.ts']);
 const LEAVES = new Set(['config.ts', 'bounds.ts']);
 
-const files = [];
-const walk = (dir) => {
-  for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
-    const p = path.join(dir, e.name);
-    if (e.isDirectory()) walk(p);
-    else if (/\.tsx?$/.test(e.name)) files.push(p);
-  }
-};
-walk(ROOT);
-
+const full = importGraph([ROOT]);
+const files = [...full.keys()];
 const problems = [];
 const graph = new Map();
-const IMPORT = /^\s*(?:import|export)\s[^;]*?from\s+'(\.{1,2}\/[^']+)'/gm;
-for (const f of files) {
-  const text = fs.readFileSync(f, 'utf8');
-  const lines = text.split('\n').length;
+for (const [f, { local }] of full) {
+  const lines = fs.readFileSync(f, 'utf8').split('\n').length;
   if (lines > MAX_LINES) problems.push(`${f}: ${lines} lines (at most ${MAX_LINES}): split it by job`);
-  const deps = new Set();
-  for (const m of text.matchAll(IMPORT)) {
-    const target = path.join(path.dirname(f), m[1].replace(/\.js$/, '.ts'));
-    if (fs.existsSync(target)) deps.add(target);
-    else if (fs.existsSync(target.replace(/\.ts$/, '.tsx'))) deps.add(target.replace(/\.ts$/, '.tsx'));
-  }
-  graph.set(f, deps);
+  graph.set(f, local);
 }
 
 // Tarjan's strongly connected components: each one with more than a file is a circle.
