@@ -22,8 +22,9 @@
 //
 // Arguments name the lanes to run (default all three; TEST_LANES="unit postgres" too);
 // TEST_FILES="test/a.test.ts test/unit/b.test.ts" narrows to some files; TEST_BROWSER=off leaves out the browser tests;
-// TEST_OTHER_NODES="<folder holding node>=unit,postgres" also runs those lanes' files on another Node.js in
-// the same pool (CI's oldest supported line; their lanes read unit@node22 and so on). The services the tests
+// TEST_OTHER_NODES="<folder holding node>=unit,compat" also runs those lanes' files on another Node.js in
+// the same pool (CI's oldest supported line: its unit lane and the compatibility set of
+// scripts/test-lanes.mjs; their lanes read unit@node22 and so on; `compat` may name a lane here too). The services the tests
 // talk to are started first when down (scripts/services.sh); TEST_SERVICES=off leaves them to you.
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -31,8 +32,14 @@ import os from 'node:os';
 import path from 'node:path';
 import { stripVTControlCharacters } from 'node:util';
 import * as esbuild from 'esbuild';
+import { COMPAT, CPU_BUDGET_SECONDS, FILE_CPU_LIMIT_SECONDS } from './test-lanes.mjs';
 
 const LANES = ['unit', 'postgres', 'pglite', 'kafka'];
+/**
+ * `compat` is no lane of its own: it names the compatibility set (scripts/test-lanes.mjs), the few
+ * database files that the oldest supported Node runs beside its unit lane, each in its own lane.
+ */
+const PSEUDO_LANES = ['compat'];
 const DURATIONS = path.join('.cache', 'test-durations.json');
 /** Each file's CPU seconds in its last run (with GNU time), beside its duration. */
 const CPU = path.join('.cache', 'test-cpu.json');
@@ -53,7 +60,9 @@ const UNKNOWN_SECONDS = 120;
 
 const args = process.argv.slice(2);
 const lanes = args.length ? args : (process.env.TEST_LANES ?? LANES.join(' ')).split(/\s+/).filter(Boolean);
-for (const l of lanes) if (!LANES.includes(l)) throw new Error(`unknown lane ${l}; known: ${LANES.join(', ')}`);
+for (const l of lanes)
+  if (!LANES.includes(l) && !PSEUDO_LANES.includes(l))
+    throw new Error(`unknown lane ${l}; known: ${[...LANES, ...PSEUDO_LANES].join(', ')}`);
 const concurrency = Math.max(1, Number(process.env.TEST_CONCURRENCY ?? 4));
 const only = process.env.TEST_FILES?.split(/\s+/).filter(Boolean);
 const list = (dir) =>
@@ -123,20 +132,29 @@ const otherNodes = (process.env.TEST_OTHER_NODES ?? '')
   .split(/\s+/)
   .filter(Boolean)
   .map((entry) => {
-    const [dir, laneList = 'unit,postgres'] = entry.split('=');
+    const [dir, laneList = 'unit,compat'] = entry.split('=');
     const ls = laneList.split(',').filter(Boolean);
-    for (const l of ls) if (!LANES.includes(l)) throw new Error(`unknown lane ${l} in TEST_OTHER_NODES; known: ${LANES.join(', ')}`);
+    for (const l of ls)
+      if (!LANES.includes(l) && !PSEUDO_LANES.includes(l))
+        throw new Error(`unknown lane ${l} in TEST_OTHER_NODES; known: ${[...LANES, ...PSEUDO_LANES].join(', ')}`);
     return { node: nodeOf(path.join(path.resolve(dir), 'node')), lanes: ls };
   });
+/** The files of a lane, as [lane, file] pairs: `compat` gives the compatibility set's files, each in its database lane. */
+const pairsOf = (lane) =>
+  lane === 'compat'
+    ? COMPAT.flatMap((c) => (filesOf(c.lane).includes(c.file) ? [[c.lane, c.file]] : []))
+    : filesOf(lane).map((file) => [lane, file]);
 const jobsOn = (node, ls, browser) =>
-  ls.flatMap((lane) =>
-    filesOf(lane)
-      .filter((file) => browser || !isBrowserTest(file))
-      .map((file) => ({ lane, file, node, key: `${lane}${node.tag} ${file}`, alike: `${lane} ${file}` })),
-  );
-const jobs = [...jobsOn(ownNode, lanes, true), ...otherNodes.flatMap((o) => jobsOn(o.node, o.lanes, false))].sort(
-  (a, b) => guess(b) - guess(a),
-);
+  ls
+    .flatMap(pairsOf)
+    .filter(([, file]) => browser || !isBrowserTest(file))
+    .map(([lane, file]) => ({ lane, file, node, key: `${lane}${node.tag} ${file}`, alike: `${lane} ${file}` }));
+// One job per key (a file named by its lane and by the compatibility set runs once).
+const jobs = [
+  ...new Map(
+    [...jobsOn(ownNode, lanes, true), ...otherNodes.flatMap((o) => jobsOn(o.node, o.lanes, false))].map((j) => [j.key, j]),
+  ).values(),
+].sort((a, b) => guess(b) - guess(a));
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tracking-tests-'));
 
@@ -349,11 +367,18 @@ console.log(
 const laneNames = [...new Set(jobs.map((j) => `${j.lane}${j.node.tag}`))].sort(
   (x, y) => LANES.indexOf(x.split('@')[0]) - LANES.indexOf(y.split('@')[0]) || x.localeCompare(y),
 );
+const measured = results.filter((r) => r.cpu !== null);
+const allCpu = sum(measured, 'cpu');
 for (const lane of laneNames) {
   const rs = results.filter((r) => `${r.lane}${r.node.tag}` === lane);
   const ok = rs.every((r) => r.ok);
+  const laneCpu = sum(
+    rs.filter((r) => r.cpu !== null),
+    'cpu',
+  );
+  const share = measured.length ? `, ${Math.round(laneCpu)} s of CPU (${Math.round((100 * laneCpu) / (allCpu || 1))}%)` : '';
   console.log(
-    `  ${lane.padEnd(16)} ${ok ? 'passed' : 'FAILED'}: ${sum(rs, 'passed')} passed, ${sum(rs, 'failed')} failed, ${sum(rs, 'skipped')} skipped; ${rs.length} files, ${Math.round(sum(rs, 'seconds'))} s of process time`,
+    `  ${lane.padEnd(16)} ${ok ? 'passed' : 'FAILED'}: ${sum(rs, 'passed')} passed, ${sum(rs, 'failed')} failed, ${sum(rs, 'skipped')} skipped; ${rs.length} files, ${Math.round(sum(rs, 'seconds'))} s of process time${share}`,
   );
 }
 const failedFiles = results.filter((r) => !r.ok);
@@ -370,17 +395,24 @@ console.log(
     .map((r) => `${r.lane}${r.node.tag} ${path.basename(r.file)} ${r.seconds.toFixed(0)} s`)
     .join(', '),
 );
-const measured = results.filter((r) => r.cpu !== null);
 if (measured.length) {
-  // Where the two cores went (the test processes and what they started; the database server's share is not in it).
+  // Where the two cores went (the test processes and what they started; the database server's share
+  // is not in it), against the budget of a whole run (scripts/test-lanes.mjs). A narrowed run is
+  // measured against it too: it says what the files run cost, not whether a whole run fits.
   const top = [...measured].sort((a, b) => b.cpu - a.cpu);
+  const whole = !only && lanes.length >= LANES.length;
   console.log(
-    `  CPU: ${Math.round(sum(measured, 'cpu'))} s in all; most:`,
+    `  CPU: ${Math.round(allCpu)} s of test processes${whole ? `, budget ${CPU_BUDGET_SECONDS} s (${allCpu <= CPU_BUDGET_SECONDS ? 'within' : `OVER by ${Math.round(allCpu - CPU_BUDGET_SECONDS)} s`})` : ''}; most:`,
     top
       .slice(0, 8)
       .map((r) => `${r.lane}${r.node.tag} ${path.basename(r.file)} ${r.cpu.toFixed(0)} s`)
       .join(', '),
   );
+  const heavy = top.filter((r) => r.cpu > FILE_CPU_LIMIT_SECONDS);
+  if (heavy.length)
+    console.log(
+      `  over ${FILE_CPU_LIMIT_SECONDS} s of CPU each (make them cheaper; docs/TESTING.md): ${heavy.map((r) => `${r.lane}${r.node.tag} ${r.file} ${r.cpu.toFixed(0)} s`).join(', ')}`,
+    );
 }
 console.log(`tests: ${sum(results, 'passed')} passed, ${sum(results, 'failed')} failed, ${sum(results, 'skipped')} skipped`);
 process.exit(failedFiles.length ? 1 : 0);

@@ -7,8 +7,9 @@
 // has ended, the silent try comes back with login_required: the card, once, no second try, and
 // the click still lands on the page. A sign-out then a reload shows the card with no silent try.
 // With a pasted API key a reload asks for the key again (nothing is stored) and shows the same
-// page after it. Runs on both databases.
+// page after it. Runs on PostgreSQL (the page is the same on both databases).
 // @test-browser
+// @test-lanes postgres
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { type TestContext, test } from 'node:test';

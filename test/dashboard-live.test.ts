@@ -1,6 +1,7 @@
 // @test-browser
-// The live fleet page in a real Chromium (playwright-core with Debian's chromium), on both
-// databases: signed in with a key, the fleet page draws from the live stream's snapshot (never
+// @test-lanes postgres
+// The live fleet page in a real Chromium (playwright-core with Debian's chromium), on
+// PostgreSQL (the page is the same on both databases): signed in with a key, the fleet page draws from the live stream's snapshot (never
 // "0 of 0 assets"), a position POSTed is on the map within 2 s of the store's answer, and then,
 // over ten minutes of the page's own clock (Playwright's clock, run forward: no real wait), the
 // page makes no request twice: nothing is polled once the stream runs.

@@ -16,17 +16,16 @@
 // drawn, the attribution shown, the policy adds that origin and nothing else, the share page draws
 // them too. Screenshots at 1440x900 and 390x844 go to test-artifacts/ (outside git).
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { test } from 'node:test';
 import zlib from 'node:zlib';
-import type { Browser, Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
 import { DASHBOARD_CSP } from '../src/dashboard/dashboard.js';
 import { SHARE_CSP } from '../src/share/page.js';
 import { atEnd, ok, ownerWithKey, startApp, TEST_DB, type TestApp, waitFor } from './helpers.js';
-import { ARTIFACTS, launchChromium, requireChromium } from './browser.js';
+import { ARTIFACTS, launchChromium, requireChromium, type TestBrowser } from './browser.js';
 
 // Web Mercator, as the map draws it (world units: the world is the square 0..1).
 const mercX = (lon: number) => (lon + 180) / 360;
@@ -182,7 +181,7 @@ function mapOf(page: Page) {
 }
 
 /** A browser page signed in with a key, on the Fleet page; its errors and every request it makes recorded. */
-async function fleetPage(browser: Browser, ta: TestApp, key: string, viewport = { width: 1440, height: 900 }) {
+async function fleetPage(browser: TestBrowser, ta: TestApp, key: string, viewport = { width: 1440, height: 900 }) {
   const page = await browser.newPage({ viewport, hasTouch: true });
   const errors: string[] = [];
   const requests: string[] = [];
@@ -255,22 +254,7 @@ if (TEST_DB === 'postgres') {
     const single = await fleet(ta, 'map-single', [{ name: 'ONLY', latitude: 51.95, longitude: 4.14 }]);
     const visible = [...ROTTERDAM, ...PORTS, ...DATELINE];
 
-    // The land files: from node_modules, gzipped when asked, cacheable, revalidated by their ETag.
-    for (const level of ['110m', '50m', '10m']) {
-      const r = await fetch(`${ta.url}/dashboard/land-${level}.json`, { headers: { 'accept-encoding': 'gzip' } });
-      assert.equal(r.status, 200, level);
-      assert.equal(r.headers.get('content-encoding'), 'gzip', level);
-      assert.equal(r.headers.get('content-security-policy'), DASHBOARD_CSP);
-      assert.match(r.headers.get('cache-control')!, /public, max-age=\d+, immutable/);
-      const topo = (await r.json()) as { type: string; objects: { land: unknown } };
-      assert.equal(topo.type, 'Topology');
-      assert.ok(topo.objects.land, level);
-      const again = await fetch(`${ta.url}/dashboard/land-${level}.json`, { headers: { 'if-none-match': r.headers.get('etag')! } });
-      assert.equal(again.status, 304, `${level} revalidated`);
-    }
-    const plain = await fetch(`${ta.url}/dashboard/land-10m.json`, { headers: { 'accept-encoding': 'identity' } });
-    assert.equal(plain.headers.get('content-encoding'), null);
-    assert.equal((await plain.arrayBuffer()).byteLength, fs.statSync('node_modules/world-atlas/land-10m.json').size);
+    // The land files themselves (gzip, caching, ETag): test/ops.test.ts.
     // The page's policy as it always was; the map's settings say: no street tiles.
     assert.equal((await fetch(`${ta.url}/dashboard/`)).headers.get('content-security-policy'), DASHBOARD_CSP);
     const settings = (await (await fetch(`${ta.url}/dashboard/config.json`)).json()) as { map: { tiles: unknown } };

@@ -1,9 +1,12 @@
-// Operations endpoints (API guide 4): health, readiness, Prometheus metrics, docs page.
+// Operations endpoints (API guide 4): health, readiness, Prometheus metrics, docs page; the
+// dashboard's land files (gzip, caching, ETag: the map itself is test/dashboard-map.test.ts).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import fs from 'node:fs';
+import { DASHBOARD_CSP } from '../src/dashboard/dashboard.js';
 import { startApp } from './helpers.js';
 
-test('healthz, readyz, metrics and the docs page answer without credentials', async (t) => {
+test("healthz, readyz, metrics, the docs page and the map's land files answer without credentials", async (t) => {
   const ta = await startApp(t);
   const health = await ta.call('GET', '/healthz');
   assert.equal(health.status, 200);
@@ -32,6 +35,22 @@ test('healthz, readyz, metrics and the docs page answer without credentials', as
     assert.equal(r.status, 200, asset);
     assert.ok((await r.arrayBuffer()).byteLength > 0, asset);
   }
+  // The land files: from node_modules, gzipped when asked, cacheable, revalidated by their ETag.
+  for (const level of ['110m', '50m', '10m']) {
+    const r = await fetch(`${ta.url}/dashboard/land-${level}.json`, { headers: { 'accept-encoding': 'gzip' } });
+    assert.equal(r.status, 200, level);
+    assert.equal(r.headers.get('content-encoding'), 'gzip', level);
+    assert.equal(r.headers.get('content-security-policy'), DASHBOARD_CSP);
+    assert.match(r.headers.get('cache-control')!, /public, max-age=\d+, immutable/);
+    const topo = (await r.json()) as { type: string; objects: { land: unknown } };
+    assert.equal(topo.type, 'Topology');
+    assert.ok(topo.objects.land, level);
+    const again = await fetch(`${ta.url}/dashboard/land-${level}.json`, { headers: { 'if-none-match': r.headers.get('etag')! } });
+    assert.equal(again.status, 304, `${level} revalidated`);
+  }
+  const plain = await fetch(`${ta.url}/dashboard/land-10m.json`, { headers: { 'accept-encoding': 'identity' } });
+  assert.equal(plain.headers.get('content-encoding'), null);
+  assert.equal((await plain.arrayBuffer()).byteLength, fs.statSync('node_modules/world-atlas/land-10m.json').size);
 });
 
 test('probes and scrapes are not logged at info; API requests are', async () => {
