@@ -41,9 +41,11 @@ const queryAjv = withFormats(new Ajv({ coerceTypes: 'array', useDefaults: true, 
 
 /**
  * Compiled validators and serializers are kept for the process, by the schema's text (each app
- * builds its own schema objects): an app compiles some 300 schemas, about 1 s of CPU, the same ones
- * for every app a process builds (the service builds one; a test process several). The routes are
- * the code's, so the cache is bounded by it.
+ * builds its own schema objects): an app has some 150 schemas, about 0.5 s of CPU to compile, the
+ * same ones for every app a process builds (the service builds one; a test process several). The
+ * routes are the code's, so the cache is bounded by it. Each is compiled on its route's first use,
+ * not at start: a start (a restart after a crash, each of HTTP_WORKERS' processes, each test
+ * process) pays for the routes it serves, and a route's first request for its own (a few ms).
  */
 const compiled = new Map<string, unknown>();
 function once<F>(kind: string, schema: unknown, make: () => F): F {
@@ -55,14 +57,33 @@ function once<F>(kind: string, schema: unknown, make: () => F): F {
   }
   return f;
 }
-const compile = (ajv: Ajv, kind: string, schema: object): ValidateFunction => once(kind, schema, () => ajv.compile(schema));
+/** A validator compiled on its first call; its `errors` (which Fastify reads after a failed call) are the compiled one's. */
+function lazyValidator(make: () => ValidateFunction): ValidateFunction {
+  let real: ValidateFunction | undefined;
+  const v = ((data: unknown) => {
+    real ??= make();
+    return real(data);
+  }) as ValidateFunction;
+  Object.defineProperty(v, 'errors', { get: () => real?.errors ?? null });
+  return v;
+}
+const compile = (ajv: Ajv, kind: string, schema: object): ValidateFunction =>
+  once(kind, schema, () => lazyValidator(() => ajv.compile(schema)));
 
 /**
  * Responses are serialised by fast-json-stringify, as Fastify's own serializer compiler does (the
- * service adds no shared schemas), compiled once per process (see `once`).
+ * service adds no shared schemas), compiled once per process, on first use (see `once`).
  */
 export function installSerializer(app: FastifyInstance): void {
-  app.setSerializerCompiler(({ schema }) => once('response', schema, () => fastJsonStringify(schema as object)));
+  app.setSerializerCompiler(({ schema }) =>
+    once('response', schema, () => {
+      let real: ((data: unknown) => string) | undefined;
+      return (data: unknown) => {
+        real ??= fastJsonStringify(schema as object);
+        return real(data);
+      };
+    }),
+  );
 }
 
 export function installValidation(app: FastifyInstance): void {
