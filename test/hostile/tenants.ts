@@ -106,11 +106,14 @@ export async function storePositions(h: Hostile, t: Tenant, posts: number): Prom
 let twin: Promise<{ h: Hostile; b: Tenant }> | undefined;
 /**
  * The quiet twin: the same service, started the same way (`npm start`'s heap) on a database of its
- * own, with a tenant like B; nothing else uses it. Started once per file, on first use.
+ * own, with a tenant like B; nothing else uses it. Started once per file, on first use. It serves
+ * from one HTTP process and delivers nothing (it has no integration): it measures what the machine
+ * costs B's short requests, which the processes it would otherwise start (a second HTTP process, a
+ * delivery process, each polling) only added to, on the same two cores.
  */
 function quietTwin(): Promise<{ h: Hostile; b: Tenant }> {
   twin ??= (async () => {
-    const h = await hostileService();
+    const h = await hostileService({ HTTP_WORKERS: '1', DELIVERY_ENABLED: 'false' });
     return { h, b: await h.tenant('twin-b') };
   })();
   return twin;
@@ -138,7 +141,7 @@ export async function hostileService(env: Record<string, string> = {}): Promise<
       DB_POOL_SIZE: '10',
       ...env,
     },
-    { nodeArgs: [...START_FLAGS, ...extra] },
+    { nodeArgs: [...START_FLAGS, ...extra], wasmBaselineOnly: false },
   );
   atEnd(() => svc.stop());
   // A's requests wait as long as A's work takes (fetch's own 300 s headers timeout cut off the zone
