@@ -53,7 +53,14 @@ const LOG_TAIL_BYTES = 64 * 1024;
 export interface ServiceProcessOptions {
   /** Node's own flags, e.g. `npm start`'s `--max-old-space-size=128`. */
   nodeArgs?: string[];
+  /**
+   * Whether an embedded database's WebAssembly runs on V8's baseline compiler alone, as the PGlite
+   * lane's test processes do (scripts/test.mjs, WASM_BASELINE_ONLY): the default follows the test
+   * process. The hostile-tenant suite says no: it measures the service as `npm start` runs it.
+   */
+  wasmBaselineOnly?: boolean;
 }
+const LIFTOFF = '--liftoff-only';
 
 /**
  * The service on PostgreSQL (a database URL), or on the embedded database in a folder of its own
@@ -96,7 +103,8 @@ export async function serviceProcess(
   let token = '';
   const start = async () => {
     // Its own process group, so a kill takes the service's delivery processes with it.
-    const c = spawn(process.execPath, [...(opts.nodeArgs ?? []), ...entryArgs('src/main.ts')], {
+    const baseline = typeof database !== 'string' && (opts.wasmBaselineOnly ?? process.execArgv.includes(LIFTOFF));
+    const c = spawn(process.execPath, [...(baseline ? [LIFTOFF] : []), ...(opts.nodeArgs ?? []), ...entryArgs('src/main.ts')], {
       env: fullEnv,
       stdio: ['ignore', 'pipe', 'inherit'],
       detached: true,
