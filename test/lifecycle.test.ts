@@ -10,11 +10,10 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
-import pg from 'pg';
 import { buildApp } from '../src/app.js';
 import { MIGRATION_LOCK_KEY, readMigrations } from '../src/db/migrate.js';
 import { Notifier } from '../src/db/notifier.js';
-import { createTestDatabase, postgresAvailable, requireService, testConfig, TEST_DB, ADMIN_PG_URL, waitFor } from './helpers.js';
+import { connectPg, createTestDatabase, postgresAvailable, requireService, testConfig, TEST_DB, ADMIN_PG_URL, waitFor } from './helpers.js';
 import { entryArgs } from './service-process.js';
 
 if (TEST_DB === 'postgres') {
@@ -22,8 +21,7 @@ if (TEST_DB === 'postgres') {
     if (!requireService(t, await postgresAvailable(), `PostgreSQL at ${ADMIN_PG_URL}`, 'pg_ctlcluster $(ls /etc/postgresql) main start'))
       return;
     const url = await createTestDatabase();
-    const holder = new pg.Client({ connectionString: url });
-    await holder.connect();
+    const holder = await connectPg(url);
     await holder.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
     let started = 0;
     const starts = [0, 1, 2].map(() =>
@@ -80,8 +78,7 @@ if (TEST_DB === 'postgres') {
     const listening = new Notifier(url);
     let woken = 0;
     listening.subscribe('tracking_test', () => woken++);
-    const sender = new pg.Client({ connectionString: url });
-    await sender.connect();
+    const sender = await connectPg(url);
     try {
       await waitFor(
         () => 'a notification through the LISTEN connection',

@@ -6,10 +6,10 @@
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import { test } from 'node:test';
-import pg from 'pg';
+
 import { createPostgres } from '../src/db/db.js';
 import { migrate } from '../src/db/migrate.js';
-import { atEnd, createTestDatabase, customer, ok, startApp, waitFor } from './helpers.js';
+import { atEnd, connectPg, createTestDatabase, customer, ok, startApp, waitFor } from './helpers.js';
 import { Receiver } from './receiver.js';
 
 // Small pools: this file runs beside others on the shared server (max_connections 100).
@@ -46,8 +46,7 @@ test('a database of the unpartitioned layout upgrades in place: no copy, no long
   const liveId = await mk('live', '/live', true);
   const pausedId = await mk('paused', '/paused', false);
   await scratch.app.close();
-  const sdb = new pg.Client({ connectionString: scratch.databaseUrl });
-  await sdb.connect();
+  const sdb = await connectPg(scratch.databaseUrl!);
   atEnd(() => sdb.end());
   const integrations = (await sdb.query('SELECT * FROM integrations WHERE id = ANY($1::uuid[])', [[liveId, pausedId]])).rows;
 
@@ -56,8 +55,7 @@ test('a database of the unpartitioned layout upgrades in place: no copy, no long
   const old = createPostgres(url, 2);
   assert.deepEqual((await migrate(old, { upTo: 12 })).length, 12);
   await old.close();
-  const c = new pg.Client({ connectionString: url });
-  await c.connect();
+  const c = await connectPg(url);
   atEnd(() => c.end());
   const owner = sc.ownerId;
   await c.query(`INSERT INTO owners (id, name) VALUES ($1, 'scratch-owner')`, [owner]);
@@ -134,8 +132,7 @@ test('a database of the unpartitioned layout upgrades in place: no copy, no long
   const maxId = (await c.query('SELECT max(id)::text AS m FROM locations')).rows[0].m as string;
 
   // A writer and a reader that never wait more than a second for a lock while the upgrade runs.
-  const probe = new pg.Client({ connectionString: url });
-  await probe.connect();
+  const probe = await connectPg(url);
   atEnd(() => probe.end());
   await probe.query("SET lock_timeout = '1s'");
   let upgrading = true;
