@@ -268,6 +268,12 @@ test('MQTT devices: a reefer registered as an MQTT device publishes on the inges
       async () => (await statusOf(other.id)).status === 'ACKNOWLEDGED',
       30_000,
     );
+    // The simulator hears of an answer once the service has taken it (its request answered): on a
+    // busy machine that can come after the status read above.
+    await waitFor(
+      () => `the simulator told of three commands (${JSON.stringify(obeyed)})`,
+      async () => obeyed.length >= 3,
+    );
     assert.deepEqual(
       obeyed.map((c) => [c.id, c.via]).sort(),
       [
