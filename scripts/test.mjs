@@ -312,7 +312,7 @@ function run(job, n) {
       if (!r.ok) r.failures = failuresOf(out);
       const cpu = r.cpu === null ? '' : ` (${r.cpu.toFixed(1)} s of CPU)`;
       console.log(
-        `\n── ${job.lane}${job.node.tag} ${job.file}: ${r.ok ? 'passed' : `FAILED (${signal ?? `exit ${code}`})`} in ${r.seconds.toFixed(1)} s${cpu}`,
+        `\n── ${job.lane}${job.node.tag} ${job.file}: ${r.ok ? 'passed' : `FAILED (${signal ?? `exit ${code}`})`} in ${r.seconds.toFixed(1)} s${cpu}, ended ${Math.round((Date.now() - started) / 1000)} s into the run`,
       );
       process.stdout.write(out);
       results.push(r);
