@@ -57,14 +57,36 @@ function once<F>(kind: string, schema: unknown, make: () => F): F {
   }
   return f;
 }
+/** Made but not yet compiled: what `compileSchemasNow` compiles. */
+const uncompiled = new Set<() => unknown>();
+/** `make`'s result, made on the first call of the getter (or by `compileSchemasNow`). */
+function lazily<T>(make: () => T): () => T {
+  let made: T | undefined;
+  const get = (): T => {
+    if (made === undefined) {
+      made = make();
+      uncompiled.delete(get);
+    }
+    return made;
+  };
+  uncompiled.add(get);
+  return get;
+}
+/**
+ * Compiles every schema the process's apps have registered and not used yet; returns how many. A
+ * schema that cannot compile throws here (the test of every route's schemas), as it would on its
+ * route's first request.
+ */
+export function compileSchemasNow(): number {
+  const all = [...uncompiled];
+  for (const get of all) get();
+  return all.length;
+}
 /** A validator compiled on its first call; its `errors` (which Fastify reads after a failed call) are the compiled one's. */
 function lazyValidator(make: () => ValidateFunction): ValidateFunction {
-  let real: ValidateFunction | undefined;
-  const v = ((data: unknown) => {
-    real ??= make();
-    return real(data);
-  }) as ValidateFunction;
-  Object.defineProperty(v, 'errors', { get: () => real?.errors ?? null });
+  const get = lazily(make);
+  const v = ((data: unknown) => get()(data)) as ValidateFunction;
+  Object.defineProperty(v, 'errors', { get: () => get().errors ?? null });
   return v;
 }
 const compile = (ajv: Ajv, kind: string, schema: object): ValidateFunction =>
@@ -77,11 +99,8 @@ const compile = (ajv: Ajv, kind: string, schema: object): ValidateFunction =>
 export function installSerializer(app: FastifyInstance): void {
   app.setSerializerCompiler(({ schema }) =>
     once('response', schema, () => {
-      let real: ((data: unknown) => string) | undefined;
-      return (data: unknown) => {
-        real ??= fastJsonStringify(schema as object);
-        return real(data);
-      };
+      const get = lazily(() => fastJsonStringify(schema as object));
+      return (data: unknown) => get()(data);
     }),
   );
 }
