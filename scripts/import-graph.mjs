@@ -54,17 +54,22 @@ export function importGraph(roots) {
   return graph;
 }
 
-/** Every file that `roots` load: themselves and what they import, all the way down. */
-export function loadedBy(graph, roots) {
+/** Every file reached from `roots` by `next` (each root included). */
+function reach(roots, next) {
   const seen = new Set();
   const todo = [...roots];
   while (todo.length) {
     const f = todo.pop();
     if (seen.has(f)) continue;
     seen.add(f);
-    todo.push(...(graph.get(f)?.local ?? []));
+    todo.push(...next(f));
   }
   return seen;
+}
+
+/** Every file that `roots` load: themselves and what they import, all the way down. */
+export function loadedBy(graph, roots) {
+  return reach(roots, (f) => graph.get(f)?.local ?? []);
 }
 
 /**
@@ -75,13 +80,5 @@ export function loadedBy(graph, roots) {
 export function importersOf(graph, changed, stops = new Set()) {
   const back = new Map();
   for (const [f, { local }] of graph) for (const d of local) back.set(d, [...(back.get(d) ?? []), f]);
-  const seen = new Set();
-  const todo = [...changed];
-  while (todo.length) {
-    const f = todo.pop();
-    if (seen.has(f)) continue;
-    seen.add(f);
-    if (!stops.has(f) || changed.includes(f)) todo.push(...(back.get(f) ?? []).filter((g) => !stops.has(g)));
-  }
-  return seen;
+  return reach(changed, (f) => (back.get(f) ?? []).filter((g) => !stops.has(g)));
 }

@@ -43,9 +43,7 @@ const graph = importGraph(['src', 'test', 'sim', 'dashboard', 'bench', 'scripts'
 const isTest = (f) => /^test\/(hostile\/)?[^/]+\.test\.ts$/.test(f);
 const reached = new Set([...importersOf(graph, changed, ASSEMBLY)].filter(isTest));
 // A capability's own test files, by name: src/zones/x.ts -> test/zones*.test.ts, test/hostile/zones*.test.ts.
-const folders = new Set(
-  changed.flatMap((f) => /^(?:src|dashboard)\/([^/]+)\//.exec(f)?.[1] ?? (f.startsWith('dashboard/') ? 'dashboard' : [])),
-);
+const folders = new Set(changed.flatMap((f) => (f.startsWith('dashboard/') ? 'dashboard' : (/^src\/([^/]+)\//.exec(f)?.[1] ?? []))));
 for (const dir of ['test', 'test/hostile'])
   for (const name of fs.readdirSync(dir))
     for (const folder of folders) {

@@ -60,9 +60,12 @@ const UNKNOWN_SECONDS = 120;
 
 const args = process.argv.slice(2);
 const lanes = args.length ? args : (process.env.TEST_LANES ?? LANES.join(' ')).split(/\s+/).filter(Boolean);
-for (const l of lanes)
+/** Throws on a lane name the runner does not know (`where` says where it was named). */
+const knownLane = (l, where = '') => {
   if (!LANES.includes(l) && !PSEUDO_LANES.includes(l))
-    throw new Error(`unknown lane ${l}; known: ${[...LANES, ...PSEUDO_LANES].join(', ')}`);
+    throw new Error(`unknown lane ${l}${where}; known: ${[...LANES, ...PSEUDO_LANES].join(', ')}`);
+};
+for (const l of lanes) knownLane(l);
 const concurrency = Math.max(1, Number(process.env.TEST_CONCURRENCY ?? 4));
 const only = process.env.TEST_FILES?.split(/\s+/).filter(Boolean);
 const list = (dir) =>
@@ -134,9 +137,7 @@ const otherNodes = (process.env.TEST_OTHER_NODES ?? '')
   .map((entry) => {
     const [dir, laneList = 'unit,compat'] = entry.split('=');
     const ls = laneList.split(',').filter(Boolean);
-    for (const l of ls)
-      if (!LANES.includes(l) && !PSEUDO_LANES.includes(l))
-        throw new Error(`unknown lane ${l} in TEST_OTHER_NODES; known: ${[...LANES, ...PSEUDO_LANES].join(', ')}`);
+    for (const l of ls) knownLane(l, ' in TEST_OTHER_NODES');
     return { node: nodeOf(path.join(path.resolve(dir), 'node')), lanes: ls };
   });
 /** The files of a lane, as [lane, file] pairs: `compat` gives the compatibility set's files, each in its database lane. */
@@ -411,7 +412,7 @@ if (measured.length) {
   // is not in it), against the budget of a whole run (scripts/test-lanes.mjs). A narrowed run is
   // measured against it too: it says what the files run cost, not whether a whole run fits.
   const top = [...measured].sort((a, b) => b.cpu - a.cpu);
-  const whole = !only && lanes.length >= LANES.length;
+  const whole = !only && LANES.every((l) => lanes.includes(l));
   console.log(
     `  CPU: ${Math.round(allCpu)} s of test processes${whole ? `, budget ${CPU_BUDGET_SECONDS} s (${allCpu <= CPU_BUDGET_SECONDS ? 'within' : `OVER by ${Math.round(allCpu - CPU_BUDGET_SECONDS)} s`})` : ''}; most:`,
     top
