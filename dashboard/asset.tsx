@@ -133,6 +133,9 @@ export function AssetPage({ id }: { id: string }) {
   // The range first shown fits the asset's data (fitted below); null until that is known.
   const [chosen, setRange] = useState<Range | null>(null);
   const [fit, setFit] = useState<Range | null>(null);
+  // Whether the viewer has chosen a range on this page: the fitted range, when it comes later
+  // (a slow first-record read), must not take the place of their choice.
+  const picked = useRef(false);
   const waiting = useMemo(() => preset('7d'), [id]);
   const range = chosen ?? waiting;
   const [custom, setCustom] = useState({ from: '', to: '' });
@@ -158,6 +161,7 @@ export function AssetPage({ id }: { id: string }) {
     // before it) to now, so that a few minutes of data fill the chart instead of a sliver of 7 days.
     let gone = false;
     setRange(null);
+    picked.current = false;
     const asked = rangeOf(parseHash(location.hash).params);
     if (asked) {
       setRange(asked);
@@ -173,7 +177,7 @@ export function AssetPage({ id }: { id: string }) {
       if (gone) return;
       const r0 = fitted(Math.min(r, l));
       setFit(r0);
-      if (asked) return;
+      if (asked || picked.current) return;
       setRange(r0);
       setCustom({ from: toLocalInput(r0.from), to: toLocalInput(r0.to) });
     });
@@ -263,11 +267,13 @@ export function AssetPage({ id }: { id: string }) {
   const customTo = fromLocalInput(custom.to);
   const customOk = customFrom < customTo;
   /** A span chosen on the chart (a drag): shown as a custom range, its inputs filled in. */
-  const zoom = useCallback((from: number, to: number) => {
-    setRange({ preset: 'custom', from, to });
-    showRange({ preset: 'custom', from, to });
-    setCustom({ from: toLocalInput(from), to: toLocalInput(to) });
+  const choose = useCallback((r: Range, fillInputs = true) => {
+    picked.current = true;
+    setRange(r);
+    showRange(r);
+    if (fillInputs) setCustom({ from: toLocalInput(r.from), to: toLocalInput(r.to) });
   }, []);
+  const zoom = useCallback((from: number, to: number) => choose({ preset: 'custom', from, to }), [choose]);
   const band = specRange(spec, SERIES[0]!.key);
   const setpoint = setpointOf(spec);
   const loaded = temps?.loaded;
@@ -298,12 +304,7 @@ export function AssetPage({ id }: { id: string }) {
             type="button"
             class={range.preset === 'fit' ? 'active' : ''}
             aria-pressed={range.preset === 'fit'}
-            onClick={() => {
-              const r = fitted(fit.from + fit.pad!);
-              setRange(r);
-              showRange(r);
-              setCustom({ from: toLocalInput(r.from), to: toLocalInput(r.to) });
-            }}
+            onClick={() => choose(fitted(fit.from + fit.pad!))}
           >
             Its data
           </button>
@@ -314,12 +315,7 @@ export function AssetPage({ id }: { id: string }) {
             type="button"
             class={range.preset === p.id ? 'active' : ''}
             aria-pressed={range.preset === p.id}
-            onClick={() => {
-              const r = preset(p.id);
-              setRange(r);
-              showRange(r);
-              setCustom({ from: toLocalInput(r.from), to: toLocalInput(r.to) });
-            }}
+            onClick={() => choose(preset(p.id))}
           >
             {p.label}
           </button>
@@ -347,11 +343,7 @@ export function AssetPage({ id }: { id: string }) {
           disabled={!customOk}
           class={range.preset === 'custom' ? 'active' : ''}
           // "to" names a minute: the range keeps all of it (to its last millisecond).
-          onClick={() => {
-            const r = { preset: 'custom', from: customFrom, to: customTo + MINUTE - 1 };
-            setRange(r);
-            showRange(r);
-          }}
+          onClick={() => choose({ preset: 'custom', from: customFrom, to: customTo + MINUTE - 1 }, false)}
         >
           Show range
         </button>
