@@ -8,15 +8,13 @@
 // between PUBACK and answer, loses no command.
 import assert from 'node:assert/strict';
 import net from 'node:net';
-import os from 'node:os';
-import path from 'node:path';
 import fs from 'node:fs';
 import { after, before, type TestContext, test } from 'node:test';
 import mqtt, { type MqttClient } from 'mqtt';
 import { LANE_PORT_OFFSET, mosquittoBroker, type MosquittoBroker } from './brokers.js';
 import { createTestDatabase, customer, ok, startApp, TEST_DB, type TestApp, waitFor } from './helpers.js';
 import { Receiver } from './receiver.js';
-import { serviceProcess } from './service-process.js';
+import { embeddedDataDir, serviceProcess } from './service-process.js';
 
 // This file's broker: 18990-18993 (PGlite lane: +1000).
 const PORT_BASE = 18990 + LANE_PORT_OFFSET;
@@ -353,8 +351,7 @@ test('SIGKILL between publish and PUBACK, and between PUBACK and answer: each co
   const proxy = await relay(mq.port);
   t.after(() => proxy.close());
   const run = `kill${rand()}`;
-  const database =
-    TEST_DB === 'pglite' ? { dataDir: fs.mkdtempSync(path.join(os.tmpdir(), 'downlink-kill-')) } : await createTestDatabase();
+  const database = TEST_DB === 'pglite' ? { dataDir: embeddedDataDir('downlink-kill-') } : await createTestDatabase();
   const svc = await serviceProcess(database, {
     INGEST_MQTT_URL: `mqtt://127.0.0.1:${proxy.port}`,
     INGEST_MQTT_CLIENT_ID: `ingest-${run}`,
@@ -362,7 +359,10 @@ test('SIGKILL between publish and PUBACK, and between PUBACK and answer: each co
     // Long: only the restart's own take-back (not a lease running out) publishes again.
     COMMAND_LEASE_SECONDS: '3600',
   });
-  t.after(() => svc.stop());
+  t.after(async () => {
+    await svc.stop();
+    if (typeof database !== 'string') fs.rmSync(database.dataDir, { recursive: true, force: true });
+  });
   const connected = async () => /ingest_mqtt_connected 1/.test(await (await fetch(`${svc.base}/metrics`)).text());
   await waitFor(() => 'the child to subscribe', connected);
   const owner = await svc.api('POST', '/owners', { name: `kill-${run}` });

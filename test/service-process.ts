@@ -3,9 +3,10 @@
 // listens on a port the system gives (PORT=0) and the test reads the port from its log line; a
 // fixed PUBLIC_URL keeps the token issuer, so one token serves every restart.
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { eventLogEnv } from './event-log.js';
@@ -61,6 +62,27 @@ export interface ServiceProcessOptions {
   wasmBaselineOnly?: boolean;
 }
 const LIFTOFF = '--liftoff-only';
+
+/**
+ * A new data folder for the service on the embedded database (under the system's temporary folder;
+ * the caller removes it), laid from the run's migrated PGlite template (TEST_PGLITE_TEMPLATE,
+ * scripts/test.mjs) when there is one: the service then starts as it does on any start after its
+ * first, finding its database made and every migration applied. A first start's initdb and
+ * migrations cost the service process some 6 CPU-seconds more, and only a test of that first start
+ * needs them (it makes an empty folder of its own).
+ */
+export function embeddedDataDir(prefix: string): string {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+  const template = process.env.TEST_PGLITE_TEMPLATE;
+  if (template) {
+    const pgdata = path.join(dataDir, 'pgdata');
+    fs.mkdirSync(pgdata);
+    // The template is a tar of the data folder's contents (PGlite's dumpDataDir, uncompressed).
+    const r = spawnSync('tar', ['-xf', template, '-C', pgdata], { encoding: 'utf8' });
+    if (r.status !== 0) throw new Error(`the PGlite template could not be laid out (tar: ${r.stderr || r.error?.message})`);
+  }
+  return dataDir;
+}
 
 /**
  * The service on PostgreSQL (a database URL), or on the embedded database in a folder of its own

@@ -1,6 +1,8 @@
 // The hostile-tenant suite's harness (test/hostile/*.test.ts, API guide 7 "Bounds"): the service as
 // its own process with `npm start`'s heap (128 MB), so that a crash or an exhausted heap is seen as
-// what it is, on the lane's database (PostgreSQL, or the embedded one in a folder of its own);
+// what it is, on the lane's database (a PostgreSQL database copied from the run's migrated
+// template, or the embedded one in a folder of its own laid from the run's PGlite template: either
+// way the service starts as on any start after its first, without a first start's initdb);
 // tenant A, who drives a heavy path at its bounds; and tenant B, whose reads and writes are timed
 // while A works and, before that, with A idle (the control). While A works, the same loop runs
 // against a quiet twin (the same service, started the same way on a database of its own, that
@@ -12,12 +14,11 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
-import path from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { Agent, fetch as undiciFetch } from 'undici';
 import { DEFAULT_PASSWORD_COST } from '../../src/auth/crypto.js';
 import { atEnd, createTestDatabase, TEST_DB } from '../helpers.js';
-import { type ServiceProcess, serviceProcess } from '../service-process.js';
+import { embeddedDataDir, type ServiceProcess, serviceProcess } from '../service-process.js';
 
 /** `npm start`'s flags (package.json). */
 export const START_FLAGS = ['--max-old-space-size=128'];
@@ -123,7 +124,7 @@ export async function hostileService(env: Record<string, string> = {}): Promise<
   let database: string | { dataDir: string };
   if (TEST_DB === 'postgres') database = await createTestDatabase();
   else {
-    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'hostile-'));
+    const dataDir = embeddedDataDir('hostile-');
     atEnd(async () => fs.rmSync(dataDir, { recursive: true, force: true }));
     database = { dataDir };
   }
