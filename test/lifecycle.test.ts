@@ -14,7 +14,7 @@ import { buildApp } from '../src/app.js';
 import { MIGRATION_LOCK_KEY, readMigrations } from '../src/db/migrate.js';
 import { Notifier } from '../src/db/notifier.js';
 import { connectPg, createTestDatabase, postgresAvailable, requireService, testConfig, TEST_DB, ADMIN_PG_URL, waitFor } from './helpers.js';
-import { entryArgs } from './service-process.js';
+import { entryArgs, followedWasmFlags } from './service-process.js';
 
 if (TEST_DB === 'postgres') {
   test('three instances started while the migration lock is held each find every migration applied exactly once', async (t) => {
@@ -120,7 +120,7 @@ interface Proc {
 
 function startService(env: Record<string, string>): Proc {
   let out = '';
-  const child = spawn(process.execPath, entryArgs('src/main.ts'), {
+  const child = spawn(process.execPath, [...followedWasmFlags(), ...entryArgs('src/main.ts')], {
     env: { ...process.env, LOG_LEVEL: 'warn', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -62,6 +62,11 @@ export interface ServiceProcessOptions {
   wasmBaselineOnly?: boolean;
 }
 const LIFTOFF = '--liftoff-only';
+/**
+ * The test process's own WebAssembly flag, for a service process on the embedded database that
+ * follows it (the PGlite lane runs its test processes with --liftoff-only, scripts/test.mjs).
+ */
+export const followedWasmFlags = (): string[] => (process.execArgv.includes(LIFTOFF) ? [LIFTOFF] : []);
 
 /**
  * A new data folder for the service on the embedded database (under the system's temporary folder;
@@ -125,7 +130,7 @@ export async function serviceProcess(
   let token = '';
   const start = async () => {
     // Its own process group, so a kill takes the service's delivery processes with it.
-    const baseline = typeof database !== 'string' && (opts.wasmBaselineOnly ?? process.execArgv.includes(LIFTOFF));
+    const baseline = typeof database !== 'string' && (opts.wasmBaselineOnly ?? followedWasmFlags().length > 0);
     const c = spawn(process.execPath, [...(baseline ? [LIFTOFF] : []), ...(opts.nodeArgs ?? []), ...entryArgs('src/main.ts')], {
       env: fullEnv,
       stdio: ['ignore', 'pipe', 'inherit'],
