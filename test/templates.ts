@@ -77,6 +77,12 @@ export async function makePgliteTemplate(dir: string): Promise<string> {
     } as Partial<Db> as Db,
     'pglite',
   );
+  // The app uses the one database, postgres: without template0 and template1 (7.4 MB each) the saved
+  // folder is a third smaller, and every in-memory PGlite of the run copies it whole.
+  for (const d of ['template0', 'template1']) {
+    await raw.exec(`ALTER DATABASE ${d} WITH is_template false`);
+    await raw.exec(`DROP DATABASE ${d}`);
+  }
   const file = path.join(dir, 'pglite-template.tar');
   fs.writeFileSync(file, Buffer.from(await (await raw.dumpDataDir('none')).arrayBuffer()));
   await raw.close();
