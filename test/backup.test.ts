@@ -16,7 +16,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import { atEnd, createTestDatabase, requireService } from './helpers.js';
-import { type ServiceProcess, serviceProcess } from './service-process.js';
+import { embeddedDataDir, type ServiceProcess, serviceProcess } from './service-process.js';
 
 const RECORDS = 50;
 const FROM_TO = 'from=1970-01-01T00:00:00Z&to=9999-12-31T23:59:59Z';
@@ -124,7 +124,9 @@ test('PostgreSQL: pg_dump while the service runs, pg_restore into a fresh databa
 test('embedded database: the service stopped, DATA_DIR copied, the copy serves the same records and tokens', async () => {
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'tracking-backup-embedded-'));
   atEnd(async () => fs.rmSync(root, { recursive: true, force: true }));
-  const dataDir = path.join(root, 'data');
+  // The service's folder as after its first start (laid from the run's template: no initdb here).
+  const dataDir = embeddedDataDir('tracking-backup-data-');
+  atEnd(async () => fs.rmSync(dataDir, { recursive: true, force: true }));
   const svc = await serviceProcess({ dataDir });
   atEnd(() => svc.stop());
   const { assetId, locations } = await store(svc);
