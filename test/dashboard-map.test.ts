@@ -136,7 +136,11 @@ function mapOf(page: Page) {
   };
   type View = Awaited<ReturnType<typeof view>>;
   let last = '';
-  /** Waits until the map, at rest, is as `cond` says. */
+  /**
+   * Waits until the map, at rest, is as `cond` says. The guide promises no drawing time: the 10m land
+   * (3 MB, decoded and drawn into every tile) came after more than 30 s with eight test files on two
+   * cores, so a condition may take as long as the test's own timeout allows.
+   */
   const until = (what: string, cond: (v: View) => boolean) =>
     waitFor(
       () => `${what} (last: ${last})`,
@@ -145,7 +149,7 @@ function mapOf(page: Page) {
         last = JSON.stringify(v);
         return v.still && cond(v) ? v : undefined;
       },
-      30_000,
+      120_000,
     );
   const at = (v: View, p: { latitude: number; longitude: number }) => {
     const scale = 256 * 2 ** v.zoom;

@@ -247,8 +247,10 @@ test('200 alerts for one asset within a minute: the first message, then one dige
     data: { supplyAirTemperature: k % 2 === 0 ? -5 : -20 },
   }));
   ok(await f.call('POST', '/reefer-data', readings), 201, 'bulk');
-  // 200 ALERT events (filtered in, folded into their notifications) and 200 notifications.
-  await history.allSucceeded(i.id, 400);
+  // 200 ALERT events (filtered in, folded into their notifications) and 200 notifications. The
+  // guide promises no delivery time: with eight test files on two cores the embedded database
+  // delivered these 400 in more than 90 s, so the wait is as long as the test's own time allows.
+  await history.allSucceeded(i.id, 400, 300_000);
   assert.equal(smtp.to(a).length, 1, 'one message in the interval');
   const { db } = ta.app.services;
   const { rows } = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM email_held WHERE integration_id = $1', [i.id]);

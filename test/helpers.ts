@@ -477,21 +477,32 @@ export function deliveryHistory(app: () => TestApp) {
       ms,
     );
   };
-  /** Resolves with the deliveries in `status` once there are at least `count` (within `ms`). */
-  const reached = (id: string, count: number, status: string, ms = 90_000) =>
-    waitFor(
-      () => `${count} deliveries of ${id} to be ${status}`,
+  /**
+   * Resolves with the deliveries in `status` once there are at least `count` (within `ms`); a timeout
+   * says how many there were in each status.
+   */
+  const reached = (id: string, count: number, status: string, ms = 90_000) => {
+    let seen = 0;
+    return waitFor(
+      () => `${count} deliveries of ${id} to be ${status} (${seen} were)`,
       async () => {
         const d = await deliveries(id, status);
+        seen = d.length;
         return d.length >= count ? d : undefined;
       },
       ms,
-    );
+    ).catch(async (e: Error) => {
+      const all = await deliveries(id).catch(() => []);
+      const byStatus: Record<string, number> = {};
+      for (const x of all) byStatus[x.status] = (byStatus[x.status] ?? 0) + 1;
+      throw new Error(`${e.message}; by status: ${JSON.stringify(byStatus)}`);
+    });
+  };
   return {
     deliveries,
     until,
     reached,
-    allSucceeded: (id: string, count: number) => reached(id, count, 'SUCCEEDED'),
+    allSucceeded: (id: string, count: number, ms?: number) => reached(id, count, 'SUCCEEDED', ms),
     /** Resolves with the first delivery that has an attempt (a test expecting it to have failed checks). */
     firstAttempted: (id: string) =>
       waitFor(
