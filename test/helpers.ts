@@ -481,23 +481,19 @@ export function deliveryHistory(app: () => TestApp) {
    * Resolves with the deliveries in `status` once there are at least `count` (within `ms`); a timeout
    * says how many there were in each status.
    */
-  const reached = (id: string, count: number, status: string, ms = 90_000) => {
-    let seen = 0;
-    return waitFor(
-      () => `${count} deliveries of ${id} to be ${status} (${seen} were)`,
+  const reached = (id: string, count: number, status: string, ms = 90_000) =>
+    waitFor(
+      () => `${count} deliveries of ${id} to be ${status}`,
       async () => {
         const d = await deliveries(id, status);
-        seen = d.length;
         return d.length >= count ? d : undefined;
       },
       ms,
     ).catch(async (e: Error) => {
-      const all = await deliveries(id).catch(() => []);
       const byStatus: Record<string, number> = {};
-      for (const x of all) byStatus[x.status] = (byStatus[x.status] ?? 0) + 1;
+      for (const x of await deliveries(id).catch(() => [])) byStatus[x.status] = (byStatus[x.status] ?? 0) + 1;
       throw new Error(`${e.message}; by status: ${JSON.stringify(byStatus)}`);
     });
-  };
   return {
     deliveries,
     until,
